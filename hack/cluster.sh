@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# The local control plane: kube-apiserver, etcd, controller-manager and scheduler built
+# from source (hack/build-control-plane.sh), with kwok as the kubelet, run by kwokctl's
+# binary runtime. No Docker.
+#
+#   hack/cluster.sh up [NAME] [KUBECONFIG]   start (or reuse) cluster NAME, write its kubeconfig
+#   hack/cluster.sh fixtures KUBECONFIG      load the sample AI cluster (nodes, pods, CRD, pools)
+#   hack/cluster.sh down [NAME]              stop it and every process it started
+#
+# NAME defaults to litepool-dev and KUBECONFIG to _output/dev/kubeconfig. Both up and
+# down are idempotent. Cluster state lives in _output/kwok.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+bin="$root/_output/bin"
+export KWOK_WORKDIR="$root/_output/kwok"
+kwokctl="$bin/kwokctl"
+
+die() { echo "cluster.sh: $*" >&2; exit 1; }
+
+running() { # running NAME: the cluster exists and its API server answers
+  "$kwokctl" get clusters 2>/dev/null | grep -qx "$1" || return 1
+  kubectl --kubeconfig "$KWOK_WORKDIR/clusters/$1/kubeconfig.yaml" get --raw /readyz >/dev/null 2>&1
+}
+
+up() {
+  local name=${1:-litepool-dev} kubeconfig=${2:-$root/_output/dev/kubeconfig}
+  "$root/hack/build-control-plane.sh"
+  if running "$name"; then
+    echo "cluster $name is already running"
+  else
+    if "$kwokctl" get clusters 2>/dev/null | grep -qx "$name"; then
+      # Left from an earlier run but not answering: start afresh.
+      "$kwokctl" delete cluster --name "$name" >/dev/null 2>&1 || true
+    fi
+    echo "starting cluster $name (kube-apiserver $("$bin/kube-apiserver" --version | awk '{print $2}'), kwok as the kubelet)"
+    "$kwokctl" create cluster --name "$name" --runtime binary \
+      --config "$root/hack/kwokctl-config.yaml" \
+      --kube-apiserver-binary "$bin/kube-apiserver" \
+      --kube-controller-manager-binary "$bin/kube-controller-manager" \
+      --kube-scheduler-binary "$bin/kube-scheduler" \
+      --kwok-controller-binary "$bin/kwok" \
+      --etcd-binary "$bin/etcd" \
+      --kubeconfig "" --wait 120s --quiet-pull \
+      || die "the control plane did not start; logs: $KWOK_WORKDIR/clusters/$name/logs"
+  fi
+  mkdir -p "$(dirname "$kubeconfig")"
+  "$kwokctl" get kubeconfig --name "$name" >"$kubeconfig"
+  kubectl --kubeconfig "$kubeconfig" wait --for=create --timeout=60s serviceaccount/default -n default >/dev/null 2>&1 || true
+  echo "kubeconfig: $kubeconfig"
+}
+
+fixtures() {
+  local kubeconfig=${1:-$root/_output/dev/kubeconfig}
+  local k=(kubectl --kubeconfig "$kubeconfig")
+  "${k[@]}" apply -f "$root/hack/fixtures/nodes.yaml" >/dev/null
+  "${k[@]}" apply -f "$root/deploy/webhook/crd" >/dev/null
+  "${k[@]}" wait --for=condition=Established --timeout=60s crd/pools.runwhere.ai >/dev/null
+  "${k[@]}" apply -f "$root/hack/fixtures/pools.yaml" >/dev/null
+  "${k[@]}" wait --for=create --timeout=60s serviceaccount/default -n default >/dev/null
+  "${k[@]}" apply -f "$root/hack/fixtures/workloads.yaml" >/dev/null
+  # Wait until kwok has made every node it plays Ready.
+  local managed
+  managed=$("${k[@]}" get nodes -o go-template='{{range .items}}{{if index .metadata.annotations "kwok.x-k8s.io/node"}}node/{{.metadata.name}} {{end}}{{end}}')
+  # shellcheck disable=SC2086
+  "${k[@]}" wait --for=condition=Ready --timeout=120s $managed >/dev/null
+  echo "loaded the sample AI cluster: $("${k[@]}" get nodes --no-headers | wc -l) nodes, $("${k[@]}" get pods -A --no-headers | wc -l) pods"
+}
+
+down() {
+  local name=${1:-litepool-dev}
+  [ -x "$kwokctl" ] || { echo "no kwokctl built: nothing to stop"; return 0; }
+  if "$kwokctl" get clusters 2>/dev/null | grep -qx "$name"; then
+    "$kwokctl" delete cluster --name "$name" >/dev/null
+    echo "cluster $name deleted"
+  else
+    echo "cluster $name is not running"
+  fi
+  # kwokctl stops what it started; make sure, by the cluster's own directory.
+  local left
+  left=$(pgrep -f "$KWOK_WORKDIR/clusters/$name/" || true)
+  if [ -n "$left" ]; then
+    kill $left 2>/dev/null || true
+    sleep 1
+    kill -9 $(pgrep -f "$KWOK_WORKDIR/clusters/$name/") 2>/dev/null || true
+  fi
+}
+
+cmd=${1:-}; shift || true
+case "$cmd" in
+  up) up "$@" ;;
+  fixtures) fixtures "$@" ;;
+  down) down "$@" ;;
+  *) die "usage: $0 up|fixtures|down [NAME] [KUBECONFIG]" ;;
+esac

@@ -1,0 +1,244 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// PoolType says what a pool is for; it decides which workload types it accepts.
+// +kubebuilder:validation:Enum=Training;Inference;Development;Compute
+type PoolType string
+
+const (
+	PoolTypeTraining    PoolType = "Training"
+	PoolTypeInference   PoolType = "Inference"
+	PoolTypeDevelopment PoolType = "Development"
+	PoolTypeCompute     PoolType = "Compute"
+)
+
+// WorkloadType is the kind of work a pod declares (label runwhere.ai/workload-type).
+// +kubebuilder:validation:Enum=training;inference;development;compute
+type WorkloadType string
+
+const (
+	WorkloadTraining    WorkloadType = "training"
+	WorkloadInference   WorkloadType = "inference"
+	WorkloadDevelopment WorkloadType = "development"
+	WorkloadCompute     WorkloadType = "compute"
+)
+
+// +genclient
+// +genclient:nonNamespaced
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=lpool,categories=litepool
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Type",type=string,JSONPath=`.spec.type`
+// +kubebuilder:printcolumn:name="Accelerator",type=string,JSONPath=`.spec.accelerator.type`
+// +kubebuilder:printcolumn:name="Min Nodes",type=integer,JSONPath=`.spec.minNodes`
+// +kubebuilder:printcolumn:name="Exclusive",type=boolean,JSONPath=`.spec.exclusive`
+// +kubebuilder:printcolumn:name="Description",type=string,JSONPath=`.spec.description`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() >= 4 && self.metadata.name.size() <= 24 && self.metadata.name.matches('^[a-z]([a-z0-9-]*[a-z0-9])?$')",message="pool name must be 4-24 characters: lowercase letters, digits and hyphens, starting with a letter and not ending with a hyphen"
+// +kubebuilder:validation:XValidation:rule="self.metadata.name != 'default'",message="pool name \"default\" is reserved for nodes that belong to no pool"
+
+// Pool is a set of same-spec accelerator nodes with one policy: what work it takes,
+// who may use it, how far it may shrink and which software it runs.
+type Pool struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   PoolSpec   `json:"spec,omitempty"`
+	Status PoolStatus `json:"status,omitempty"`
+}
+
+// PoolSpec is the policy of a pool.
+type PoolSpec struct {
+	// Description is free text shown in listings.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	Description string `json:"description,omitempty"`
+	// Tags are free key/value pairs, for the operator's own bookkeeping.
+	// +optional
+	Tags map[string]string `json:"tags,omitempty"`
+	// Type decides the workload types the pool accepts by default.
+	// +kubebuilder:default=Training
+	// +optional
+	Type PoolType `json:"type,omitempty"`
+	// AllowedWorkloads overrides the workload types the pool type accepts.
+	// +listType=set
+	// +optional
+	AllowedWorkloads []WorkloadType `json:"allowedWorkloads,omitempty"`
+	// Accelerator is the one accelerator model all nodes of the pool carry.
+	// +optional
+	Accelerator AcceleratorSpec `json:"accelerator,omitempty"`
+	// NodePools are named groups of same-spec nodes inside the pool.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	NodePools []NodePool `json:"nodePools,omitempty"`
+	// MinNodes is the floor scale-down never goes below.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:default=1
+	// +optional
+	MinNodes int32 `json:"minNodes,omitempty"`
+	// Exclusive taints member nodes runwhere.ai/pool=<name>:NoSchedule; only pods of the
+	// pool get the matching toleration.
+	// +optional
+	Exclusive bool `json:"exclusive,omitempty"`
+	// Namespaces may use the pool; empty (with no NamespaceSelector) means every namespace.
+	// +listType=set
+	// +optional
+	Namespaces []string `json:"namespaces,omitempty"`
+	// NamespaceSelector selects further namespaces allowed to use the pool.
+	// +optional
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+	// Software is the declared version chain the pool's nodes and images run.
+	// +optional
+	Software SoftwareSpec `json:"software,omitempty"`
+	// HCCL holds Ascend collective-communication settings injected into NPU pods.
+	// +optional
+	HCCL HCCLSpec `json:"hccl,omitempty"`
+	// StressTest configures periodic stress tests of the pool's nodes.
+	// +optional
+	StressTest *StressTestSpec `json:"stressTest,omitempty"`
+	// Upgrade holds the installer used by driver upgrades of this pool.
+	// +optional
+	Upgrade *UpgradeSpec `json:"upgrade,omitempty"`
+}
+
+// AcceleratorSpec names the accelerator model of a pool.
+type AcceleratorSpec struct {
+	// Type is the value member nodes carry in runwhere.ai/gpu-type (A100-80G, Snt9B, ...);
+	// empty for CPU pools.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^([A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?)?$`
+	// +optional
+	Type string `json:"type,omitempty"`
+	// ResourceName is the extended resource the accelerators are counted by
+	// (nvidia.com/gpu, huawei.com/Ascend910, ...); detected from the nodes when empty.
+	// +optional
+	ResourceName corev1.ResourceName `json:"resourceName,omitempty"`
+}
+
+// NodePool is a named group of same-spec nodes inside a pool (label runwhere.ai/node-pool).
+type NodePool struct {
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+	// Labels are applied to every member node.
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+	// Taints are applied to every member node.
+	// +optional
+	Taints []corev1.Taint `json:"taints,omitempty"`
+}
+
+// SoftwareSpec is the version chain hardware → driver → firmware → CANN → torch_npu → image.
+type SoftwareSpec struct {
+	// +optional
+	Driver string `json:"driver,omitempty"`
+	// +optional
+	Firmware string `json:"firmware,omitempty"`
+	// +optional
+	CANN string `json:"cann,omitempty"`
+	// +optional
+	TorchNPU string `json:"torchNPU,omitempty"`
+	// +optional
+	PyTorch string `json:"pytorch,omitempty"`
+	// +optional
+	CUDA string `json:"cuda,omitempty"`
+	// +optional
+	Image string `json:"image,omitempty"`
+}
+
+// HCCLSpec holds HCCL settings.
+type HCCLSpec struct {
+	// +optional
+	OpRetry OpRetrySpec `json:"opRetry,omitempty"`
+}
+
+// OpRetrySpec is HCCL operator-level retry (HCCL_OP_RETRY_ENABLE / HCCL_OP_RETRY_PARAMS).
+type OpRetrySpec struct {
+	// +optional
+	Enabled bool `json:"enabled,omitempty"`
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10
+	// +kubebuilder:default=3
+	// +optional
+	MaxRetries int32 `json:"maxRetries,omitempty"`
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=3600
+	// +kubebuilder:default=300
+	// +optional
+	RetryTimeoutSeconds int32 `json:"retryTimeoutSeconds,omitempty"`
+}
+
+// StressTestSpec configures stress tests.
+type StressTestSpec struct {
+	// Schedule is a cron expression for periodic runs.
+	// +optional
+	Schedule string `json:"schedule,omitempty"`
+	// +optional
+	Image string `json:"image,omitempty"`
+	// +listType=set
+	// +optional
+	Tests []StressTest `json:"tests,omitempty"`
+}
+
+// StressTest names one stress test.
+// +kubebuilder:validation:Enum=npu;hccs;roce;storage
+type StressTest string
+
+// UpgradeSpec is the driver installer used for this pool's nodes.
+type UpgradeSpec struct {
+	// +optional
+	InstallerImage string `json:"installerImage,omitempty"`
+	// +optional
+	InstallerCommand []string `json:"installerCommand,omitempty"`
+}
+
+// PoolStatus is the observed state of a pool. The plugin computes it from nodes and
+// pods each time it reads a pool (it is not stored), so that -o json/yaml show it.
+type PoolStatus struct {
+	// Phase is Running, Degraded (some nodes not Running), Empty or Upgrading.
+	// +optional
+	Phase string `json:"phase,omitempty"`
+	// NodeCount is the number of member nodes.
+	// +optional
+	NodeCount int32 `json:"nodeCount,omitempty"`
+	// HealthyNodes are members in state Running; FaultyNodes the rest.
+	// +optional
+	HealthyNodes int32 `json:"healthyNodes,omitempty"`
+	// +optional
+	FaultyNodes int32 `json:"faultyNodes,omitempty"`
+	// AcceleratorResource is the resource the figures below count.
+	// +optional
+	AcceleratorResource corev1.ResourceName `json:"acceleratorResource,omitempty"`
+	// AcceleratorTotal is the allocatable accelerators of Ready members.
+	// +optional
+	AcceleratorTotal int64 `json:"acceleratorTotal,omitempty"`
+	// AcceleratorUsed is what non-terminal pods bound to members request.
+	// +optional
+	AcceleratorUsed int64 `json:"acceleratorUsed,omitempty"`
+	// +optional
+	AcceleratorFree int64 `json:"acceleratorFree,omitempty"`
+	// GPUTypes are the accelerator models seen on members.
+	// +optional
+	GPUTypes []string `json:"gpuTypes,omitempty"`
+	// DriverVersions are the driver versions seen on members.
+	// +optional
+	DriverVersions []string `json:"driverVersions,omitempty"`
+	// Conditions of the pool.
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// PoolList is a list of Pools.
+type PoolList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Pool `json:"items"`
+}

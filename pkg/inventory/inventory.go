@@ -1,0 +1,218 @@
+// Package inventory reads the cluster's nodes and pods in one paged pass and sums them up
+// per node and per pool: the figures behind `get pools`, `get nodes` and `describe`.
+//
+// It costs what the floor costs: one paged list of nodes, one paged list of non-terminal
+// bound pods (terminal pods are filtered by the API server), no per-node request, and
+// nothing kept of a pod beyond the accelerators it requests.
+package inventory
+
+import (
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/runwhere-ai/litepool/pkg/policy"
+)
+
+// Node is what litepool keeps of one node.
+type Node struct {
+	Name          string
+	Pool          string
+	NodePool      string
+	State         policy.NodeState
+	Ready         bool
+	GPUType       string
+	DriverVersion string
+	Resource      corev1.ResourceName
+	Total         int64 // allocatable accelerators
+	Used          int64 // requested by non-terminal pods bound to the node
+	WorkloadPods  int   // non-terminal pods not owned by a DaemonSet
+	Labels        map[string]string
+}
+
+// Free is the accelerators not requested; never negative.
+func (n Node) Free() int64 { return max(n.Total-n.Used, 0) }
+
+// Pool sums up the members of one pool.
+type Pool struct {
+	Name           string
+	Nodes          []*Node
+	Resource       corev1.ResourceName
+	Total          int64 // allocatable accelerators of Ready members
+	Used           int64
+	Healthy        int
+	Faulty         int
+	Phase          string
+	GPUTypes       []string
+	DriverVersions []string
+}
+
+// Free is total minus used, never negative.
+func (p *Pool) Free() int64 { return max(p.Total-p.Used, 0) }
+
+// usage is what one node's pods add up to.
+type usage struct {
+	accelerators int64
+	workloadPods int
+}
+
+// Builder accumulates pods, then nodes, into an Inventory. Feed every pod first (AddPod),
+// then every node (AddNode), then call Build.
+type Builder struct {
+	usage map[string]usage
+	nodes []*Node
+}
+
+// NewBuilder returns an empty Builder.
+func NewBuilder() *Builder { return &Builder{usage: map[string]usage{}} }
+
+// AddPod counts a pod against the node it is bound to. Unbound and terminal pods add
+// nothing (the lister filters them already; this keeps the builder right on its own).
+func (b *Builder) AddPod(pod *corev1.Pod) {
+	if pod.Spec.NodeName == "" || IsTerminal(pod) {
+		return
+	}
+	u := b.usage[pod.Spec.NodeName]
+	u.accelerators += policy.PodAccelerators(pod)
+	if IsWorkloadPod(pod) {
+		u.workloadPods++
+	}
+	b.usage[pod.Spec.NodeName] = u
+}
+
+// AddNode records a node with the usage of the pods seen so far.
+func (b *Builder) AddNode(node *corev1.Node) {
+	resource, total := policy.NodeAccelerators(node)
+	u := b.usage[node.Name]
+	b.nodes = append(b.nodes, &Node{
+		Name:          node.Name,
+		Pool:          policy.PoolOf(node),
+		NodePool:      node.Labels[policy.LabelNodePool],
+		State:         policy.StateOfNode(node),
+		Ready:         policy.IsNodeReady(node),
+		GPUType:       policy.GPUType(node),
+		DriverVersion: policy.DriverVersion(node),
+		Resource:      resource,
+		Total:         total,
+		Used:          u.accelerators,
+		WorkloadPods:  u.workloadPods,
+		Labels:        litepoolLabels(node.Labels),
+	})
+}
+
+// Inventory is the cluster as litepool sees it.
+type Inventory struct {
+	Nodes []*Node          // sorted by name
+	Pools map[string]*Pool // by name; always has "default"
+}
+
+// Build sums nodes into pools. extraPools (Pool objects with no members yet) get an
+// empty entry so they still show.
+func (b *Builder) Build(extraPools ...string) *Inventory {
+	sort.Slice(b.nodes, func(i, j int) bool { return b.nodes[i].Name < b.nodes[j].Name })
+	inv := &Inventory{Nodes: b.nodes, Pools: map[string]*Pool{}}
+	pool := func(name string) *Pool {
+		p := inv.Pools[name]
+		if p == nil {
+			p = &Pool{Name: name}
+			inv.Pools[name] = p
+		}
+		return p
+	}
+	pool(policy.DefaultPool)
+	for _, name := range extraPools {
+		pool(name)
+	}
+	for _, n := range b.nodes {
+		p := pool(n.Pool)
+		p.Nodes = append(p.Nodes, n)
+		if n.Ready {
+			p.Total += n.Total
+		}
+		p.Used += n.Used
+		if p.Resource == "" {
+			p.Resource = n.Resource
+		}
+	}
+	for _, p := range inv.Pools {
+		p.finish()
+	}
+	return inv
+}
+
+func (p *Pool) finish() {
+	states := make([]policy.NodeState, len(p.Nodes))
+	gpuTypes, drivers := map[string]bool{}, map[string]bool{}
+	for i, n := range p.Nodes {
+		states[i] = n.State
+		if n.State == policy.NodeRunning {
+			p.Healthy++
+		} else {
+			p.Faulty++
+		}
+		if n.GPUType != "" {
+			gpuTypes[n.GPUType] = true
+		}
+		if n.DriverVersion != "" {
+			drivers[n.DriverVersion] = true
+		}
+	}
+	p.Phase = policy.PoolPhase(states)
+	p.GPUTypes, p.DriverVersions = sortedKeys(gpuTypes), sortedKeys(drivers)
+}
+
+// PoolNames returns the pool names sorted, "default" last (as gpuctl lists them).
+func (inv *Inventory) PoolNames() []string {
+	names := make([]string, 0, len(inv.Pools))
+	for n := range inv.Pools {
+		if n != policy.DefaultPool {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	return append(names, policy.DefaultPool)
+}
+
+// IsTerminal says whether a pod has finished (Succeeded or Failed).
+func IsTerminal(pod *corev1.Pod) bool {
+	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+}
+
+// IsWorkloadPod says whether a pod is work a node should finish before it leaves a pool:
+// not terminal, not owned by a DaemonSet, not a static (mirror) pod.
+func IsWorkloadPod(pod *corev1.Pod) bool {
+	if IsTerminal(pod) {
+		return false
+	}
+	if _, mirror := pod.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
+		return false
+	}
+	for _, ref := range pod.OwnerReferences {
+		if ref.Kind == "DaemonSet" && ref.Controller != nil && *ref.Controller {
+			return false
+		}
+	}
+	return true
+}
+
+func litepoolLabels(labels map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range labels {
+		if len(k) > len(policy.Prefix) && k[:len(policy.Prefix)] == policy.Prefix {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func sortedKeys(m map[string]bool) []string {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

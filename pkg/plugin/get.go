@@ -1,0 +1,27 @@
+package plugin
+
+import (
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	cmdutil "k8s.io/kubectl/pkg/cmd/util"
+	"k8s.io/kubectl/pkg/util/templates"
+)
+
+// getters are the nouns of `get`; each noun file registers itself.
+var getters []func(cmdutil.Factory, genericiooptions.IOStreams) *cobra.Command
+
+// NewCmdGet is `kubectl litepool get NOUN`.
+func NewCmdGet(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "get",
+		Short: "Display pools, nodes, node pools or litepool labels",
+		Long:  "Display one or many litepool resources as a table, or as json, yaml, name or jsonpath with -o.",
+		Example: templates.Examples(`
+			kubectl litepool get pools
+			kubectl litepool get pools -o wide`),
+	}
+	for _, g := range getters {
+		cmd.AddCommand(g(f, streams))
+	}
+	return cmd
+}

@@ -1,0 +1,235 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	cmdutil "k8s.io/kubectl/pkg/cmd/util"
+	"k8s.io/kubectl/pkg/util/templates"
+
+	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/inventory"
+	"github.com/runwhere-ai/litepool/pkg/policy"
+)
+
+
+func init() { getters = append(getters, NewCmdGetPools) }
+
+// GetPoolsOptions is `get pools`.
+type GetPoolsOptions struct {
+	Print  *PrintOptions
+	SortBy string
+	Names  []string
+
+	clients *clients
+	genericiooptions.IOStreams
+}
+
+var poolSortKeys = []string{"name", "gpu-total", "gpu-used", "gpu-free", "nodes"}
+
+// NewCmdGetPools is `kubectl litepool get pools [NAME...]`.
+func NewCmdGetPools(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &GetPoolsOptions{Print: NewPrintOptions(), IOStreams: streams}
+	cmd := &cobra.Command{
+		Use:     "pools [NAME...]",
+		Aliases: []string{"pool", "lpool"},
+		Short:   "List pools with their accelerator use",
+		Long: templates.LongDesc(`
+			List pools with their status and accelerator figures: total is the
+			allocatable accelerators of Ready member nodes, used is what running and
+			pending pods bound to them request, free is the difference. Nodes with no
+			pool label make up the "default" pool. Pools that exist only as node labels
+			(as gpuctl makes them) are listed too.`),
+		Example: templates.Examples(`
+			# List every pool, the default pool last
+			kubectl litepool get pools
+
+			# More columns: type, accelerator, healthy/faulty nodes, driver versions
+			kubectl litepool get pools -o wide
+
+			# One pool as YAML, with its computed status
+			kubectl litepool get pool train-a100 -o yaml
+
+			# The pools with the most free accelerators first
+			kubectl litepool get pools --sort-by=gpu-free`),
+		ValidArgsFunction: completePoolNames(f),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.Complete(f, args); err != nil {
+				return err
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	o.Print.AddFlags(cmd)
+	cmd.Flags().StringVar(&o.SortBy, "sort-by", "name", fmt.Sprintf("Sort by one of: %v (figures largest first)", poolSortKeys))
+	return cmd
+}
+
+// Complete builds the clients.
+func (o *GetPoolsOptions) Complete(f cmdutil.Factory, args []string) (err error) {
+	o.Names = args
+	o.clients, err = newClients(f)
+	return err
+}
+
+// Validate checks the flags.
+func (o *GetPoolsOptions) Validate() error {
+	if err := o.Print.Validate(); err != nil {
+		return err
+	}
+	for _, k := range poolSortKeys {
+		if o.SortBy == k {
+			return nil
+		}
+	}
+	return fmt.Errorf("invalid --sort-by %q: must be one of %v", o.SortBy, poolSortKeys)
+}
+
+// Run lists and prints.
+func (o *GetPoolsOptions) Run(ctx context.Context) error {
+	pools, err := LoadPools(ctx, o.clients, "")
+	if err != nil {
+		return err
+	}
+	pools, err = selectPools(pools, o.Names)
+	if err != nil {
+		return err
+	}
+	sortPools(pools, o.SortBy)
+	return Print(o.Print, o.Out, pools, len(o.Names) == 1, PoolTable)
+}
+
+// LoadPools reads Pool objects, nodes and pods and returns every pool (objects, pools
+// that exist only as node labels, and "default") with its status computed.
+func LoadPools(ctx context.Context, c *clients, nodeSelector string) ([]v1alpha1.Pool, error) {
+	objects, err := c.pools.List(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing Pool objects: %w", err)
+	}
+	names := make([]string, len(objects))
+	for i := range objects {
+		names[i] = objects[i].Name
+	}
+	inv, err := inventory.Collect(ctx, c.kube, inventory.Options{NodeSelector: nodeSelector}, names...)
+	if err != nil {
+		return nil, err
+	}
+	return MergePools(objects, inv), nil
+}
+
+// MergePools joins Pool objects with the inventory. Pools without an object get a
+// synthesized one with the condition PoolObject=False.
+func MergePools(objects []v1alpha1.Pool, inv *inventory.Inventory) []v1alpha1.Pool {
+	byName := map[string]v1alpha1.Pool{}
+	for _, p := range objects {
+		byName[p.Name] = p
+	}
+	out := make([]v1alpha1.Pool, 0, len(inv.Pools))
+	for _, name := range inv.PoolNames() {
+		pool, ok := byName[name]
+		if !ok {
+			pool = synthesizedPool(name)
+		}
+		pool.APIVersion, pool.Kind = v1alpha1.GroupVersion.String(), "Pool"
+		setStatus(&pool, inv.Pools[name])
+		out = append(out, pool)
+	}
+	return out
+}
+
+func synthesizedPool(name string) v1alpha1.Pool {
+	reason, msg := "LabelsOnly", "pool exists only as node labels; `kubectl litepool create` adopts it"
+	if name == policy.DefaultPool {
+		reason, msg = "DefaultPool", "nodes that belong to no pool"
+	}
+	return v1alpha1.Pool{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Status: v1alpha1.PoolStatus{Conditions: []metav1.Condition{{
+			Type: ConditionPoolObject, Status: metav1.ConditionFalse, Reason: reason, Message: msg,
+		}}},
+	}
+}
+
+// ConditionPoolObject is False on pools that have no Pool object.
+const ConditionPoolObject = "PoolObject"
+
+// HasObject says whether a pool has a Pool object (not only node labels).
+func HasObject(p *v1alpha1.Pool) bool {
+	return !meta(p.Status.Conditions, ConditionPoolObject)
+}
+
+func meta(conds []metav1.Condition, t string) bool {
+	for _, c := range conds {
+		if c.Type == t && c.Status == metav1.ConditionFalse {
+			return true
+		}
+	}
+	return false
+}
+
+func setStatus(pool *v1alpha1.Pool, sum *inventory.Pool) {
+	s := &pool.Status
+	s.Phase = sum.Phase
+	s.NodeCount = int32(len(sum.Nodes))
+	s.HealthyNodes, s.FaultyNodes = int32(sum.Healthy), int32(sum.Faulty)
+	s.AcceleratorResource = sum.Resource
+	if pool.Spec.Accelerator.ResourceName != "" {
+		s.AcceleratorResource = pool.Spec.Accelerator.ResourceName
+	}
+	s.AcceleratorTotal, s.AcceleratorUsed, s.AcceleratorFree = sum.Total, sum.Used, sum.Free()
+	s.GPUTypes, s.DriverVersions = sum.GPUTypes, sum.DriverVersions
+}
+
+func selectPools(pools []v1alpha1.Pool, names []string) ([]v1alpha1.Pool, error) {
+	if len(names) == 0 {
+		return pools, nil
+	}
+	byName := map[string]v1alpha1.Pool{}
+	for _, p := range pools {
+		byName[p.Name] = p
+	}
+	var out []v1alpha1.Pool
+	for _, n := range names {
+		p, ok := byName[n]
+		if !ok {
+			return nil, apierrors.NewNotFound(v1alpha1.GroupVersion.WithResource("pools").GroupResource(), n)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// sortPools orders by name ("default" last) or by a figure, largest first.
+func sortPools(pools []v1alpha1.Pool, key string) {
+	figure := func(p *v1alpha1.Pool) int64 {
+		switch key {
+		case "gpu-total":
+			return p.Status.AcceleratorTotal
+		case "gpu-used":
+			return p.Status.AcceleratorUsed
+		case "gpu-free":
+			return p.Status.AcceleratorFree
+		case "nodes":
+			return int64(p.Status.NodeCount)
+		}
+		return 0
+	}
+	sort.SliceStable(pools, func(i, j int) bool {
+		a, b := &pools[i], &pools[j]
+		if fa, fb := figure(a), figure(b); fa != fb {
+			return fa > fb
+		}
+		if (a.Name == policy.DefaultPool) != (b.Name == policy.DefaultPool) {
+			return b.Name == policy.DefaultPool
+		}
+		return a.Name < b.Name
+	})
+}

@@ -1,0 +1,54 @@
+// Package plugin holds the cobra commands of `kubectl litepool`, one file per noun or
+// verb, each in kubectl's Options / Complete / Validate / Run shape.
+package plugin
+
+import (
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	cmdutil "k8s.io/kubectl/pkg/cmd/util"
+	"k8s.io/kubectl/pkg/util/templates"
+)
+
+// NewCmdLitepool builds the root command. kubectl's global flags (--kubeconfig,
+// --context, -n, --server, ...) are registered once here and honoured by every command.
+func NewCmdLitepool(streams genericiooptions.IOStreams) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "kubectl litepool",
+		Short: "Resource pools for Kubernetes clusters of GPU and NPU machines",
+		Long: templates.LongDesc(`
+			litepool carves GPU and NPU nodes into pools for training, inference,
+			development and compute; keeps the pools isolated; grows and shrinks them
+			safely; rolls driver upgrades through them; and checks that driver,
+			firmware, CANN, torch_npu and images fit together.`),
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		CompletionOptions: cobra.CompletionOptions{
+			DisableDefaultCmd: true,
+		},
+	}
+	flags := cmd.PersistentFlags()
+	configFlags := genericclioptions.NewConfigFlags(true).WithDeprecatedPasswordFlag().WithWarningPrinter(streams)
+	configFlags.AddFlags(flags)
+	matchVersion := cmdutil.NewMatchVersionFlags(configFlags)
+	matchVersion.AddFlags(flags)
+	f := cmdutil.NewFactory(matchVersion)
+
+	cmd.AddCommand(
+		NewCmdGet(f, streams),
+		NewCmdVersion(streams),
+	)
+	for _, extra := range extraCommands {
+		cmd.AddCommand(extra(f, streams))
+	}
+	return cmd
+}
+
+// extraCommands lets each command file register itself (see register below), so adding
+// a command does not mean editing this file.
+var extraCommands []func(cmdutil.Factory, genericiooptions.IOStreams) *cobra.Command
+
+func register(c func(cmdutil.Factory, genericiooptions.IOStreams) *cobra.Command) bool {
+	extraCommands = append(extraCommands, c)
+	return true
+}

@@ -1,0 +1,16 @@
+package plugin
+
+import (
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+)
+
+// scheme knows the core types and Pool, for printers and decoders.
+var scheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(s)
+	_ = v1alpha1.AddToScheme(s)
+	return s
+}()

@@ -1,0 +1,147 @@
+package policy
+
+import (
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcehelper "k8s.io/component-helpers/resource"
+)
+
+// Known accelerator resource names. nvidia.com/mig-<profile> resources are matched by prefix.
+var AcceleratorResources = []corev1.ResourceName{
+	"nvidia.com/gpu", "huawei.com/Ascend910", "huawei.com/Ascend310",
+	"huawei.com/Ascend310P", "amd.com/gpu",
+}
+
+const migPrefix = "nvidia.com/mig-"
+
+// ExtraAcceleratorResources extends AcceleratorResources (set from a flag).
+var ExtraAcceleratorResources []corev1.ResourceName
+
+// IsAccelerator says whether a resource name counts as an accelerator.
+func IsAccelerator(name corev1.ResourceName) bool {
+	if strings.HasPrefix(string(name), migPrefix) {
+		return true
+	}
+	for _, r := range AcceleratorResources {
+		if r == name {
+			return true
+		}
+	}
+	for _, r := range ExtraAcceleratorResources {
+		if r == name {
+			return true
+		}
+	}
+	return false
+}
+
+// IsNPUResource says whether a resource name is an Ascend NPU.
+func IsNPUResource(name corev1.ResourceName) bool {
+	return strings.HasPrefix(string(name), "huawei.com/Ascend")
+}
+
+// NodeAccelerators returns the accelerator resources a node offers (allocatable), summed
+// into one count, and the resource name with the most devices. A node with MIG
+// resources and nvidia.com/gpu: 0 still counts its MIG devices.
+func NodeAccelerators(node *corev1.Node) (corev1.ResourceName, int64) {
+	var name corev1.ResourceName
+	var total, best int64
+	for rn, q := range node.Status.Allocatable {
+		if !IsAccelerator(rn) {
+			continue
+		}
+		v := q.Value()
+		total += v
+		if v > best || (v == best && rn < name) {
+			name, best = rn, v
+		}
+	}
+	return name, total
+}
+
+// PodAccelerators returns the accelerator devices a pod requests, as kubectl counts
+// requests: max(sum of containers, any init container) plus overhead, with sidecar
+// (restartable init) containers added.
+func PodAccelerators(pod *corev1.Pod) int64 {
+	if !podRequestsAccelerator(pod) {
+		return 0
+	}
+	reqs := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	var n int64
+	for rn, q := range reqs {
+		if IsAccelerator(rn) {
+			n += q.Value()
+		}
+	}
+	return n
+}
+
+// podRequestsAccelerator is a cheap pre-check so that the common CPU-only pod costs no
+// allocation on the hot path.
+func podRequestsAccelerator(pod *corev1.Pod) bool {
+	has := func(cs []corev1.Container) bool {
+		for i := range cs {
+			for rn := range cs[i].Resources.Requests {
+				if IsAccelerator(rn) {
+					return true
+				}
+			}
+			for rn := range cs[i].Resources.Limits {
+				if IsAccelerator(rn) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	return has(pod.Spec.Containers) || has(pod.Spec.InitContainers)
+}
+
+// PodAcceleratorResource names the accelerator resource a pod requests, or "".
+func PodAcceleratorResource(pod *corev1.Pod) corev1.ResourceName {
+	for _, cs := range [][]corev1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
+		for i := range cs {
+			for rn := range cs[i].Resources.Limits {
+				if IsAccelerator(rn) {
+					return rn
+				}
+			}
+			for rn := range cs[i].Resources.Requests {
+				if IsAccelerator(rn) {
+					return rn
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// Driver-version labels real clusters carry, in the order they are trusted.
+var DriverVersionLabels = []string{
+	"huawei.com/driver.version",           // Ascend device plugin
+	"nvidia.com/cuda.driver-version.full", // NVIDIA GPU feature discovery
+	LabelDriverVersion,                    // set by litepool or the operator
+}
+
+// DriverVersion reads a node's accelerator driver version from its labels.
+func DriverVersion(node *corev1.Node) string {
+	for _, k := range DriverVersionLabels {
+		if v := node.Labels[k]; v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// GPUType is a node's accelerator model: runwhere.ai/gpu-type, else what the device
+// plugins say (nvidia.com/gpu.product, node.kubernetes.io/npu.chip.name).
+func GPUType(node *corev1.Node) string {
+	for _, k := range []string{LabelGPUType, "nvidia.com/gpu.product", "node.kubernetes.io/npu.chip.name"} {
+		if v := node.Labels[k]; v != "" {
+			return v
+		}
+	}
+	return ""
+}
+

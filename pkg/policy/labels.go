@@ -1,0 +1,200 @@
+package policy
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Prefix starts every label and annotation key litepool manages.
+const Prefix = "runwhere.ai/"
+
+// Label keys litepool manages. The registry below is the one list of them.
+const (
+	LabelPool          = Prefix + "pool"
+	LabelNodePool      = Prefix + "node-pool"
+	LabelGPUType       = Prefix + "gpu-type"
+	LabelWorkloadType  = Prefix + "workload-type"
+	LabelHealth        = Prefix + "health"
+	LabelDriverVersion = Prefix + "driver-version"
+)
+
+// Annotation keys litepool manages.
+const (
+	// AnnotationUpgradeState is a node's place in the driver-upgrade state machine.
+	AnnotationUpgradeState = Prefix + "upgrade-state"
+	// AnnotationUpgradeTarget is the driver version a node is being upgraded to.
+	AnnotationUpgradeTarget = Prefix + "upgrade-target"
+	// AnnotationUpgradeMessage explains the last upgrade step (why a node failed).
+	AnnotationUpgradeMessage = Prefix + "upgrade-message"
+	// AnnotationWasCordoned remembers that a node was cordoned before litepool touched it,
+	// so that litepool never uncordons a node someone else cordoned.
+	AnnotationWasCordoned = Prefix + "was-cordoned"
+	// AnnotationDraining marks a node a litepool operation is draining.
+	AnnotationDraining = Prefix + "draining"
+	// AnnotationForce is the explicit, audited override of rules N3 and R2; its value
+	// says who forced and why.
+	AnnotationForce = Prefix + "force"
+	// AnnotationConfirmDelete on a Pool confirms its deletion while pods still run (R2).
+	AnnotationConfirmDelete = Prefix + "confirm-delete"
+	// AnnotationUpgradeRun names the rollout a node belongs to.
+	AnnotationUpgradeRun = Prefix + "upgrade-run"
+	// AnnotationStressResult is a node's last stress-test result.
+	AnnotationStressResult = Prefix + "stress-result"
+)
+
+// Values of LabelHealth.
+const (
+	HealthHealthy  = "healthy"
+	HealthDegraded = "degraded"
+)
+
+// KeyInfo describes one registered key.
+type KeyInfo struct {
+	Key         string
+	Annotation  bool
+	Description string
+	// Validate checks a value; nil accepts any valid label value.
+	Validate func(value string) error
+}
+
+// Registry is every runwhere.ai/ key litepool knows. A key under the prefix that is not
+// here is a typo until it is added here.
+var Registry = map[string]KeyInfo{
+	LabelPool:                {Key: LabelPool, Description: "the pool the node belongs to, or a pod asks for", Validate: ValidatePoolName},
+	LabelNodePool:            {Key: LabelNodePool, Description: "the node pool inside the pool", Validate: validateDNSLabel},
+	LabelGPUType:             {Key: LabelGPUType, Description: "accelerator model (A100-80G, Snt9B, ...)"},
+	LabelWorkloadType:        {Key: LabelWorkloadType, Description: "kind of work a pod does", Validate: ValidateWorkloadType},
+	LabelHealth:              {Key: LabelHealth, Description: "result of the last stress test", Validate: oneOf(HealthHealthy, HealthDegraded)},
+	LabelDriverVersion:       {Key: LabelDriverVersion, Description: "accelerator driver version"},
+	AnnotationUpgradeState:   {Key: AnnotationUpgradeState, Annotation: true, Description: "driver-upgrade state"},
+	AnnotationUpgradeTarget:  {Key: AnnotationUpgradeTarget, Annotation: true, Description: "driver-upgrade target version"},
+	AnnotationUpgradeMessage: {Key: AnnotationUpgradeMessage, Annotation: true, Description: "driver-upgrade message"},
+	AnnotationUpgradeRun:     {Key: AnnotationUpgradeRun, Annotation: true, Description: "driver-upgrade rollout"},
+	AnnotationWasCordoned:    {Key: AnnotationWasCordoned, Annotation: true, Description: "node was cordoned before litepool touched it"},
+	AnnotationDraining:       {Key: AnnotationDraining, Annotation: true, Description: "node is being drained by litepool"},
+	AnnotationForce:          {Key: AnnotationForce, Annotation: true, Description: "audited override of N3/R2: who and why"},
+	AnnotationConfirmDelete:  {Key: AnnotationConfirmDelete, Annotation: true, Description: "confirms deleting a pool with running pods"},
+	AnnotationStressResult:   {Key: AnnotationStressResult, Annotation: true, Description: "last stress-test result"},
+}
+
+// LabelKeys returns the registered label (not annotation) keys, sorted.
+func LabelKeys() []string {
+	var keys []string
+	for k, info := range Registry {
+		if !info.Annotation {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// lookalikeKey returns the registered label key that key seems to mean when key is not
+// itself under the prefix: "pool", "gpu-type", "runwhere.ai.pool", "runwhere.ai-pool",
+// "runwhere/pool", "RUNWHERE.AI/pool". Empty when key looks like none of them.
+func lookalikeKey(key string) string {
+	lower := strings.ToLower(key)
+	name := lower
+	if i := strings.LastIndexAny(lower, "/."); i >= 0 && strings.Contains(lower[:i+1], "runwhere") {
+		name = lower[i+1:]
+	}
+	for _, sep := range []string{"runwhere.ai-", "runwhere.ai_", "runwhere-ai-", "runwhere_ai_"} {
+		name = strings.TrimPrefix(name, sep)
+	}
+	if name == lower && strings.Contains(lower, "/") {
+		// Some other domain's key (nvidia.com/gpu.product): not ours.
+		return ""
+	}
+	candidate := Prefix + name
+	if info, ok := Registry[candidate]; ok && !info.Annotation && candidate != key {
+		return candidate
+	}
+	return ""
+}
+
+// ValidateLabelKey checks a label key a user or client sets on a litepool object (rule
+// N1). Keys of other domains pass. Keys under runwhere.ai/ must be registered, and an
+// unprefixed look-alike of a registered key is refused with the right key in the error.
+func ValidateLabelKey(key string) error {
+	if strings.HasPrefix(key, Prefix) {
+		if info, ok := Registry[key]; ok && !info.Annotation {
+			return nil
+		}
+		if info, ok := Registry[key]; ok && info.Annotation {
+			return fmt.Errorf("[N1] %q is an annotation key, not a label key", key)
+		}
+		return fmt.Errorf("[N1] unknown label key %q: keys under %q must be one of %s",
+			key, Prefix, strings.Join(LabelKeys(), ", "))
+	}
+	if right := lookalikeKey(key); right != "" {
+		return fmt.Errorf("[N1] label key %q looks like litepool's %q: use %q", key, right, right)
+	}
+	return nil
+}
+
+// ValidateLabel checks a key and its value (rule N1).
+func ValidateLabel(key, value string) error {
+	if err := ValidateLabelKey(key); err != nil {
+		return err
+	}
+	if errs := validation.IsValidLabelValue(value); len(errs) > 0 {
+		return fmt.Errorf("[N1] invalid value %q for label %q: %s", value, key, strings.Join(errs, "; "))
+	}
+	info, ok := Registry[key]
+	if !ok || info.Validate == nil || value == "" {
+		return nil
+	}
+	if err := info.Validate(value); err != nil {
+		return fmt.Errorf("[N1] invalid value %q for label %q: %s", value, key, stripRuleID(err))
+	}
+	return nil
+}
+
+// UserLabelKey resolves a key a user typed on the command line. It accepts the full key
+// (runwhere.ai/pool) and refuses anything else with an error that shows the full key:
+// the plugin never adds the prefix silently and never doubles it.
+func UserLabelKey(key string) (string, error) {
+	if !strings.HasPrefix(key, Prefix) {
+		if right := lookalikeKey(key); right != "" {
+			return "", fmt.Errorf("[N1] label key %q has no %q prefix: did you mean %q?", key, Prefix, right)
+		}
+		return "", fmt.Errorf("[N1] label key %q is not a litepool key: litepool manages only keys under %q (%s)",
+			key, Prefix, strings.Join(LabelKeys(), ", "))
+	}
+	if err := ValidateLabelKey(key); err != nil {
+		return "", err
+	}
+	return key, nil
+}
+
+func oneOf(values ...string) func(string) error {
+	return func(v string) error {
+		for _, ok := range values {
+			if v == ok {
+				return nil
+			}
+		}
+		return fmt.Errorf("must be one of %s", strings.Join(values, ", "))
+	}
+}
+
+func validateDNSLabel(v string) error {
+	if errs := validation.IsDNS1123Label(v); len(errs) > 0 {
+		return fmt.Errorf("%s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// stripRuleID drops a leading "[X9] " so that nested errors do not repeat the rule id.
+func stripRuleID(err error) string {
+	msg := err.Error()
+	if strings.HasPrefix(msg, "[") {
+		if i := strings.Index(msg, "] "); i > 0 && i < 6 {
+			return msg[i+2:]
+		}
+	}
+	return msg
+}
