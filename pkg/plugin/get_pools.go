@@ -17,7 +17,6 @@ import (
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
-
 func init() { getters = append(getters, NewCmdGetPools) }
 
 // GetPoolsOptions is `get pools`.

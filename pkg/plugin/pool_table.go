@@ -1,7 +1,6 @@
 package plugin
 
 import (
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -54,4 +53,3 @@ func acceleratorCell(p *v1alpha1.Pool) string {
 	}
 	return joinOrNone(p.Status.GPUTypes)
 }
-

@@ -16,9 +16,9 @@ import (
 func NewCmdVersion(streams genericiooptions.IOStreams) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
-		Use:     "version",
-		Short:   "Print the litepool version",
-		Long:    "Print the version, commit, Go version and platform of this kubectl-litepool build.",
+		Use:   "version",
+		Short: "Print the litepool version",
+		Long:  "Print the version, commit, Go version and platform of this kubectl-litepool build.",
 		Example: templates.Examples(`
 			kubectl litepool version
 			kubectl litepool version -o json`),

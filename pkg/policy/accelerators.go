@@ -4,7 +4,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	resourcehelper "k8s.io/component-helpers/resource"
 )
 
 // Known accelerator resource names. nvidia.com/mig-<profile> resources are matched by prefix.
@@ -60,42 +59,50 @@ func NodeAccelerators(node *corev1.Node) (corev1.ResourceName, int64) {
 	return name, total
 }
 
-// PodAccelerators returns the accelerator devices a pod requests, as kubectl counts
-// requests: max(sum of containers, any init container) plus overhead, with sidecar
-// (restartable init) containers added.
+// PodAccelerators returns the accelerator devices a pod requests, counted as kubectl
+// and the scheduler count requests: the larger of the app containers' sum (plus sidecar
+// init containers) and any one init container (plus the sidecars started before it),
+// plus pod overhead. A container that sets only a limit requests its limit, as the API
+// server defaults it for extended resources.
 func PodAccelerators(pod *corev1.Pod) int64 {
-	if !podRequestsAccelerator(pod) {
-		return 0
+	var sum, sidecars, initPeak int64
+	for i := range pod.Spec.Containers {
+		sum += containerAccelerators(&pod.Spec.Containers[i])
 	}
-	reqs := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		n := containerAccelerators(c)
+		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			sidecars += n
+			initPeak = max(initPeak, sidecars)
+			continue
+		}
+		initPeak = max(initPeak, sidecars+n)
+	}
+	total := max(sum+sidecars, initPeak)
+	for rn, q := range pod.Spec.Overhead {
+		if IsAccelerator(rn) {
+			total += q.Value()
+		}
+	}
+	return total
+}
+
+// containerAccelerators is the accelerators one container requests (its limit when it
+// sets no request).
+func containerAccelerators(c *corev1.Container) int64 {
 	var n int64
-	for rn, q := range reqs {
+	for rn, q := range c.Resources.Requests {
 		if IsAccelerator(rn) {
 			n += q.Value()
 		}
 	}
-	return n
-}
-
-// podRequestsAccelerator is a cheap pre-check so that the common CPU-only pod costs no
-// allocation on the hot path.
-func podRequestsAccelerator(pod *corev1.Pod) bool {
-	has := func(cs []corev1.Container) bool {
-		for i := range cs {
-			for rn := range cs[i].Resources.Requests {
-				if IsAccelerator(rn) {
-					return true
-				}
-			}
-			for rn := range cs[i].Resources.Limits {
-				if IsAccelerator(rn) {
-					return true
-				}
-			}
+	for rn, q := range c.Resources.Limits {
+		if _, requested := c.Resources.Requests[rn]; !requested && IsAccelerator(rn) {
+			n += q.Value()
 		}
-		return false
 	}
-	return has(pod.Spec.Containers) || has(pod.Spec.InitContainers)
+	return n
 }
 
 // PodAcceleratorResource names the accelerator resource a pod requests, or "".
@@ -144,4 +151,3 @@ func GPUType(node *corev1.Node) string {
 	}
 	return ""
 }
-

@@ -206,23 +206,23 @@ type PoolStatus struct {
 	Phase string `json:"phase,omitempty"`
 	// NodeCount is the number of member nodes.
 	// +optional
-	NodeCount int32 `json:"nodeCount,omitempty"`
+	NodeCount int32 `json:"nodeCount"`
 	// HealthyNodes are members in state Running; FaultyNodes the rest.
 	// +optional
-	HealthyNodes int32 `json:"healthyNodes,omitempty"`
+	HealthyNodes int32 `json:"healthyNodes"`
 	// +optional
-	FaultyNodes int32 `json:"faultyNodes,omitempty"`
+	FaultyNodes int32 `json:"faultyNodes"`
 	// AcceleratorResource is the resource the figures below count.
 	// +optional
 	AcceleratorResource corev1.ResourceName `json:"acceleratorResource,omitempty"`
 	// AcceleratorTotal is the allocatable accelerators of Ready members.
 	// +optional
-	AcceleratorTotal int64 `json:"acceleratorTotal,omitempty"`
+	AcceleratorTotal int64 `json:"acceleratorTotal"`
 	// AcceleratorUsed is what non-terminal pods bound to members request.
 	// +optional
-	AcceleratorUsed int64 `json:"acceleratorUsed,omitempty"`
+	AcceleratorUsed int64 `json:"acceleratorUsed"`
 	// +optional
-	AcceleratorFree int64 `json:"acceleratorFree,omitempty"`
+	AcceleratorFree int64 `json:"acceleratorFree"`
 	// GPUTypes are the accelerator models seen on members.
 	// +optional
 	GPUTypes []string `json:"gpuTypes,omitempty"`

@@ -1,0 +1,80 @@
+package policy
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+)
+
+// MinNodes is a pool's scale-down floor: spec.minNodes, at least 1.
+func MinNodes(spec v1alpha1.PoolSpec) int {
+	if spec.MinNodes < 1 {
+		return 1
+	}
+	return int(spec.MinNodes)
+}
+
+// CheckJoin is rule N2: a node may join a pool only if its accelerator model is the
+// pool's. A pool with no accelerator type (a CPU pool, or one not yet pinned) takes any
+// node.
+func CheckJoin(pool *v1alpha1.Pool, node *corev1.Node) error {
+	want := pool.Spec.Accelerator.Type
+	if want == "" {
+		return nil
+	}
+	got := GPUType(node)
+	if got == want {
+		return nil
+	}
+	if got == "" {
+		got = "none"
+	}
+	return fmt.Errorf("[N2] node %q (gpu-type %s) cannot join pool %q: the pool takes only %s nodes; choose a node labelled %s=%s or a pool for %s nodes",
+		node.Name, got, pool.Name, want, LabelGPUType, want, got)
+}
+
+// CheckLeave is rule N3: a node may leave its pool (or be deleted) only when it runs no
+// workload pods and the pool keeps at least minNodes members. remaining is the number of
+// members the pool would have afterwards; workloadPods are "namespace/name" of the
+// node's workload pods (not DaemonSet, not terminal). pool may be nil for a pool that
+// exists only as labels (then the floor is 1... of nothing: only pods count).
+func CheckLeave(pool *v1alpha1.Pool, poolName, node string, workloadPods []string, remaining int) error {
+	if len(workloadPods) > 0 {
+		return fmt.Errorf("[N3] node %q cannot leave pool %q: it runs %d workload pod(s) (%s); drain it first (kubectl litepool drain %s) or wait for them to finish",
+			node, poolName, len(workloadPods), summarize(workloadPods, 3), node)
+	}
+	if pool == nil {
+		return nil
+	}
+	if floor := MinNodes(pool.Spec); remaining < floor {
+		return fmt.Errorf("[N3] node %q cannot leave pool %q: the pool would have %d node(s), below its minNodes %d; lower spec.minNodes first or add a node",
+			node, poolName, remaining, floor)
+	}
+	return nil
+}
+
+// CheckPoolDelete is rule R2: a pool may be deleted only when no workload pods run on
+// its nodes, unless the deletion is confirmed explicitly (the plugin's --force, or the
+// annotation runwhere.ai/confirm-delete=<pool name> on the Pool object).
+func CheckPoolDelete(pool *v1alpha1.Pool, workloadPods []string) error {
+	if len(workloadPods) == 0 || DeleteConfirmed(pool) {
+		return nil
+	}
+	return fmt.Errorf("[R2] pool %q cannot be deleted: %d workload pod(s) run on its nodes (%s); wait for them to finish, or confirm with the annotation %s=%s (kubectl litepool delete pool %s --force), which leaves the pods running",
+		pool.Name, len(workloadPods), summarize(workloadPods, 3), AnnotationConfirmDelete, pool.Name, pool.Name)
+}
+
+// DeleteConfirmed says whether a Pool carries the deletion confirmation for itself.
+func DeleteConfirmed(pool *v1alpha1.Pool) bool {
+	return pool.Annotations[AnnotationConfirmDelete] == pool.Name
+}
+
+func summarize(items []string, n int) string {
+	if len(items) <= n {
+		return strings.Join(items, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(items[:n], ", "), len(items)-n)
+}

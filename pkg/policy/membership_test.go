@@ -1,0 +1,79 @@
+package policy
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+)
+
+func pool(name, gpuType string, minNodes int32) *v1alpha1.Pool {
+	return &v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: v1alpha1.PoolSpec{Accelerator: v1alpha1.AcceleratorSpec{Type: gpuType}, MinNodes: minNodes}}
+}
+
+func node(name string, labels map[string]string) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+}
+
+func TestCheckJoin(t *testing.T) {
+	a100 := pool("train-a100", "A100-80G", 1)
+	assert.NoError(t, CheckJoin(a100, node("n1", map[string]string{LabelGPUType: "A100-80G"})))
+	assert.NoError(t, CheckJoin(pool("cpu-pool", "", 1), node("n1", map[string]string{LabelGPUType: "A10-24G"})))
+	assert.EqualError(t, CheckJoin(a100, node("a10-1", map[string]string{LabelGPUType: "A10-24G"})),
+		`[N2] node "a10-1" (gpu-type A10-24G) cannot join pool "train-a100": the pool takes only A100-80G nodes; choose a node labelled runwhere.ai/gpu-type=A100-80G or a pool for A10-24G nodes`)
+	assert.EqualError(t, CheckJoin(a100, node("cpu-1", nil)),
+		`[N2] node "cpu-1" (gpu-type none) cannot join pool "train-a100": the pool takes only A100-80G nodes; choose a node labelled runwhere.ai/gpu-type=A100-80G or a pool for none nodes`)
+}
+
+func TestCheckLeave(t *testing.T) {
+	p := pool("train-a100", "A100-80G", 2)
+	assert.NoError(t, CheckLeave(p, p.Name, "n1", nil, 2))
+	assert.EqualError(t, CheckLeave(p, p.Name, "n1", nil, 1),
+		`[N3] node "n1" cannot leave pool "train-a100": the pool would have 1 node(s), below its minNodes 2; lower spec.minNodes first or add a node`)
+	assert.EqualError(t, CheckLeave(p, p.Name, "n1", []string{"ai/a", "ai/b", "ai/c", "ai/d"}, 5),
+		`[N3] node "n1" cannot leave pool "train-a100": it runs 4 workload pod(s) (ai/a, ai/b, ai/c and 1 more); drain it first (kubectl litepool drain n1) or wait for them to finish`)
+	assert.NoError(t, CheckLeave(nil, "labels-only", "n1", nil, 0), "a pool with no object has no floor")
+}
+
+func TestCheckPoolDelete(t *testing.T) {
+	p := pool("train-a100", "A100-80G", 1)
+	assert.NoError(t, CheckPoolDelete(p, nil))
+	assert.EqualError(t, CheckPoolDelete(p, []string{"ai/llama-0"}),
+		`[R2] pool "train-a100" cannot be deleted: 1 workload pod(s) run on its nodes (ai/llama-0); wait for them to finish, or confirm with the annotation runwhere.ai/confirm-delete=train-a100 (kubectl litepool delete pool train-a100 --force), which leaves the pods running`)
+	p.Annotations = map[string]string{AnnotationConfirmDelete: "other-pool"}
+	assert.Error(t, CheckPoolDelete(p, []string{"ai/llama-0"}), "a confirmation must name the pool itself")
+	p.Annotations[AnnotationConfirmDelete] = "train-a100"
+	assert.NoError(t, CheckPoolDelete(p, []string{"ai/llama-0"}))
+}
+
+func TestValidatePool(t *testing.T) {
+	p := pool("train-a100", "A100-80G", 1)
+	assert.NoError(t, ValidatePool(p, nil, 0))
+	bad := p.DeepCopy()
+	bad.Spec.Type = "Batch"
+	bad.Spec.HCCL.OpRetry.MaxRetries = 11
+	assert.EqualError(t, ValidatePool(bad, nil, 0),
+		"[R1] unknown pool type \"Batch\": must be one of Training, Inference, Development, Compute\n[R1] hccl max retries 11 out of range: must be 1-10")
+
+	changed := p.DeepCopy()
+	changed.Spec.Accelerator.Type = "H100-80G"
+	assert.EqualError(t, ValidatePool(changed, p, 3),
+		`[R1] accelerator type of pool "train-a100" cannot change from "A100-80G" to "H100-80G" while it has 3 node(s); remove its nodes first`)
+	assert.NoError(t, ValidatePool(changed, p, 0), "an empty pool may change its accelerator")
+}
+
+func TestHCCLEnv(t *testing.T) {
+	spec := v1alpha1.PoolSpec{}
+	assert.Nil(t, HCCLEnv(spec))
+	spec.HCCL.OpRetry = v1alpha1.OpRetrySpec{Enabled: true, MaxRetries: 3, RetryTimeoutSeconds: 300}
+	assert.Equal(t, []corev1.EnvVar{
+		{Name: "HCCL_OP_RETRY_ENABLE", Value: "L0:0, L1:1, L2:1"},
+		{Name: "HCCL_OP_RETRY_PARAMS", Value: "MaxCnt:3,HoldTime:60000,IntervalTime:1000"},
+	}, HCCLEnv(spec))
+	spec.HCCL.OpRetry = v1alpha1.OpRetrySpec{Enabled: true, MaxRetries: 10, RetryTimeoutSeconds: 30}
+	assert.Equal(t, "MaxCnt:10,HoldTime:3000,IntervalTime:1000", HCCLEnv(spec)[1].Value)
+}
