@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the local control plane into _output/bin: kube-apiserver, kube-controller-manager,
 # kube-scheduler (k8s.io/kubernetes v1.36.3), etcd (go.etcd.io/etcd/server/v3, same module
-# graph) and kwok/kwokctl v0.8.0. A binary is rebuilt only when it is missing or older
-# than hack/tools/go.mod or go.sum, so repeated runs cost nothing.
+# graph) and kwok/kwokctl v0.8.0. A binary is rebuilt only when it is missing or was
+# built from other inputs (a stamp holds the hash of the tools module and these flags),
+# so repeated runs cost nothing.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin="$root/_output/bin"
@@ -20,16 +21,19 @@ ldflags="-s -w \
  -X k8s.io/client-go/pkg/version.gitMajor=1 \
  -X k8s.io/client-go/pkg/version.gitMinor=36"
 
-up_to_date() { # up_to_date BINARY: exists and is newer than the tools module
-  [ -x "$1" ] && [ "$1" -nt "$tools/go.mod" ] && [ "$1" -nt "$tools/go.sum" ]
+inputs=$(cat "$tools/go.mod" "$tools/go.sum" "$tools/etcd/main.go" <(echo "$ldflags" "$(go env GOVERSION)") | sha256sum | cut -c1-16)
+
+up_to_date() { # up_to_date NAME: built, and from these inputs
+  [ -x "$bin/$1" ] && [ "$(cat "$bin/.$1.stamp" 2>/dev/null)" = "$inputs" ]
 }
 
 build() { # build NAME PACKAGE
   local out="$bin/$1"
-  if up_to_date "$out"; then return 0; fi
+  if up_to_date "$1"; then return 0; fi
   echo "building $1 ($2)"
   (cd "$tools" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$out.tmp" "$2")
   mv "$out.tmp" "$out"
+  echo "$inputs" >"$bin/.$1.stamp"
 }
 
 build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
