@@ -4,7 +4,7 @@ SHELL := /usr/bin/env bash
 .DEFAULT_GOAL := build
 
 BIN        := _output/bin
-VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.0.0-dev)
+VERSION    ?= $(shell git describe --tags --match 'v*' 2>/dev/null || echo v0.1.0-dev)
 COMMIT     ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS    := -s -w -X github.com/runwhere-ai/litepool/pkg/version.Version=$(VERSION) \
               -X github.com/runwhere-ai/litepool/pkg/version.Commit=$(COMMIT)

@@ -25,6 +25,7 @@ running() { # running NAME: the cluster exists and its API server answers
 up() {
   local name=${1:-litepool-dev} kubeconfig=${2:-$root/_output/dev/kubeconfig}
   "$root/hack/build-control-plane.sh"
+  mkdir -p "$KWOK_WORKDIR"
   if running "$name"; then
     echo "cluster $name is already running"
   else
@@ -40,8 +41,8 @@ up() {
       --kube-scheduler-binary "$bin/kube-scheduler" \
       --kwok-controller-binary "$bin/kwok" \
       --etcd-binary "$bin/etcd" \
-      --kubeconfig "" --wait 120s --quiet-pull \
-      || die "the control plane did not start; logs: $KWOK_WORKDIR/clusters/$name/logs"
+      --kubeconfig "" --wait 120s --quiet-pull >"$KWOK_WORKDIR/$name-create.log" 2>&1 \
+      || { cat "$KWOK_WORKDIR/$name-create.log" >&2; die "the control plane did not start; logs: $KWOK_WORKDIR/clusters/$name/logs"; }
   fi
   mkdir -p "$(dirname "$kubeconfig")"
   "$kwokctl" get kubeconfig --name "$name" >"$kubeconfig"
@@ -70,7 +71,7 @@ down() {
   local name=${1:-litepool-dev}
   [ -x "$kwokctl" ] || { echo "no kwokctl built: nothing to stop"; return 0; }
   if "$kwokctl" get clusters 2>/dev/null | grep -qx "$name"; then
-    "$kwokctl" delete cluster --name "$name" >/dev/null
+    "$kwokctl" delete cluster --name "$name" >/dev/null 2>&1
     echo "cluster $name deleted"
   else
     echo "cluster $name is not running"

@@ -3,13 +3,14 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 export PATH="$root/_output/bin:$PATH"
-kubeconfig="$root/_output/dev/kubeconfig"
+export KUBECONFIG="$root/_output/dev/kubeconfig"
+kubeconfig=$KUBECONFIG
 echo
 echo "\$ kubectl litepool get pools"
-kubectl --kubeconfig "$kubeconfig" litepool get pools
+kubectl litepool get pools
 echo
 echo "\$ kubectl litepool get pools -o wide"
-kubectl --kubeconfig "$kubeconfig" litepool get pools -o wide
+kubectl litepool get pools -o wide
 cat <<EOF2
 
 The local cluster is still running. To use it:
