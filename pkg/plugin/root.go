@@ -21,6 +21,15 @@ func NewCmdLitepool(streams genericiooptions.IOStreams) *cobra.Command {
 			development and compute; keeps the pools isolated; grows and shrinks them
 			safely; rolls driver upgrades through them; and checks that driver,
 			firmware, CANN, torch_npu and images fit together.`),
+		Example: templates.Examples(`
+			# The pools of the current context's cluster, with their accelerator use
+			kubectl litepool get pools
+
+			# Every command and its flags
+			kubectl litepool --help
+
+			# Plugin flags go after "litepool"; kubectl's global flags work as usual
+			kubectl litepool get pools --context prod -o wide`),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		CompletionOptions: cobra.CompletionOptions{
