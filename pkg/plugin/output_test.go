@@ -94,3 +94,29 @@ type jsonOrYAML struct{ b []byte }
 func (w *jsonOrYAML) Write(p []byte) (int, error) { w.b = append(w.b, p...); return len(p), nil }
 func (w *jsonOrYAML) Bytes() []byte               { return w.b }
 func (w *jsonOrYAML) String() string              { return string(w.b) }
+
+// A Pool prints as it is stored: unset optional sections (accelerator, software, hccl)
+// are left out rather than printed as {}. Printed as {}, `kubectl apply` of the output
+// would add them, and the CRD's defaults with them, changing the pool's spec.
+func TestUnsetSectionsAreNotPrinted(t *testing.T) {
+	pool := v1alpha1.Pool{TypeMeta: metav1.TypeMeta{APIVersion: "runwhere.ai/v1alpha1", Kind: "Pool"},
+		ObjectMeta: metav1.ObjectMeta{Name: "dev-sandbox"}, Spec: v1alpha1.PoolSpec{Type: v1alpha1.PoolTypeDevelopment}}
+	o := NewPrintOptions()
+	*o.Flags.OutputFormat = "yaml"
+	var buf jsonOrYAML
+	require.NoError(t, Print(o, &buf, []v1alpha1.Pool{pool}, true, PoolTable))
+	assert.Equal(t, `apiVersion: runwhere.ai/v1alpha1
+kind: Pool
+metadata:
+  name: dev-sandbox
+spec:
+  type: Development
+status:
+  acceleratorFree: 0
+  acceleratorTotal: 0
+  acceleratorUsed: 0
+  faultyNodes: 0
+  healthyNodes: 0
+  nodeCount: 0
+`, buf.String())
+}

@@ -70,7 +70,7 @@ type PoolSpec struct {
 	AllowedWorkloads []WorkloadType `json:"allowedWorkloads,omitempty"`
 	// Accelerator is the one accelerator model all nodes of the pool carry.
 	// +optional
-	Accelerator AcceleratorSpec `json:"accelerator,omitempty"`
+	Accelerator AcceleratorSpec `json:"accelerator,omitempty,omitzero"`
 	// NodePools are named groups of same-spec nodes inside the pool.
 	// +listType=map
 	// +listMapKey=name
@@ -94,10 +94,10 @@ type PoolSpec struct {
 	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
 	// Software is the declared version chain the pool's nodes and images run.
 	// +optional
-	Software SoftwareSpec `json:"software,omitempty"`
+	Software SoftwareSpec `json:"software,omitempty,omitzero"`
 	// HCCL holds Ascend collective-communication settings injected into NPU pods.
 	// +optional
-	HCCL HCCLSpec `json:"hccl,omitempty"`
+	HCCL HCCLSpec `json:"hccl,omitempty,omitzero"`
 	// StressTest configures periodic stress tests of the pool's nodes.
 	// +optional
 	StressTest *StressTestSpec `json:"stressTest,omitempty"`
@@ -155,7 +155,7 @@ type SoftwareSpec struct {
 // HCCLSpec holds HCCL settings.
 type HCCLSpec struct {
 	// +optional
-	OpRetry OpRetrySpec `json:"opRetry,omitempty"`
+	OpRetry OpRetrySpec `json:"opRetry,omitempty,omitzero"`
 }
 
 // OpRetrySpec is HCCL operator-level retry (HCCL_OP_RETRY_ENABLE / HCCL_OP_RETRY_PARAMS).
