@@ -257,3 +257,19 @@ func unpack(t *testing.T, file string) map[string]string {
 		out[h.Name] = string(b)
 	}
 }
+
+// The same sources give the same archive, byte for byte (fixed order, owner and times
+// in the archive, -trimpath in the build), so a release can be rebuilt and checked
+// against its published sha256.
+func TestArchivesAreReproducible(t *testing.T) {
+	again := filepath.Join(t.TempDir(), "dist")
+	cmd := exec.Command(filepath.Join(root, "hack", "dist.sh"), version, again)
+	cmd.Env = append(os.Environ(), "DIST_PLATFORMS=linux/amd64")
+	b, err := cmd.CombinedOutput()
+	require.NoError(t, err, string(b))
+	first, err := os.ReadFile(filepath.Join(out, "checksums.txt"))
+	require.NoError(t, err)
+	second, err := os.ReadFile(filepath.Join(again, "checksums.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, string(first), string(second))
+}
