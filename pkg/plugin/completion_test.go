@@ -54,7 +54,8 @@ func TestCompletionRestoresTheRootName(t *testing.T) {
 	root := NewCmdLitepool(streams)
 	root.SetArgs([]string{"completion", "bash"})
 	require.NoError(t, root.Execute())
-	assert.Equal(t, "kubectl litepool", root.Use, "help and usage text still say kubectl litepool")
+	assert.Equal(t, "litepool", root.Use)
+	assert.Equal(t, "kubectl litepool", root.CommandPath(), "help and usage text still say kubectl litepool")
 }
 
 func TestCompletionBadShell(t *testing.T) {

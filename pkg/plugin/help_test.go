@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 )
 
@@ -110,4 +111,23 @@ func TestHelpProblems(t *testing.T) {
 			assert.Equal(t, tc.want, helpProblems(&tc.cmd))
 		})
 	}
+}
+
+// Usage lines name the plugin as users type it: "kubectl litepool get pools", never
+// "kubectl get pools", which is kubectl's own command.
+func TestUsageSaysKubectlLitepool(t *testing.T) {
+	root := NewCmdLitepool(genericiooptions.NewTestIOStreamsDiscard())
+	walk(root, func(cmd *cobra.Command) {
+		assert.True(t, strings.HasPrefix(cmd.UseLine(), "kubectl litepool"), "%q", cmd.UseLine())
+		assert.True(t, strings.HasPrefix(cmd.CommandPath(), "kubectl litepool"), "%q", cmd.CommandPath())
+	})
+
+	out, err := run(t, "get", "pools", "--help")
+	require.NoError(t, err)
+	assert.Contains(t, out, "Usage:\n  kubectl litepool get pools [NAME...] [flags]\n")
+	assert.Contains(t, out, "  -h, --help                          help for pools\n")
+	out, err = run(t, "--help")
+	require.NoError(t, err)
+	assert.Contains(t, out, "Usage:\n  kubectl litepool [command]\n")
+	assert.Contains(t, out, `Use "kubectl litepool [command] --help" for more information about a command.`)
 }

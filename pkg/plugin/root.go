@@ -14,8 +14,12 @@ import (
 // --context, -n, --server, ...) are registered once here and honoured by every command.
 func NewCmdLitepool(streams genericiooptions.IOStreams) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "kubectl litepool",
-		Short: "Resource pools for Kubernetes clusters of GPU and NPU machines",
+		// Named "litepool" and displayed as "kubectl litepool": usage lines, help and
+		// "Use ... --help" hints then read "kubectl litepool get pools ...", not
+		// "kubectl get pools ...", which would be kubectl's own command.
+		Use:         "litepool",
+		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl litepool"},
+		Short:       "Resource pools for Kubernetes clusters of GPU and NPU machines",
 		Long: templates.LongDesc(`
 			litepool carves GPU and NPU nodes into pools for training, inference,
 			development and compute; keeps the pools isolated; grows and shrinks them
