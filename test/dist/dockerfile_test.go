@@ -7,11 +7,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -194,17 +196,18 @@ func TestDockerfile(t *testing.T) {
 }
 
 // deploy/webhook (the webhook's kustomize base) names the image litepool-webhook, so
-// that `kustomize edit set image litepool-webhook=...` points it at a build of this
-// Dockerfile.
+// that an overlay or `kustomize edit set image` points it at a build of this
+// Dockerfile, and runs it as the user the image is made for.
 func TestKustomizeImageName(t *testing.T) {
-	file := filepath.Join(root, "deploy", "webhook", "kustomization.yaml")
-	b, err := os.ReadFile(file)
+	dir := filepath.Join(root, "deploy", "webhook")
+	b, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
 	if os.IsNotExist(err) {
 		t.Skip("deploy/webhook/kustomization.yaml is not on this branch yet (the webhook's kustomize base); the image name is checked once it is")
 	}
 	require.NoError(t, err)
 	var k struct {
-		Images []struct {
+		Resources []string `json:"resources"`
+		Images    []struct {
 			Name    string `json:"name"`
 			NewName string `json:"newName"`
 		} `json:"images"`
@@ -218,6 +221,32 @@ func TestKustomizeImageName(t *testing.T) {
 		}
 	}
 	assert.Contains(t, names, "litepool-webhook")
+
+	var deployments []appsv1.Deployment
+	for _, r := range k.Resources {
+		text, err := os.ReadFile(filepath.Join(dir, r))
+		if err != nil {
+			continue // a directory or a remote resource: not a Deployment file
+		}
+		for _, doc := range strings.Split(string(text), "\n---") {
+			var d appsv1.Deployment
+			if yaml.Unmarshal([]byte(doc), &d) == nil && d.Kind == "Deployment" {
+				deployments = append(deployments, d)
+			}
+		}
+	}
+	require.Len(t, deployments, 1, "one Deployment: the webhook")
+	pod := deployments[0].Spec.Template.Spec
+	var images []string
+	for _, c := range pod.Containers {
+		images = append(images, c.Image)
+	}
+	assert.Contains(t, images, "litepool-webhook", "the Deployment uses the kustomize image name")
+	user := parseDockerfile(readFile(t, "Dockerfile"))
+	uid := strings.Split(user[len(user)-1].all("USER")[0], ":")[0]
+	if sc := pod.SecurityContext; assert.NotNil(t, sc) && sc.RunAsUser != nil {
+		assert.Equal(t, uid, strconv.FormatInt(*sc.RunAsUser, 10), "runAsUser is the image's user")
+	}
 }
 
 // The parser must see what a wrong Dockerfile gets wrong.
