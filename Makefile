@@ -14,6 +14,7 @@ FUZZTIME   ?= 10s
 .PHONY: build
 build: ## kubectl-litepool and litepool-webhook into _output/bin
 	go build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/kubectl-litepool ./cmd/kubectl-litepool
+	install -m 0755 cmd/kubectl-litepool/kubectl_complete-litepool $(BIN)/kubectl_complete-litepool
 	go build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/litepool-webhook ./cmd/webhook
 
 .PHONY: control-plane
