@@ -107,6 +107,11 @@ func TestKubectlCompletesThePluginThroughTheScript(t *testing.T) {
 	require.Equal(t, 0, r.ExitCode, r.Stderr)
 	assert.Equal(t, "bash\nzsh\nfish\npowershell\n:4\n", r.Stdout)
 
+	// As `make build` leaves it in _output/bin, script included.
+	r = framework.C.Kubectl(t, "", "__complete", "litepool", "get", "pools", "tr")
+	require.Equal(t, 0, r.ExitCode, r.Stderr)
+	assert.Equal(t, "train-a100\ntrain-snt9b\n:4\n", r.Stdout)
+
 	// As krew installs it: the plugin alone. kubectl finds the plugin but has nobody
 	// to ask for its completions (the krew caveat tells users to link the script).
 	r = kubectl(t, pluginOnlyDir, "", "__complete", "litepool", "get", "pools", "")
