@@ -87,7 +87,7 @@ func verify(args []string) error {
 	if err := krew.VerifyArchives(p, *dir, krew.CompletionScripts); err != nil {
 		return err
 	}
-	fmt.Printf("%s: valid for krew; %d archives match their sha256 and carry %s, %s and the completion script\n",
-		filepath.Base(*manifest), len(p.Spec.Platforms), "the plugin", krew.License)
+	fmt.Printf("%s: valid for krew; %d archive(s) match their sha256 and carry the plugin, %s and the completion script\n",
+		filepath.Base(*manifest), len(p.Spec.Platforms), krew.License)
 	return nil
 }
