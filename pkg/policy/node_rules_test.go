@@ -76,10 +76,10 @@ func TestAdmitNode(t *testing.T) {
 		{name: "N3 idle node deleted", old: free},
 		{name: "N3 node outside pools deleted", old: spare},
 		{name: "N3 forced leave", node: withAnnotations(a100("a100-node-1", LabelPool, "-"), AnnotationForce, force), old: busy,
-			forced: &Force{By: "alice", Reason: "replacing a failed PSU", Overrode: `[N3] node "a100-node-1" cannot leave pool "train-a100": it runs 1 workload pod(s) (ai-team/llama-train-0); drain it first (kubectl litepool drain a100-node-1) or wait for them to finish`},
+			forced:   &Force{By: "alice", Reason: "replacing a failed PSU", Overrode: `[N3] node "a100-node-1" cannot leave pool "train-a100": it runs 1 workload pod(s) (ai-team/llama-train-0); drain it first (kubectl litepool drain a100-node-1) or wait for them to finish`},
 			warnings: []string{`[N3] forced by alice (replacing a failed PSU) through runwhere.ai/force; overridden: node "a100-node-1" cannot leave pool "train-a100": it runs 1 workload pod(s) (ai-team/llama-train-0); drain it first (kubectl litepool drain a100-node-1) or wait for them to finish; remove the annotation when done (kubectl annotate node a100-node-1 runwhere.ai/force-)`}},
 		{name: "N3 forced delete", old: withAnnotations(busy, AnnotationForce, force),
-			forced: &Force{By: "alice", Reason: "replacing a failed PSU", Overrode: `[N3] node "a100-node-1" cannot leave pool "train-a100": it runs 1 workload pod(s) (ai-team/llama-train-0); drain it first (kubectl litepool drain a100-node-1) or wait for them to finish`},
+			forced:   &Force{By: "alice", Reason: "replacing a failed PSU", Overrode: `[N3] node "a100-node-1" cannot leave pool "train-a100": it runs 1 workload pod(s) (ai-team/llama-train-0); drain it first (kubectl litepool drain a100-node-1) or wait for them to finish`},
 			warnings: []string{`[N3] forced by alice (replacing a failed PSU) through runwhere.ai/force; overridden: node "a100-node-1" cannot leave pool "train-a100": it runs 1 workload pod(s) (ai-team/llama-train-0); drain it first (kubectl litepool drain a100-node-1) or wait for them to finish; remove the annotation when done (kubectl annotate node a100-node-1 runwhere.ai/force-)`}},
 		{name: "N3 force without who and why refused", node: withAnnotations(a100("a100-node-1", LabelPool, "-"), AnnotationForce, "yes"), old: busy,
 			wantErr: "[N3] annotation runwhere.ai/force=\"yes\" does not say who forces and why: write it as \"<who>: <why>\" (e.g. \"alice: replacing a failed PSU\")\n" +

@@ -288,7 +288,9 @@ func sameAccelerator(got, have corev1.ResourceName) bool {
 	if got == have {
 		return true
 	}
-	nvidia := func(r corev1.ResourceName) bool { return r == "nvidia.com/gpu" || strings.HasPrefix(string(r), migPrefix) }
+	nvidia := func(r corev1.ResourceName) bool {
+		return r == "nvidia.com/gpu" || strings.HasPrefix(string(r), migPrefix)
+	}
 	return nvidia(got) && nvidia(have)
 }
 
