@@ -267,7 +267,7 @@ func TestNodeHandler(t *testing.T) {
 
 func poolRequest(t testing.TB, op admissionv1.Operation, p, old *v1alpha1.Pool) admissionv1.AdmissionRequest {
 	return admissionv1.AdmissionRequest{Kind: metav1.GroupVersionKind{Group: "runwhere.ai", Version: "v1alpha1", Kind: "Pool"},
-		Resource: metav1.GroupVersionResource{Group: "runwhere.ai", Version: "v1alpha1", Resource: "pools"},
+		Resource:  metav1.GroupVersionResource{Group: "runwhere.ai", Version: "v1alpha1", Resource: "pools"},
 		Operation: op, Object: raw(t, p), OldObject: raw(t, old)}
 }
 
