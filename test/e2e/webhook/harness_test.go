@@ -134,9 +134,18 @@ func (b *syncBuffer) String() string {
 	return b.Buffer.String()
 }
 
-// startWebhook runs _output/bin/litepool-webhook against the cluster and waits until
-// /readyz says the caches have synced and the certificate serves.
+// startWebhook runs the webhook with the files of c (--cert-mode=files) and waits
+// until it is ready.
 func startWebhook(t *testing.T, c *certs) (*webhookProc, *syncBuffer) {
+	t.Helper()
+	p, logs := launchWebhook(t, "--cert-mode=files", "--cert-dir="+c.dir)
+	waitReady(t, p, logs)
+	return p, logs
+}
+
+// launchWebhook runs _output/bin/litepool-webhook against the cluster on free loopback
+// ports, with extra flags.
+func launchWebhook(t *testing.T, flags ...string) (*webhookProc, *syncBuffer) {
 	t.Helper()
 	bin := filepath.Join(framework.BinDir, "litepool-webhook")
 	_, err := os.Stat(bin)
@@ -145,8 +154,9 @@ func startWebhook(t *testing.T, c *certs) (*webhookProc, *syncBuffer) {
 	p := &webhookProc{addr: fmt.Sprintf("127.0.0.1:%d", port), metrics: fmt.Sprintf("127.0.0.1:%d", mport),
 		probe: fmt.Sprintf("127.0.0.1:%d", pport), done: make(chan struct{})}
 	logs := &syncBuffer{}
-	p.cmd = exec.Command(bin, "--cert-mode=files", "--cert-dir="+c.dir, "--host=127.0.0.1", "--port="+strconv.Itoa(port),
-		"--metrics-bind-address="+p.metrics, "--health-probe-bind-address="+p.probe, "--kubeconfig="+framework.C.Kubeconfig)
+	args := append([]string{"--host=127.0.0.1", "--port=" + strconv.Itoa(port),
+		"--metrics-bind-address=" + p.metrics, "--health-probe-bind-address=" + p.probe, "--kubeconfig=" + framework.C.Kubeconfig}, flags...)
+	p.cmd = exec.Command(bin, args...)
 	p.cmd.Stdout, p.cmd.Stderr = logs, logs
 	require.NoError(t, p.cmd.Start())
 	go func() { _ = p.cmd.Wait(); close(p.done) }()
@@ -156,7 +166,13 @@ func startWebhook(t *testing.T, c *certs) (*webhookProc, *syncBuffer) {
 			t.Logf("webhook log:\n%s", logs.String())
 		}
 	})
-	err = wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
+	return p, logs
+}
+
+// waitReady waits until /readyz says the caches have synced and the certificate serves.
+func waitReady(t *testing.T, p *webhookProc, logs *syncBuffer) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
 		select {
 		case <-p.done:
 			return false, fmt.Errorf("the webhook exited: %s", logs.String())
@@ -166,7 +182,6 @@ func startWebhook(t *testing.T, c *certs) (*webhookProc, *syncBuffer) {
 		return code == http.StatusOK, nil
 	})
 	require.NoError(t, err, "webhook never became ready:\n%s", logs.String())
-	return p, logs
 }
 
 func (p *webhookProc) kill() {

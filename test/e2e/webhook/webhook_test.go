@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -336,4 +339,49 @@ func TestWebhook(t *testing.T) {
 		_, err = createPod(kube, "kube-system", newPod("system-down", training("train-a100"), nil))
 		assert.NoError(t, err, "kube-system never depends on the webhook")
 	})
+}
+
+// TestSelfManagedCertificate runs the default --cert-mode=self: the webhook issues its CA
+// and serving certificate into its Secret and patches the CA bundle into both webhook
+// configurations; it reports ready only once the certificate is on disk (kubelet's job
+// in a cluster, done here by the test) and the API server then trusts it.
+func TestSelfManagedCertificate(t *testing.T) {
+	kube := framework.C.Kube
+	const namespace, secretName = "litepool-system", "litepool-webhook-cert"
+	_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{})
+	if !apierrors.IsAlreadyExists(err) {
+		require.NoError(t, err)
+	}
+	_, err = kube.CoreV1().Secrets(namespace).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: secretName}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	certDir := t.TempDir()
+	proc, logs := launchWebhook(t, "--cert-mode=self", "--namespace="+namespace, "--cert-dir="+certDir, "--extra-dns-names=localhost")
+	port := proc.addr[strings.LastIndex(proc.addr, ":")+1:]
+	registerWebhooks(t, kube, "localhost:"+port, nil)
+
+	var secret *corev1.Secret
+	require.NoError(t, wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
+		secret, err = kube.CoreV1().Secrets(namespace).Get(ctx, secretName, metav1.GetOptions{})
+		return err == nil && len(secret.Data["tls.crt"]) > 0, nil
+	}), "the webhook never wrote its certificate:\n%s", logs.String())
+	code, body := get("http://" + proc.probe + "/readyz")
+	assert.Equal(t, http.StatusInternalServerError, code, "not ready before the certificate is on disk: %s", body)
+
+	for _, name := range []string{"tls.crt", "tls.key"} { // what kubelet does with the mounted Secret
+		require.NoError(t, os.WriteFile(filepath.Join(certDir, name), secret.Data[name], 0o600))
+	}
+	waitReady(t, proc, logs)
+
+	mut, err := kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "litepool-webhook", metav1.GetOptions{})
+	require.NoError(t, err)
+	val, err := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, "litepool-webhook", metav1.GetOptions{})
+	require.NoError(t, err)
+	for _, cc := range []admissionregistrationv1.WebhookClientConfig{mut.Webhooks[0].ClientConfig, mut.Webhooks[1].ClientConfig, val.Webhooks[0].ClientConfig, val.Webhooks[1].ClientConfig} {
+		assert.Equal(t, string(secret.Data["ca.crt"]), string(cc.CABundle), "CA bundle injected")
+	}
+	require.NoError(t, wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		got, err := kube.CoreV1().Pods(ns).Create(ctx, newPod("selfcert", training("train-a100"), nil), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err == nil && got.Spec.NodeSelector[policy.LabelPool] == "train-a100", nil
+	}), "the API server never called the webhook through the injected CA bundle")
 }
