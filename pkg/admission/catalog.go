@@ -113,6 +113,10 @@ type requestCatalog struct {
 	ctx context.Context
 	r   client.Reader
 	err error
+	// podRules: the pod rules read a pool's members only when it has no Pool object
+	// (to know it exists and which model its nodes are); skipping the member list for
+	// the common case keeps a pod request free of per-node work and garbage.
+	podRules bool
 }
 
 var noCopy = client.UnsafeDisableDeepCopy
@@ -133,6 +137,9 @@ func (c *requestCatalog) Pool(name string) (policy.PoolInfo, bool) {
 		info.Object = &p
 	case client.IgnoreNotFound(err) != nil:
 		c.fail(err)
+	}
+	if c.podRules && info.Object != nil {
+		return info, true
 	}
 	nodes := c.members(name)
 	info.Members = len(nodes)

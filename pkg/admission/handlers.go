@@ -96,6 +96,7 @@ func (h *PodHandler) Handle(ctx context.Context, req admission.Request) admissio
 		pod.Namespace = req.Namespace
 	}
 	cat := h.Catalog.forRequest(ctx)
+	cat.podRules = true
 	ns := cat.Namespace(pod.Namespace)
 	patch, warnings, err := policy.MutatePod(&pod, ns, cat)
 	if cat.err != nil {
