@@ -38,6 +38,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	jsonpatch "gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -61,6 +62,8 @@ type config struct {
 	duration              time.Duration
 	concurrencies         []int
 	pods, podConc, rounds int
+	extraArgs             string
+	clusterDir            string
 }
 
 func main() {
@@ -74,7 +77,9 @@ func main() {
 	flag.StringVar(&conc, "concurrency", "1,4,16,64", "HTTPS concurrency levels")
 	flag.IntVar(&c.pods, "pods", 1000, "pods created per API-server round")
 	flag.IntVar(&c.podConc, "pod-concurrency", 16, "concurrent pod creates")
-	flag.IntVar(&c.rounds, "rounds", 2, "rounds of (without webhook, with webhook)")
+	flag.IntVar(&c.rounds, "rounds", 2, "rounds of (without webhook, with webhook); 0 skips the API-server part")
+	flag.StringVar(&c.clusterDir, "cluster-dir", "", "the kwok cluster's directory, to read the CPU time of its kube-apiserver and etcd")
+	flag.StringVar(&c.extraArgs, "webhook-args", "", "extra space-separated flags for the webhook (e.g. --pprof-bind-address=127.0.0.1:6060)")
 	flag.Parse()
 	for _, s := range strings.Split(conc, ",") {
 		var n int
@@ -141,34 +146,53 @@ func run(c config) error {
 		fmt.Printf("%-5d | %10.0f %10.3f %10.3f   | %10.0f %10.3f %10.3f\n", n, b.rate, ms(b.p50), ms(b.p99), w.rate, ms(w.p50), ms(w.p99))
 	}
 
-	fmt.Printf("\npod creates through kube-apiserver: %d pods per round, %d at a time, labelled runwhere.ai/pool=train-a100 (never scheduled)\n", c.pods, c.podConc)
-	fmt.Printf("%-22s %10s %10s %10s\n", "round", "creates/s", "p50 ms", "p99 ms")
-	var with, without []result
-	for r := 1; r <= c.rounds; r++ {
-		res, err := podRound(ctx, kube, c, fmt.Sprintf("bench-off-%d", r))
-		if err != nil {
-			return err
-		}
-		without = append(without, res)
-		fmt.Printf("%-22s %10.0f %10.3f %10.3f\n", fmt.Sprintf("without webhook #%d", r), res.rate, ms(res.p50), ms(res.p99))
-		unregister, err := register(ctx, kube, c.root, addr, caPEM)
-		if err != nil {
-			return err
-		}
-		res, err = podRound(ctx, kube, c, fmt.Sprintf("bench-on-%d", r))
-		unregister()
-		if err != nil {
-			return err
-		}
-		with = append(with, res)
-		fmt.Printf("%-22s %10.0f %10.3f %10.3f\n", fmt.Sprintf("with webhook #%d", r), res.rate, ms(res.p50), ms(res.p99))
+	if c.rounds == 0 {
+		return nil
 	}
-	off, on := mean(without), mean(with)
-	fmt.Printf("%-22s %10.0f %10.3f %10.3f\n", "mean without", off.rate, ms(off.p50), ms(off.p99))
-	fmt.Printf("%-22s %10.0f %10.3f %10.3f\n", "mean with", on.rate, ms(on.p50), ms(on.p99))
-	fmt.Printf("throughput cost of one replica: %.1f%% (goal < 5%%); p99 added per create: %.3f ms\n",
-		100*(off.rate-on.rate)/off.rate, ms(on.p99-off.p99))
+	fmt.Printf("\npod creates through kube-apiserver: %d pods per round, %d at a time, labelled runwhere.ai/pool=train-a100 (never scheduled)\n", c.pods, c.podConc)
+	fmt.Printf("%-24s %10s %10s %10s %12s %12s\n", "round", "creates/s", "p50 ms", "p99 ms", "API CPU ms", "litepool ms")
+	// Three setups, alternated round by round: no webhook; a trivial mutating webhook
+	// (adds the nodeSelector and nothing else, same registration) to show what the API
+	// server's webhook machinery itself costs; and litepool-webhook.
+	setups := []struct {
+		name, addr string
+	}{{"without webhook", ""}, {"trivial webhook", baseAddr}, {"litepool-webhook", addr}}
+	results := make([][]result, len(setups))
+	for r := 1; r <= c.rounds; r++ {
+		for i, s := range setups {
+			unregister := func() {}
+			if s.addr != "" {
+				if unregister, err = register(ctx, kube, c.root, s.addr, caPEM); err != nil {
+					return err
+				}
+			}
+			res, err := podRound(ctx, kube, c, fmt.Sprintf("bench-%d-%d", i, r))
+			unregister()
+			if err != nil {
+				return fmt.Errorf("%s: %w", s.name, err)
+			}
+			results[i] = append(results[i], res)
+			printRound(fmt.Sprintf("%s #%d", s.name, r), res)
+		}
+	}
+	means := make([]result, len(setups))
+	for i, s := range setups {
+		means[i] = mean(results[i])
+		printRound("mean "+s.name, means[i])
+	}
+	off, trivial, on := means[0], means[1], means[2]
+	cost := func(r result) float64 { return 100 * (off.rate - r.rate) / off.rate }
+	fmt.Printf("throughput cost of one replica: litepool %.1f%%, trivial webhook %.1f%% (goal < 5%%); litepool beyond the trivial webhook: %.1f%%\n",
+		cost(on), cost(trivial), 100*(trivial.rate-on.rate)/trivial.rate)
+	if c.clusterDir != "" {
+		fmt.Printf("CPU per create: API server + etcd %.3f ms without, %.3f with the trivial webhook, %.3f with litepool; litepool-webhook process %.3f ms (%.3f of it its informers, as without)\n",
+			ms(off.cpuServer), ms(trivial.cpuServer), ms(on.cpuServer), ms(on.cpuWebhook), ms(off.cpuWebhook))
+	}
 	return nil
+}
+
+func printRound(name string, r result) {
+	fmt.Printf("%-22s %10.0f %10.3f %10.3f %16.3f %16.3f\n", name, r.rate, ms(r.p50), ms(r.p99), ms(r.cpuServer), ms(r.cpuWebhook))
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -176,6 +200,8 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 type result struct {
 	rate     float64
 	p50, p99 time.Duration
+	// CPU time per request of the control plane (kube-apiserver + etcd) and the webhook.
+	cpuServer, cpuWebhook time.Duration
 }
 
 func mean(rs []result) result {
@@ -184,6 +210,8 @@ func mean(rs []result) result {
 		m.rate += r.rate / float64(len(rs))
 		m.p50 += r.p50 / time.Duration(len(rs))
 		m.p99 += r.p99 / time.Duration(len(rs))
+		m.cpuServer += r.cpuServer / time.Duration(len(rs))
+		m.cpuWebhook += r.cpuWebhook / time.Duration(len(rs))
 	}
 	return m
 }
@@ -288,18 +316,28 @@ func reviewBody() ([]byte, error) {
 
 // startWebhook runs the webhook binary with the bench certificate and waits for /readyz.
 func startWebhook(ctx context.Context, c config, dir string) (string, func(), error) {
+	addr, stop, pid, err := startWebhookProc(ctx, c, dir)
+	webhookPID = pid
+	return addr, stop, err
+}
+
+// webhookPID is the webhook process, whose CPU time the API-server rounds report.
+var webhookPID int
+
+func startWebhookProc(ctx context.Context, c config, dir string) (string, func(), int, error) {
 	port, probe, metrics := freePort(), freePort(), freePort()
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	log, err := os.Create(filepath.Join(dir, "webhook.log"))
 	if err != nil {
-		return "", nil, err
+		return "", nil, 0, err
 	}
 	cmd := exec.CommandContext(ctx, c.bin, "--cert-mode=files", "--cert-dir="+dir, "--host=127.0.0.1", fmt.Sprintf("--port=%d", port),
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probe), fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metrics),
 		"--kubeconfig="+c.kubeconfig, "--zap-log-level=error")
+	cmd.Args = append(cmd.Args, strings.Fields(c.extraArgs)...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
-		return "", nil, err
+		return "", nil, 0, err
 	}
 	stop := func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }
 	deadline := time.Now().Add(60 * time.Second)
@@ -308,23 +346,34 @@ func startWebhook(ctx context.Context, c config, dir string) (string, func(), er
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return addr, stop, nil
+				return addr, stop, cmd.Process.Pid, nil
 			}
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
 	stop()
 	out, _ := os.ReadFile(log.Name())
-	return "", nil, fmt.Errorf("the webhook never became ready:\n%s", out)
+	return "", nil, 0, fmt.Errorf("the webhook never became ready:\n%s", out)
 }
 
-// startBaseline serves an allow-all webhook from controller-runtime's server, the same
-// TLS and HTTP stack as the webhook.
+// startBaseline serves, from controller-runtime's server (the same TLS and HTTP stack
+// as the webhook), an allow-all webhook and a trivial one on the webhook's own paths.
 func startBaseline(ctx context.Context, dir string) (string, error) {
 	port := freePort()
 	srv := webhook.NewServer(webhook.Options{Host: "127.0.0.1", Port: port, CertDir: dir})
-	srv.Register("/allow", &admission.Webhook{Handler: admission.HandlerFunc(func(context.Context, admission.Request) admission.Response {
+	allow := &admission.Webhook{Handler: admission.HandlerFunc(func(context.Context, admission.Request) admission.Response {
 		return admission.Allowed("")
+	})}
+	srv.Register("/allow", allow)
+	srv.Register("/validate-nodes", allow)
+	srv.Register("/validate-pools", allow)
+	// The trivial mutating webhook: pins the pod to the pool it names, nothing else.
+	srv.Register("/mutate-pods", &admission.Webhook{Handler: admission.HandlerFunc(func(_ context.Context, req admission.Request) admission.Response {
+		var pod corev1.Pod
+		if err := json.Unmarshal(req.Object.Raw, &pod); err != nil {
+			return admission.Errored(http.StatusBadRequest, err)
+		}
+		return admission.Patched("", jsonpatch.NewOperation("add", "/spec/nodeSelector", map[string]string{policy.LabelPool: pod.Labels[policy.LabelPool]}))
 	})})
 	go func() { _ = srv.Start(ctx) }()
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
@@ -387,12 +436,12 @@ func register(ctx context.Context, kube kubernetes.Interface, root, addr string,
 	return unregister, nil
 }
 
-// waitWebhook waits until the API server does (on) or does not (off) call the webhook:
-// a dry-run pod of a missing pool is denied only while it is registered.
+// waitWebhook waits until the API server does (on) or does not (off) call a pod
+// webhook: a dry-run pod of train-a100 comes back pinned only while one is registered.
 func waitWebhook(ctx context.Context, kube kubernetes.Interface, on bool) error {
 	for i := 0; i < 150; i++ {
-		_, err := kube.CoreV1().Pods("ai-team").Create(ctx, benchPod("probe", "no-such-pool"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		if (err != nil && strings.Contains(err.Error(), "[P2]")) == on {
+		pod, err := kube.CoreV1().Pods("ai-team").Create(ctx, benchPod("probe", "train-a100"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err == nil && (pod.Spec.NodeSelector[policy.LabelPool] != "") == on {
 			return nil
 		}
 		time.Sleep(200 * time.Millisecond)
@@ -414,10 +463,14 @@ func podRound(ctx context.Context, kube kubernetes.Interface, c config, namespac
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
 		return result{}, err
 	}
+	servers := serverPIDs(c.clusterDir)
+	cpuServer0, cpuWebhook0 := cpuTime(servers...), cpuTime(webhookPID)
 	res, err := load(c.podConc, c.pods, 2*time.Minute, func(i int) error {
 		_, err := kube.CoreV1().Pods(namespace).Create(ctx, benchPod(fmt.Sprintf("p-%05d", i), "train-a100"), metav1.CreateOptions{})
 		return err
 	})
+	res.cpuServer = (cpuTime(servers...) - cpuServer0) / time.Duration(c.pods)
+	res.cpuWebhook = (cpuTime(webhookPID) - cpuWebhook0) / time.Duration(c.pods)
 	grace := int64(0)
 	_ = kube.CoreV1().Pods(namespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &grace}, metav1.ListOptions{})
 	for i := 0; i < 300; i++ {
@@ -429,6 +482,51 @@ func podRound(ctx context.Context, kube kubernetes.Interface, c config, namespac
 	}
 	_ = kube.CoreV1().Namespaces().Delete(ctx, namespace, metav1.DeleteOptions{})
 	return res, err
+}
+
+// serverPIDs finds the kube-apiserver and etcd processes of the cluster in dir.
+func serverPIDs(dir string) []int {
+	if dir == "" {
+		return nil
+	}
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		var pid int
+		if _, err := fmt.Sscan(e.Name(), &pid); err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		argv0 := strings.SplitN(string(cmdline), "\x00", 2)[0]
+		if strings.HasPrefix(argv0, dir) && (strings.HasSuffix(argv0, "/kube-apiserver") || strings.HasSuffix(argv0, "/etcd")) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// cpuTime sums user and system CPU time of the processes (Linux /proc, 100 ticks/s).
+func cpuTime(pids ...int) time.Duration {
+	var total time.Duration
+	for _, pid := range pids {
+		if pid == 0 {
+			continue
+		}
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		// Fields after the command name (which may hold spaces) start at ") ".
+		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
+		var utime, stime int64
+		fmt.Sscan(f[11], &utime)
+		fmt.Sscan(f[12], &stime)
+		total += time.Duration(utime+stime) * 10 * time.Millisecond
+	}
+	return total
 }
 
 func freePort() int {

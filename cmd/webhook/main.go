@@ -41,13 +41,13 @@ import (
 
 // options are the webhook's flags.
 type options struct {
-	host, certDir, certMode          string
-	port                             int
-	metricsAddr, probeAddr           string
-	namespace, serviceName, secret   string
-	mutatingConfig, validatingConfig string
-	extraDNSNames                    string
-	acceleratorResources             string
+	host, certDir, certMode           string
+	port                              int
+	metricsAddr, probeAddr, pprofAddr string
+	namespace, serviceName, secret    string
+	mutatingConfig, validatingConfig  string
+	extraDNSNames                     string
+	acceleratorResources              string
 }
 
 const (
@@ -62,6 +62,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.certMode, "cert-mode", certModeSelf, "self: issue and rotate the certificate and patch the CA bundle into the webhook configurations; files: serve the files in --cert-dir as they are (cert-manager, local runs)")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint (0 disables it)")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "", "address of Go's /debug/pprof endpoints (empty: off)")
 	fs.StringVar(&o.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace of the webhook's Service and certificate Secret (default $POD_NAMESPACE)")
 	fs.StringVar(&o.serviceName, "service-name", "litepool-webhook", "Service the API server calls (the certificate's DNS name)")
 	fs.StringVar(&o.secret, "cert-secret", "litepool-webhook-cert", "Secret the self-managed certificate is kept in (cert-mode self)")
@@ -125,6 +126,7 @@ func run(ctx context.Context, o options) error {
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress: o.probeAddr,
+		PprofBindAddress:       o.pprofAddr,
 		Cache:                  cache.Options{ByObject: admission.CacheByObject(), DefaultTransform: cache.TransformStripManagedFields()},
 		// Every replica answers from its own cache; nothing needs a leader.
 		LeaderElection: false,

@@ -98,6 +98,11 @@ func (h *PodHandler) Handle(ctx context.Context, req admission.Request) admissio
 	cat := h.Catalog.forRequest(ctx)
 	cat.podRules = true
 	ns := cat.Namespace(pod.Namespace)
+	if ns == nil && cat.err == nil {
+		// A namespace created a moment ago: its default pool and labels (P4) are not
+		// known yet. Refuse rather than guess; the client or controller retries.
+		return errorf(hookPods, start, http.StatusInternalServerError, "namespace %q is not in the webhook's cache yet; retry in a moment", pod.Namespace)
+	}
 	patch, warnings, err := policy.MutatePod(&pod, ns, cat)
 	if cat.err != nil {
 		return errorf(hookPods, start, http.StatusInternalServerError, "reading the informer cache: %v", cat.err)

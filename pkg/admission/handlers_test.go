@@ -195,6 +195,14 @@ func TestPodHandler(t *testing.T) {
 		assert.True(t, resp.Allowed)
 		assert.JSONEq(t, `[{"op":"add","path":"/spec/nodeSelector","value":{"runwhere.ai/pool":"train-a100"}}]`, string(resp.Patch))
 	})
+	t.Run("namespace not in the cache yet: refused, to be retried", func(t *testing.T) {
+		req := podRequest(t, pod("p", training("train-a100"), nil))
+		req.Namespace = "brand-new"
+		resp := review(t, h, req)
+		assert.False(t, resp.Allowed)
+		assert.Equal(t, int32(http.StatusInternalServerError), resp.Result.Code)
+		assert.Equal(t, `namespace "brand-new" is not in the webhook's cache yet; retry in a moment`, resp.Result.Message)
+	})
 	t.Run("malformed pod", func(t *testing.T) {
 		req := podRequest(t, nil)
 		req.Object = runtime.RawExtension{Raw: []byte(`{"spec":5}`)}
