@@ -29,4 +29,5 @@ trap 'hack/cluster.sh down "$name" >/dev/null 2>&1 || true' EXIT
 hack/cluster.sh up "$name" "$kubeconfig" >/dev/null
 hack/cluster.sh fixtures "$kubeconfig" >/dev/null
 echo "2./3. (cluster $name: kube-apiserver $("$root/_output/bin/kube-apiserver" --version | awk '{print $2}'), $(nproc) CPUs, load average $(cut -d' ' -f1 /proc/loadavg) at start)"
-go run ./bench/webhook --kubeconfig "$kubeconfig" --webhook-bin "$root/_output/bin/litepool-webhook" --root "$root" "$@"
+go run ./bench/webhook --kubeconfig "$kubeconfig" --cluster-dir "$root/_output/kwok/clusters/$name/" \
+  --webhook-bin "$root/_output/bin/litepool-webhook" --root "$root" "$@"
