@@ -89,6 +89,25 @@ func TestDeployServerDryRun(t *testing.T) {
 	}
 }
 
+// TestCertManagerComponent: a user's kustomization of the base plus the cert-manager
+// component renders cert-manager's Issuer and Certificate, the CA-injection
+// annotations, the webhook in --cert-mode=files, and no empty Secret of its own.
+func TestCertManagerComponent(t *testing.T) {
+	dir := t.TempDir()
+	base, err := filepath.Rel(dir, filepath.Join(framework.Root, "deploy", "webhook"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "kustomization.yaml"),
+		[]byte(fmt.Sprintf("resources: [%s]\ncomponents: [%s/components/cert-manager]\n", base, base)), 0o600))
+	r := framework.C.Kubectl(t, "", "kustomize", dir)
+	require.Equal(t, 0, r.ExitCode, r.Stderr)
+	for _, want := range []string{"kind: Issuer", "kind: Certificate", "secretName: litepool-webhook-cert", "- --cert-mode=files",
+		"cert-manager.io/inject-ca-from: litepool-system/litepool-webhook-cert"} {
+		assert.Contains(t, r.Stdout, want)
+	}
+	assert.NotContains(t, r.Stdout, "kind: Secret")
+	assert.Equal(t, 2, strings.Count(r.Stdout, "cert-manager.io/inject-ca-from"), "both webhook configurations")
+}
+
 // deleteTestPods deletes every pod but the fixture's and waits until they are gone.
 func deleteTestPods(t *testing.T, kube kubernetes.Interface) {
 	t.Helper()
