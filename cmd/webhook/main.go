@@ -1,12 +1,241 @@
-// Command litepool-webhook serves litepool's admission rules.
+// Command litepool-webhook serves litepool's admission rules (P1-P5, N1-N3, R1-R2) as a
+// mutating and a validating webhook, answering from informer caches.
+//
+// Certificates: by default (--cert-mode=self) the webhook issues its own CA and serving
+// certificate into a Secret, mounts it (the Deployment's volume), and patches the CA
+// bundle into its webhook configurations (open-policy-agent/cert-controller). With
+// --cert-mode=files it serves whatever is in --cert-dir (cert-manager's Secret, or files
+// for a local run) and leaves the CA bundle to whoever made them. Either way the
+// certificate is reloaded from disk when it changes, without a restart.
 package main
 
 import (
+	"context"
+	"errors"
+	"flag"
 	"fmt"
+	"net/http"
 	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/open-policy-agent/cert-controller/pkg/rotator"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/runwhere-ai/litepool/pkg/admission"
+	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/policy"
+	"github.com/runwhere-ai/litepool/pkg/version"
 )
 
+// options are the webhook's flags.
+type options struct {
+	host, certDir, certMode           string
+	port                              int
+	metricsAddr, probeAddr, pprofAddr string
+	namespace, serviceName, secret    string
+	mutatingConfig, validatingConfig  string
+	extraDNSNames                     string
+	acceleratorResources              string
+}
+
+const (
+	certModeSelf  = "self"
+	certModeFiles = "files"
+)
+
+func (o *options) bind(fs *flag.FlagSet) {
+	fs.StringVar(&o.host, "host", "", "address the webhook server listens on (empty: all)")
+	fs.IntVar(&o.port, "port", 9443, "port the webhook server listens on")
+	fs.StringVar(&o.certDir, "cert-dir", "/certs", "directory holding tls.crt and tls.key (reloaded when they change)")
+	fs.StringVar(&o.certMode, "cert-mode", certModeSelf, "self: issue and rotate the certificate and patch the CA bundle into the webhook configurations; files: serve the files in --cert-dir as they are (cert-manager, local runs)")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint (0 disables it)")
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "", "address of Go's /debug/pprof endpoints (empty: off)")
+	fs.StringVar(&o.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace of the webhook's Service and certificate Secret (default $POD_NAMESPACE)")
+	fs.StringVar(&o.serviceName, "service-name", "litepool-webhook", "Service the API server calls (the certificate's DNS name)")
+	fs.StringVar(&o.secret, "cert-secret", "litepool-webhook-cert", "Secret the self-managed certificate is kept in (cert-mode self)")
+	fs.StringVar(&o.mutatingConfig, "mutating-webhook-configuration", "litepool-webhook", "MutatingWebhookConfiguration whose CA bundle is managed (cert-mode self)")
+	fs.StringVar(&o.validatingConfig, "validating-webhook-configuration", "litepool-webhook", "ValidatingWebhookConfiguration whose CA bundle is managed (cert-mode self)")
+	fs.StringVar(&o.extraDNSNames, "extra-dns-names", "", "comma-separated extra DNS names for the self-managed certificate")
+	fs.StringVar(&o.acceleratorResources, "accelerator-resources", "", "comma-separated extra accelerator resource names (beyond nvidia.com/gpu, huawei.com/Ascend*, amd.com/gpu)")
+}
+
+func (o *options) validate() error {
+	switch o.certMode {
+	case certModeSelf:
+		if o.namespace == "" {
+			return errors.New("--cert-mode=self needs --namespace (or $POD_NAMESPACE) for its Secret and DNS name")
+		}
+	case certModeFiles:
+	default:
+		return fmt.Errorf("--cert-mode=%q: must be %s or %s", o.certMode, certModeSelf, certModeFiles)
+	}
+	return nil
+}
+
 func main() {
-	fmt.Fprintln(os.Stderr, "litepool-webhook: not built yet")
-	os.Exit(1)
+	var o options
+	o.bind(flag.CommandLine)
+	zopts := zap.Options{Development: false} // JSON logs: one structured line per event
+	zopts.BindFlags(flag.CommandLine)
+	showVersion := flag.Bool("version", false, "print the version and exit")
+	flag.Parse()
+	if *showVersion {
+		fmt.Printf("litepool-webhook %s (%s)\n", version.Version, version.Commit)
+		return
+	}
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zopts)))
+	if err := run(ctrl.SetupSignalHandler(), o); err != nil {
+		ctrl.Log.Error(err, "litepool-webhook stopped")
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, o options) error {
+	log := ctrl.Log.WithName("setup")
+	if err := o.validate(); err != nil {
+		return err
+	}
+	for _, r := range splitList(o.acceleratorResources) {
+		policy.ExtraAcceleratorResources = append(policy.ExtraAcceleratorResources, corev1.ResourceName(r))
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress: o.probeAddr,
+		PprofBindAddress:       o.pprofAddr,
+		Cache:                  cache.Options{ByObject: admission.CacheByObject(), DefaultTransform: cache.TransformStripManagedFields()},
+		// Every replica answers from its own cache; nothing needs a leader.
+		LeaderElection: false,
+	})
+	if err != nil {
+		return fmt.Errorf("creating the manager: %w", err)
+	}
+	if err := admission.SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
+	synced, err := startInformers(ctx, mgr)
+	if err != nil {
+		return err
+	}
+
+	srv := webhook.NewServer(webhook.Options{Host: o.host, Port: o.port, CertDir: o.certDir})
+	admission.Register(srv, admission.Catalog{Reader: mgr.GetCache()})
+
+	certReady := make(chan struct{})
+	if o.certMode == certModeSelf {
+		if err := addRotator(mgr, o, certReady); err != nil {
+			return err
+		}
+	} else {
+		close(certReady)
+	}
+	// The webhook server starts only once the certificate is on disk: until then it
+	// could not serve TLS, and /readyz keeps the Service from sending it requests.
+	go func() {
+		select {
+		case <-certReady:
+			log.Info("certificate in place; starting the webhook server", "port", o.port, "certDir", o.certDir)
+			if err := mgr.Add(srv); err != nil {
+				log.Error(err, "adding the webhook server")
+			}
+		case <-ctx.Done():
+		}
+	}()
+
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("informers-synced", func(*http.Request) error {
+		if !synced.Load() {
+			return errors.New("informer caches have not synced yet")
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("webhook-serving", srv.StartedChecker()); err != nil {
+		return err
+	}
+	log.Info("starting litepool-webhook", "version", version.Version, "commit", version.Commit, "certMode", o.certMode)
+	return mgr.Start(ctx)
+}
+
+// startInformers creates the informers the rules read before the manager starts (the
+// cache would otherwise create them on the first request) and reports when all of them
+// have synced.
+func startInformers(ctx context.Context, mgr manager.Manager) (*atomic.Bool, error) {
+	var synced atomic.Bool
+	for _, obj := range admission.CachedObjects() {
+		if _, err := mgr.GetCache().GetInformer(ctx, obj, cache.BlockUntilSynced(false)); err != nil {
+			return nil, fmt.Errorf("informer for %T: %w", obj, err)
+		}
+	}
+	go func() {
+		if mgr.GetCache().WaitForCacheSync(ctx) {
+			synced.Store(true)
+			ctrl.Log.WithName("setup").Info("informer caches synced")
+		}
+	}()
+	return &synced, nil
+}
+
+// addRotator has cert-controller keep the serving certificate in the Secret (mounted at
+// --cert-dir) and the CA bundle in both webhook configurations. Every replica runs it:
+// updates race on resourceVersion, and the loser re-reads the winner's certificate.
+func addRotator(mgr manager.Manager, o options, ready chan struct{}) error {
+	dns := fmt.Sprintf("%s.%s.svc", o.serviceName, o.namespace)
+	extra := append([]string{o.serviceName + "." + o.namespace, dns + ".cluster.local"}, splitList(o.extraDNSNames)...)
+	return rotator.AddRotator(mgr, &rotator.CertRotator{
+		SecretKey:      types.NamespacedName{Namespace: o.namespace, Name: o.secret},
+		CertDir:        o.certDir,
+		CAName:         "litepool-webhook-ca",
+		CAOrganization: "litepool",
+		DNSName:        dns,
+		ExtraDNSNames:  extra,
+		IsReady:        ready,
+		Webhooks: []rotator.WebhookInfo{
+			{Name: o.mutatingConfig, Type: rotator.Mutating},
+			{Name: o.validatingConfig, Type: rotator.Validating},
+		},
+		RequireLeaderElection: false,
+		EnableReadinessCheck:  true,
+		// Renew well before expiry so that the old CA is still trusted while kubelet
+		// refreshes the mounted Secret in every replica.
+		LookaheadInterval:      90 * 24 * time.Hour,
+		RotationCheckFrequency: 12 * time.Hour,
+	})
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }

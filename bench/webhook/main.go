@@ -1,0 +1,577 @@
+// Command webhook-bench measures litepool-webhook on this machine, each figure beside a
+// baseline measured in the same run:
+//
+//  1. HTTPS on loopback: AdmissionReview requests to the webhook binary (one replica,
+//     its informer cache synced against a local control plane) at several
+//     concurrencies, beside a controller-runtime webhook server on the same TLS stack
+//     whose handler allows everything;
+//  2. pod creates through the real kube-apiserver with the webhook registered (deploy's
+//     own configurations, called by URL) beside the same run without it, alternated.
+//
+// Every loop is bounded in count and in time, and talks only to 127.0.0.1.
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"flag"
+	"fmt"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	jsonpatch "gomodules.xyz/jsonpatch/v2"
+	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/flowcontrol"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	"sigs.k8s.io/yaml"
+
+	"github.com/runwhere-ai/litepool/pkg/policy"
+)
+
+type config struct {
+	kubeconfig, bin, root string
+	requests              int
+	duration              time.Duration
+	concurrencies         []int
+	pods, podConc, rounds int
+	extraArgs             string
+	clusterDir            string
+}
+
+func main() {
+	var c config
+	var conc string
+	flag.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig of the local control plane (with the sample fixtures)")
+	flag.StringVar(&c.bin, "webhook-bin", "_output/bin/litepool-webhook", "the webhook binary")
+	flag.StringVar(&c.root, "root", ".", "repository root (for deploy/webhook/webhooks.yaml)")
+	flag.IntVar(&c.requests, "requests", 4000, "HTTPS requests per concurrency level (at most)")
+	flag.DurationVar(&c.duration, "duration", 10*time.Second, "time limit per concurrency level")
+	flag.StringVar(&conc, "concurrency", "1,4,16,64", "HTTPS concurrency levels")
+	flag.IntVar(&c.pods, "pods", 1000, "pods created per API-server round")
+	flag.IntVar(&c.podConc, "pod-concurrency", 16, "concurrent pod creates")
+	flag.IntVar(&c.rounds, "rounds", 2, "rounds of (without webhook, with webhook); 0 skips the API-server part")
+	flag.StringVar(&c.clusterDir, "cluster-dir", "", "the kwok cluster's directory, to read the CPU time of its kube-apiserver and etcd")
+	flag.StringVar(&c.extraArgs, "webhook-args", "", "extra space-separated flags for the webhook (e.g. --pprof-bind-address=127.0.0.1:6060)")
+	flag.Parse()
+	for _, s := range strings.Split(conc, ",") {
+		var n int
+		if _, err := fmt.Sscan(s, &n); err == nil && n > 0 {
+			c.concurrencies = append(c.concurrencies, n)
+		}
+	}
+	if err := run(c); err != nil {
+		fmt.Fprintln(os.Stderr, "webhook-bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(c config) error {
+	ctrllog.SetLogger(logr.Discard()) // the baseline server's logs are not the point
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig)
+	if err != nil {
+		return err
+	}
+	cfg.RateLimiter = flowcontrol.NewFakeAlwaysRateLimiter() // the load is the point
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "webhook-bench")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	caPEM, err := writeCerts(dir)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	addr, stop, err := startWebhook(ctx, c, dir)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	baseAddr, err := startBaseline(ctx, dir)
+	if err != nil {
+		return err
+	}
+	body, err := reviewBody()
+	if err != nil {
+		return err
+	}
+	client := httpsClient(caPEM)
+
+	fmt.Println("HTTPS on loopback, one replica: AdmissionReview for an NPU pod of train-snt9b (P1 nodeSelector + HCCL env)")
+	fmt.Printf("%-5s | %-36s | %-36s\n", "conc", "baseline: allow-all controller-runtime", "litepool-webhook /mutate-pods")
+	fmt.Printf("%-5s | %10s %10s %10s   | %10s %10s %10s\n", "", "req/s", "p50 ms", "p99 ms", "req/s", "p50 ms", "p99 ms")
+	for _, n := range c.concurrencies {
+		b, err := hammer(client, "https://"+baseAddr+"/allow", body, n, c.requests, c.duration)
+		if err != nil {
+			return fmt.Errorf("baseline: %w", err)
+		}
+		w, err := hammer(client, "https://"+addr+"/mutate-pods", body, n, c.requests, c.duration)
+		if err != nil {
+			return fmt.Errorf("webhook: %w", err)
+		}
+		fmt.Printf("%-5d | %10.0f %10.3f %10.3f   | %10.0f %10.3f %10.3f\n", n, b.rate, ms(b.p50), ms(b.p99), w.rate, ms(w.p50), ms(w.p99))
+	}
+
+	if c.rounds == 0 {
+		return nil
+	}
+	fmt.Printf("\npod creates through kube-apiserver: %d pods per round, %d at a time, labelled runwhere.ai/pool=train-a100 (never scheduled)\n", c.pods, c.podConc)
+	fmt.Printf("%-24s %10s %10s %10s %12s %12s\n", "round", "creates/s", "p50 ms", "p99 ms", "API CPU ms", "litepool ms")
+	// Three setups, alternated round by round: no webhook; a trivial mutating webhook
+	// (adds the nodeSelector and nothing else, same registration) to show what the API
+	// server's webhook machinery itself costs; and litepool-webhook.
+	setups := []struct {
+		name, addr string
+	}{{"without webhook", ""}, {"trivial webhook", baseAddr}, {"litepool-webhook", addr}}
+	results := make([][]result, len(setups))
+	for r := 1; r <= c.rounds; r++ {
+		for i, s := range setups {
+			unregister := func() {}
+			if s.addr != "" {
+				if unregister, err = register(ctx, kube, c.root, s.addr, caPEM); err != nil {
+					return err
+				}
+			}
+			res, err := podRound(ctx, kube, c, fmt.Sprintf("bench-%d-%d", i, r))
+			unregister()
+			if err != nil {
+				return fmt.Errorf("%s: %w", s.name, err)
+			}
+			results[i] = append(results[i], res)
+			printRound(fmt.Sprintf("%s #%d", s.name, r), res)
+		}
+	}
+	means := make([]result, len(setups))
+	for i, s := range setups {
+		means[i] = mean(results[i])
+		printRound("mean "+s.name, means[i])
+	}
+	off, trivial, on := means[0], means[1], means[2]
+	cost := func(r result) float64 { return 100 * (off.rate - r.rate) / off.rate }
+	fmt.Printf("throughput cost of one replica: litepool %.1f%%, trivial webhook %.1f%% (goal < 5%%); litepool beyond the trivial webhook: %.1f%%\n",
+		cost(on), cost(trivial), 100*(trivial.rate-on.rate)/trivial.rate)
+	if c.clusterDir != "" {
+		fmt.Printf("CPU per create: API server + etcd %.3f ms without, %.3f with the trivial webhook, %.3f with litepool; litepool-webhook process %.3f ms (%.3f of it its informers, as without)\n",
+			ms(off.cpuServer), ms(trivial.cpuServer), ms(on.cpuServer), ms(on.cpuWebhook), ms(off.cpuWebhook))
+	}
+	return nil
+}
+
+func printRound(name string, r result) {
+	fmt.Printf("%-22s %10.0f %10.3f %10.3f %16.3f %16.3f\n", name, r.rate, ms(r.p50), ms(r.p99), ms(r.cpuServer), ms(r.cpuWebhook))
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+type result struct {
+	rate     float64
+	p50, p99 time.Duration
+	// CPU time per request of the control plane (kube-apiserver + etcd) and the webhook.
+	cpuServer, cpuWebhook time.Duration
+}
+
+func mean(rs []result) result {
+	var m result
+	for _, r := range rs {
+		m.rate += r.rate / float64(len(rs))
+		m.p50 += r.p50 / time.Duration(len(rs))
+		m.p99 += r.p99 / time.Duration(len(rs))
+		m.cpuServer += r.cpuServer / time.Duration(len(rs))
+		m.cpuWebhook += r.cpuWebhook / time.Duration(len(rs))
+	}
+	return m
+}
+
+func summarize(lat []time.Duration, elapsed time.Duration) result {
+	slices.Sort(lat)
+	pct := func(p float64) time.Duration { return lat[min(len(lat)-1, int(float64(len(lat))*p))] }
+	return result{rate: float64(len(lat)) / elapsed.Seconds(), p50: pct(0.50), p99: pct(0.99)}
+}
+
+// load runs do with n workers until count calls or the time limit, and returns each
+// call's latency. The first error stops it.
+func load(n, count int, limit time.Duration, do func(i int) error) (result, error) {
+	var next atomic.Int64
+	var mu sync.Mutex
+	var firstErr error
+	lat := make([]time.Duration, 0, count)
+	deadline := time.Now().Add(limit)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := 0; w < n; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= count || time.Now().After(deadline) {
+					return
+				}
+				t := time.Now()
+				err := do(i)
+				d := time.Since(t)
+				mu.Lock()
+				if err != nil && firstErr == nil {
+					firstErr = err
+				}
+				lat = append(lat, d)
+				mu.Unlock()
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return result{}, firstErr
+	}
+	return summarize(lat, time.Since(start)), nil
+}
+
+func hammer(client *http.Client, url string, body []byte, n, count int, limit time.Duration) (result, error) {
+	// Warm the connections up first so that TLS handshakes do not count.
+	if _, err := load(n, 2*n, limit, func(int) error { return post(client, url, body) }); err != nil {
+		return result{}, err
+	}
+	return load(n, count, limit, func(int) error { return post(client, url, body) })
+}
+
+func post(client *http.Client, url string, body []byte) error {
+	resp, err := client.Post(url, "application/json", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	var out admissionv1.AdmissionReview
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK || out.Response == nil || !out.Response.Allowed {
+		return fmt.Errorf("%s: HTTP %d, %+v", url, resp.StatusCode, out.Response)
+	}
+	return nil
+}
+
+func httpsClient(caPEM []byte) *http.Client {
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true, MaxIdleConnsPerHost: 128,
+	}}
+}
+
+func reviewBody() ([]byte, error) {
+	pod := &corev1.Pod{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{Name: "pangu-bench", Namespace: "ai-team", Labels: map[string]string{policy.LabelPool: "train-snt9b", policy.LabelWorkloadType: "training"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "trainer", Image: "ascendhub/pytorch-npu:2.1.0-cann8.0",
+			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"huawei.com/Ascend910": resource.MustParse("8")}}}}},
+	}
+	raw, err := json.Marshal(pod)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+		Request: &admissionv1.AdmissionRequest{UID: "bench", Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Pod"},
+			Resource: metav1.GroupVersionResource{Version: "v1", Resource: "pods"}, Namespace: "ai-team", Operation: admissionv1.Create,
+			Object: runtime.RawExtension{Raw: raw}},
+	})
+}
+
+// startWebhook runs the webhook binary with the bench certificate and waits for /readyz.
+func startWebhook(ctx context.Context, c config, dir string) (string, func(), error) {
+	addr, stop, pid, err := startWebhookProc(ctx, c, dir)
+	webhookPID = pid
+	return addr, stop, err
+}
+
+// webhookPID is the webhook process, whose CPU time the API-server rounds report.
+var webhookPID int
+
+func startWebhookProc(ctx context.Context, c config, dir string) (string, func(), int, error) {
+	port, probe, metrics := freePort(), freePort(), freePort()
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	log, err := os.Create(filepath.Join(dir, "webhook.log"))
+	if err != nil {
+		return "", nil, 0, err
+	}
+	cmd := exec.CommandContext(ctx, c.bin, "--cert-mode=files", "--cert-dir="+dir, "--host=127.0.0.1", fmt.Sprintf("--port=%d", port),
+		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probe), fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metrics),
+		"--kubeconfig="+c.kubeconfig, "--zap-log-level=error")
+	cmd.Args = append(cmd.Args, strings.Fields(c.extraArgs)...)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		return "", nil, 0, err
+	}
+	stop := func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", probe))
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return addr, stop, cmd.Process.Pid, nil
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	stop()
+	out, _ := os.ReadFile(log.Name())
+	return "", nil, 0, fmt.Errorf("the webhook never became ready:\n%s", out)
+}
+
+// startBaseline serves, from controller-runtime's server (the same TLS and HTTP stack
+// as the webhook), an allow-all webhook and a trivial one on the webhook's own paths.
+func startBaseline(ctx context.Context, dir string) (string, error) {
+	port := freePort()
+	srv := webhook.NewServer(webhook.Options{Host: "127.0.0.1", Port: port, CertDir: dir})
+	allow := &admission.Webhook{Handler: admission.HandlerFunc(func(context.Context, admission.Request) admission.Response {
+		return admission.Allowed("")
+	})}
+	srv.Register("/allow", allow)
+	srv.Register("/validate-nodes", allow)
+	srv.Register("/validate-pools", allow)
+	// The trivial mutating webhook: pins the pod to the pool it names, nothing else.
+	srv.Register("/mutate-pods", &admission.Webhook{Handler: admission.HandlerFunc(func(_ context.Context, req admission.Request) admission.Response {
+		var pod corev1.Pod
+		if err := json.Unmarshal(req.Object.Raw, &pod); err != nil {
+			return admission.Errored(http.StatusBadRequest, err)
+		}
+		return admission.Patched("", jsonpatch.NewOperation("add", "/spec/nodeSelector", map[string]string{policy.LabelPool: pod.Labels[policy.LabelPool]}))
+	})})
+	go func() { _ = srv.Start(ctx) }()
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	for i := 0; i < 100; i++ {
+		if conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}); err == nil { //nolint:gosec // readiness probe only
+			conn.Close()
+			return addr, nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return "", errors.New("the baseline server did not start")
+}
+
+// register creates deploy/webhook's configurations, called by URL; the returned
+// function removes them and waits until pods are admitted without the webhook again.
+func register(ctx context.Context, kube kubernetes.Interface, root, addr string, caPEM []byte) (func(), error) {
+	raw, err := os.ReadFile(filepath.Join(root, "deploy", "webhook", "webhooks.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	var mut admissionregistrationv1.MutatingWebhookConfiguration
+	var val admissionregistrationv1.ValidatingWebhookConfiguration
+	for _, doc := range strings.Split(string(raw), "\n---\n") {
+		switch {
+		case strings.Contains(doc, "kind: MutatingWebhookConfiguration"):
+			err = yaml.Unmarshal([]byte(doc), &mut)
+		case strings.Contains(doc, "kind: ValidatingWebhookConfiguration"):
+			err = yaml.Unmarshal([]byte(doc), &val)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	byURL := func(cc *admissionregistrationv1.WebhookClientConfig) {
+		url := "https://" + addr + *cc.Service.Path
+		*cc = admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: caPEM}
+	}
+	for i := range mut.Webhooks {
+		byURL(&mut.Webhooks[i].ClientConfig)
+	}
+	for i := range val.Webhooks {
+		byURL(&val.Webhooks[i].ClientConfig)
+	}
+	ar := kube.AdmissionregistrationV1()
+	if _, err := ar.MutatingWebhookConfigurations().Create(ctx, &mut, metav1.CreateOptions{}); err != nil {
+		return nil, err
+	}
+	if _, err := ar.ValidatingWebhookConfigurations().Create(ctx, &val, metav1.CreateOptions{}); err != nil {
+		return nil, err
+	}
+	unregister := func() {
+		_ = ar.MutatingWebhookConfigurations().Delete(ctx, mut.Name, metav1.DeleteOptions{})
+		_ = ar.ValidatingWebhookConfigurations().Delete(ctx, val.Name, metav1.DeleteOptions{})
+		_ = waitWebhook(ctx, kube, false)
+	}
+	if err := waitWebhook(ctx, kube, true); err != nil {
+		unregister()
+		return nil, err
+	}
+	return unregister, nil
+}
+
+// waitWebhook waits until the API server does (on) or does not (off) call a pod
+// webhook: a dry-run pod of train-a100 comes back pinned only while one is registered.
+func waitWebhook(ctx context.Context, kube kubernetes.Interface, on bool) error {
+	for i := 0; i < 150; i++ {
+		pod, err := kube.CoreV1().Pods("ai-team").Create(ctx, benchPod("probe", "train-a100"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err == nil && (pod.Spec.NodeSelector[policy.LabelPool] != "") == on {
+			return nil
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return fmt.Errorf("the API server did not pick up the webhook configuration change (on=%v)", on)
+}
+
+func benchPod(name, pool string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{policy.LabelPool: pool, policy.LabelWorkloadType: "training"}},
+		Spec: corev1.PodSpec{SchedulerName: "bench-unscheduled", // nobody schedules them: no kwok work
+			Containers: []corev1.Container{{Name: "main", Image: "busybox"}}},
+	}
+}
+
+// podRound creates c.pods pods in a fresh namespace, then deletes it all and waits, so
+// that the next round starts from the same state.
+func podRound(ctx context.Context, kube kubernetes.Interface, c config, namespace string) (result, error) {
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
+		return result{}, err
+	}
+	servers := serverPIDs(c.clusterDir)
+	cpuServer0, cpuWebhook0 := cpuTime(servers...), cpuTime(webhookPID)
+	res, err := load(c.podConc, c.pods, 2*time.Minute, func(i int) error {
+		_, err := kube.CoreV1().Pods(namespace).Create(ctx, benchPod(fmt.Sprintf("p-%05d", i), "train-a100"), metav1.CreateOptions{})
+		return err
+	})
+	res.cpuServer = (cpuTime(servers...) - cpuServer0) / time.Duration(c.pods)
+	res.cpuWebhook = (cpuTime(webhookPID) - cpuWebhook0) / time.Duration(c.pods)
+	grace := int64(0)
+	_ = kube.CoreV1().Pods(namespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &grace}, metav1.ListOptions{})
+	for i := 0; i < 300; i++ {
+		list, lerr := kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{Limit: 1})
+		if lerr == nil && len(list.Items) == 0 {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	_ = kube.CoreV1().Namespaces().Delete(ctx, namespace, metav1.DeleteOptions{})
+	return res, err
+}
+
+// serverPIDs finds the kube-apiserver and etcd processes of the cluster in dir.
+func serverPIDs(dir string) []int {
+	if dir == "" {
+		return nil
+	}
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		var pid int
+		if _, err := fmt.Sscan(e.Name(), &pid); err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		argv0 := strings.SplitN(string(cmdline), "\x00", 2)[0]
+		if strings.HasPrefix(argv0, dir) && (strings.HasSuffix(argv0, "/kube-apiserver") || strings.HasSuffix(argv0, "/etcd")) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// cpuTime sums user and system CPU time of the processes (Linux /proc, 100 ticks/s).
+func cpuTime(pids ...int) time.Duration {
+	var total time.Duration
+	for _, pid := range pids {
+		if pid == 0 {
+			continue
+		}
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		// Fields after the command name (which may hold spaces) start at ") ".
+		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
+		var utime, stime int64
+		fmt.Sscan(f[11], &utime)
+		fmt.Sscan(f[12], &stime)
+		total += time.Duration(utime+stime) * 10 * time.Millisecond
+	}
+	return total
+}
+
+func freePort() int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// writeCerts writes a CA and a serving certificate for 127.0.0.1 into dir.
+func writeCerts(dir string) ([]byte, error) {
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "webhook-bench-ca"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		return nil, err
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, KeyUsage: x509.KeyUsageDigitalSignature}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		return nil, err
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tls.crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tls.key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		return nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), nil
+}

@@ -1,0 +1,245 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/inventory"
+	"github.com/runwhere-ai/litepool/pkg/policy"
+)
+
+// Field indexes the catalog reads by. Pods are indexed by the node they are bound to and
+// by the pool they ask for; nodes by the pool they belong to.
+const (
+	IndexPodNode  = "spec.nodeName"
+	IndexPodPool  = "metadata.labels.pool"
+	IndexNodePool = "metadata.labels.pool"
+)
+
+// Indexes are the field indexes the catalog needs, for SetupIndexes and for fake
+// clients in tests.
+var Indexes = []struct {
+	Obj     client.Object
+	Field   string
+	Extract client.IndexerFunc
+}{
+	{&corev1.Pod{}, IndexPodNode, func(o client.Object) []string { return nonEmpty(o.(*corev1.Pod).Spec.NodeName) }},
+	{&corev1.Pod{}, IndexPodPool, func(o client.Object) []string { return nonEmpty(o.GetLabels()[policy.LabelPool]) }},
+	{&corev1.Node{}, IndexNodePool, func(o client.Object) []string { return nonEmpty(o.GetLabels()[policy.LabelPool]) }},
+}
+
+func nonEmpty(v string) []string {
+	if v == "" {
+		return nil
+	}
+	return []string{v}
+}
+
+// SetupIndexes registers the indexes with the manager's cache (before it starts).
+func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
+	for _, ix := range Indexes {
+		if err := indexer.IndexField(ctx, ix.Obj, ix.Field, ix.Extract); err != nil {
+			return fmt.Errorf("indexing %T by %s: %w", ix.Obj, ix.Field, err)
+		}
+	}
+	return nil
+}
+
+// CachedObjects are the kinds the webhook reads; cmd/webhook starts their informers
+// before it reports ready.
+func CachedObjects() []client.Object {
+	return []client.Object{&corev1.Pod{}, &corev1.Node{}, &corev1.Namespace{}, &v1alpha1.Pool{}}
+}
+
+// CacheByObject trims what the informers keep: pods and nodes are the bulk of a large
+// cluster and the rules read only a few of their fields.
+func CacheByObject() map[client.Object]cache.ByObject {
+	return map[client.Object]cache.ByObject{
+		&corev1.Pod{}:  {Transform: trimPod},
+		&corev1.Node{}: {Transform: trimNode},
+	}
+}
+
+// trimPod keeps what N3 and R2 read: identity, labels, owners, the mirror-pod
+// annotation, the node and the phase.
+func trimPod(in any) (any, error) {
+	pod, ok := in.(*corev1.Pod)
+	if !ok {
+		return in, nil
+	}
+	out := &corev1.Pod{TypeMeta: pod.TypeMeta}
+	out.Name, out.Namespace, out.UID, out.ResourceVersion = pod.Name, pod.Namespace, pod.UID, pod.ResourceVersion
+	out.Labels, out.OwnerReferences = pod.Labels, pod.OwnerReferences
+	if v, mirror := pod.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
+		out.Annotations = map[string]string{corev1.MirrorPodAnnotationKey: v}
+	}
+	out.Spec.NodeName = pod.Spec.NodeName
+	out.Status.Phase = pod.Status.Phase
+	return out, nil
+}
+
+// trimNode keeps a node's metadata (labels carry pool membership and accelerator model)
+// and drops its status: node heartbeats change only what the rules never read.
+func trimNode(in any) (any, error) {
+	node, ok := in.(*corev1.Node)
+	if !ok {
+		return in, nil
+	}
+	out := &corev1.Node{TypeMeta: node.TypeMeta, ObjectMeta: node.ObjectMeta}
+	out.ManagedFields = nil
+	return out, nil
+}
+
+// Catalog answers the rules' questions from a client.Reader: in the webhook the
+// manager's informer cache, so no request makes an API call.
+type Catalog struct {
+	Reader client.Reader
+}
+
+// forRequest binds the catalog to a request's context.
+func (c Catalog) forRequest(ctx context.Context) *requestCatalog {
+	return &requestCatalog{ctx: ctx, r: c.Reader}
+}
+
+// requestCatalog implements policy.NodeCatalog for one request; it remembers the first
+// read error so that the handler can answer it instead of deciding on partial data.
+type requestCatalog struct {
+	ctx context.Context
+	r   client.Reader
+	err error
+	// podRules: the pod rules read a pool's members only when it has no Pool object
+	// (to know it exists and which model its nodes are); skipping the member list for
+	// the common case keeps a pod request free of per-node work and garbage.
+	podRules bool
+}
+
+var noCopy = client.UnsafeDisableDeepCopy
+
+func (c *requestCatalog) fail(err error) {
+	if c.err == nil && err != nil {
+		c.err = err
+	}
+}
+
+// Pool implements policy.PoolCatalog.
+func (c *requestCatalog) Pool(name string) (policy.PoolInfo, bool) {
+	info := policy.PoolInfo{Name: name}
+	var p v1alpha1.Pool
+	err := c.r.Get(c.ctx, client.ObjectKey{Name: name}, &p, &client.GetOptions{UnsafeDisableDeepCopy: ptrTrue()})
+	switch {
+	case err == nil:
+		info.Object = &p
+	case client.IgnoreNotFound(err) != nil:
+		c.fail(err)
+	}
+	if c.podRules && info.Object != nil {
+		return info, true
+	}
+	nodes := c.members(name)
+	info.Members = len(nodes)
+	types := make([]string, 0, len(nodes))
+	for _, n := range nodes {
+		types = append(types, policy.GPUType(n))
+	}
+	info.GPUTypes = policy.DistinctSorted(types)
+	return info, info.Object != nil || info.Members > 0
+}
+
+func (c *requestCatalog) members(pool string) []*corev1.Node {
+	var list corev1.NodeList
+	if err := c.r.List(c.ctx, &list, client.MatchingFields{IndexNodePool: pool}, noCopy); err != nil {
+		c.fail(err)
+		return nil
+	}
+	out := make([]*corev1.Node, len(list.Items))
+	for i := range list.Items {
+		out[i] = &list.Items[i]
+	}
+	return out
+}
+
+// PoolNames implements policy.PoolCatalog: Pool objects and pools made of node labels.
+// It reads every node, so the rules ask for it only to write a denial.
+func (c *requestCatalog) PoolNames() []string {
+	var pools v1alpha1.PoolList
+	var nodes corev1.NodeList
+	if err := c.r.List(c.ctx, &pools, noCopy); err != nil {
+		c.fail(err)
+	}
+	if err := c.r.List(c.ctx, &nodes, noCopy); err != nil {
+		c.fail(err)
+	}
+	names := make([]string, 0, len(pools.Items))
+	for i := range pools.Items {
+		names = append(names, pools.Items[i].Name)
+	}
+	for i := range nodes.Items {
+		names = append(names, nodes.Items[i].Labels[policy.LabelPool])
+	}
+	return policy.DistinctSorted(names)
+}
+
+// WorkloadPods implements policy.NodeCatalog.
+func (c *requestCatalog) WorkloadPods(node string) []string {
+	var list corev1.PodList
+	if err := c.r.List(c.ctx, &list, client.MatchingFields{IndexPodNode: node}, noCopy); err != nil {
+		c.fail(err)
+		return nil
+	}
+	var out []string
+	for i := range list.Items {
+		if p := &list.Items[i]; inventory.IsWorkloadPod(p) {
+			out = append(out, p.Namespace+"/"+p.Name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// PoolWorkloadPods lists the workload pods bound to the pool's member nodes (R2).
+func (c *requestCatalog) PoolWorkloadPods(pool string) []string {
+	var out []string
+	for _, n := range c.members(pool) {
+		out = append(out, c.WorkloadPods(n.Name)...)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// PendingPoolPods counts pods that ask for the pool and are not bound to a node yet.
+func (c *requestCatalog) PendingPoolPods(pool string) int {
+	var list corev1.PodList
+	if err := c.r.List(c.ctx, &list, client.MatchingFields{IndexPodPool: pool}, noCopy); err != nil {
+		c.fail(err)
+		return 0
+	}
+	n := 0
+	for i := range list.Items {
+		if p := &list.Items[i]; p.Spec.NodeName == "" && !inventory.IsTerminal(p) {
+			n++
+		}
+	}
+	return n
+}
+
+// Namespace returns the namespace NAME, or nil when the cache does not know it (yet).
+func (c *requestCatalog) Namespace(name string) *corev1.Namespace {
+	if name == "" {
+		return nil
+	}
+	var ns corev1.Namespace
+	err := c.r.Get(c.ctx, client.ObjectKey{Name: name}, &ns, &client.GetOptions{UnsafeDisableDeepCopy: ptrTrue()})
+	if err != nil {
+		c.fail(client.IgnoreNotFound(err))
+		return nil
+	}
+	return &ns
+}
+
+func ptrTrue() *bool { t := true; return &t }

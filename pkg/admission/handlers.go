@@ -1,0 +1,235 @@
+// Package admission serves litepool's rules as admission webhooks: it decodes a request,
+// reads the state it needs from the informer cache (never from the API server), calls
+// pkg/policy and answers with a patch, an allowance, warnings or a denial.
+package admission
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/policy"
+)
+
+// Paths the webhooks are served at; deploy/webhook's configurations name them.
+const (
+	PathPods  = "/mutate-pods"
+	PathNodes = "/validate-nodes"
+	PathPools = "/validate-pools"
+)
+
+// Register serves the three webhooks on srv, answering from c.
+func Register(srv webhook.Server, c Catalog) {
+	srv.Register(PathPods, &admission.Webhook{Handler: &PodHandler{Catalog: c}})
+	srv.Register(PathNodes, &admission.Webhook{Handler: &NodeHandler{Catalog: c}})
+	srv.Register(PathPools, &admission.Webhook{Handler: &PoolHandler{Catalog: c}})
+}
+
+const kindPool = "Pool"
+
+// Webhook names in metrics.
+const (
+	hookPods  = "pods"
+	hookNodes = "nodes"
+	hookPools = "pools"
+)
+
+// errorf answers a request that could not be judged. The API server treats an answer
+// with allowed=false as a denial whatever the failure policy, so callers whose policy is
+// Ignore answer allowed with a warning instead (see allowUnjudged).
+func errorf(hook string, start time.Time, code int32, format string, args ...any) admission.Response {
+	observe(hook, nil, OutcomeError, start)
+	return admission.Errored(code, fmt.Errorf(format, args...))
+}
+
+// allowUnjudged admits a request the webhook could not judge, as failurePolicy Ignore
+// would, and says so.
+func allowUnjudged(ctx context.Context, hook string, start time.Time, err error) admission.Response {
+	logf.FromContext(ctx).Error(err, "admitted without judging", "webhook", hook)
+	observe(hook, nil, OutcomeError, start)
+	return admission.Allowed("").WithWarnings(fmt.Sprintf("litepool-webhook could not judge this request and admitted it (failure policy Ignore): %v", err))
+}
+
+func deny(ctx context.Context, hook string, start time.Time, err error, warnings []string) admission.Response {
+	rules := ruleIDs(err.Error())
+	logf.FromContext(ctx).Info("denied", "webhook", hook, "rules", rules, "reason", err.Error())
+	observe(hook, rules, OutcomeDenied, start)
+	return admission.Denied(err.Error()).WithWarnings(warnings...)
+}
+
+func decode(raw runtime.RawExtension, into any) error {
+	if len(raw.Raw) == 0 {
+		return errors.New("the request carries no object")
+	}
+	return json.Unmarshal(raw.Raw, into)
+}
+
+// PodHandler is the mutating pod webhook: rules P1-P5 on pod creation.
+type PodHandler struct{ Catalog Catalog }
+
+// Handle implements admission.Handler.
+func (h *PodHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
+	start := time.Now()
+	if req.Operation != admissionv1.Create || req.SubResource != "" {
+		observe(hookPods, nil, OutcomeAllowed, start)
+		return admission.Allowed("litepool judges pods only on create")
+	}
+	if req.Kind.Kind != "Pod" {
+		return errorf(hookPods, start, http.StatusBadRequest, "expected a Pod, got %q", req.Kind.Kind)
+	}
+	var pod corev1.Pod
+	if err := decode(req.Object, &pod); err != nil {
+		return errorf(hookPods, start, http.StatusBadRequest, "decoding the pod: %v", err)
+	}
+	if pod.Namespace == "" { // pods created with generateName through a namespaced client
+		pod.Namespace = req.Namespace
+	}
+	cat := h.Catalog.forRequest(ctx)
+	cat.podRules = true
+	ns := cat.Namespace(pod.Namespace)
+	if ns == nil && cat.err == nil {
+		// A namespace created a moment ago: its default pool and labels (P4) are not
+		// known yet. Refuse rather than guess; the client or controller retries.
+		return errorf(hookPods, start, http.StatusInternalServerError, "namespace %q is not in the webhook's cache yet; retry in a moment", pod.Namespace)
+	}
+	patch, warnings, err := policy.MutatePod(&pod, ns, cat)
+	if cat.err != nil {
+		return errorf(hookPods, start, http.StatusInternalServerError, "reading the informer cache: %v", cat.err)
+	}
+	if err != nil {
+		return deny(ctx, hookPods, start, err, warnings)
+	}
+	if patch.Empty() {
+		observe(hookPods, nil, OutcomeAllowed, start)
+		return admission.Allowed("").WithWarnings(warnings...)
+	}
+	observe(hookPods, []string{"P1"}, OutcomeMutated, start)
+	resp := admission.Patched("", podPatchOps(&pod, patch)...)
+	return resp.WithWarnings(warnings...)
+}
+
+// NodeHandler is the validating node webhook: rules N1-N3 with the audited override.
+type NodeHandler struct{ Catalog Catalog }
+
+// Handle implements admission.Handler. Its failure policy is Ignore, so a request it
+// cannot judge (cache error) is admitted with a warning rather than refused.
+func (h *NodeHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
+	start := time.Now()
+	if req.SubResource != "" {
+		observe(hookNodes, nil, OutcomeAllowed, start)
+		return admission.Allowed("litepool does not judge node subresources")
+	}
+	if req.Kind.Kind != "Node" {
+		return errorf(hookNodes, start, http.StatusBadRequest, "expected a Node, got %q", req.Kind.Kind)
+	}
+	var node, old *corev1.Node
+	switch req.Operation {
+	case admissionv1.Create, admissionv1.Update:
+		node = &corev1.Node{}
+		if err := decode(req.Object, node); err != nil {
+			return errorf(hookNodes, start, http.StatusBadRequest, "decoding the node: %v", err)
+		}
+	case admissionv1.Delete:
+	default:
+		observe(hookNodes, nil, OutcomeAllowed, start)
+		return admission.Allowed("")
+	}
+	if req.Operation != admissionv1.Create {
+		old = &corev1.Node{}
+		if err := decode(req.OldObject, old); err != nil {
+			return errorf(hookNodes, start, http.StatusBadRequest, "decoding the old node: %v", err)
+		}
+	}
+	cat := h.Catalog.forRequest(ctx)
+	d, err := policy.AdmitNode(node, old, cat)
+	if cat.err != nil {
+		return allowUnjudged(ctx, hookNodes, start, cat.err)
+	}
+	if err != nil {
+		return deny(ctx, hookNodes, start, err, d.Warnings)
+	}
+	resp := admission.Allowed("").WithWarnings(d.Warnings...)
+	if f := d.Forced; f != nil {
+		// The audit trail of an override: a log line here, and annotations the API
+		// server writes into its audit event for this request.
+		logf.FromContext(ctx).Info("rule N3 overridden by "+policy.AnnotationForce, "node", req.Name,
+			"operation", req.Operation, "forcedBy", f.By, "reason", f.Reason, "overridden", f.Overrode,
+			"user", req.UserInfo.Username, "dryRun", req.DryRun != nil && *req.DryRun)
+		resp.AuditAnnotations = map[string]string{"n3-forced-by": f.By, "n3-forced-reason": f.Reason, "n3-overridden": f.Overrode}
+		observe(hookNodes, []string{"N3"}, OutcomeForced, start)
+		return resp
+	}
+	observe(hookNodes, nil, OutcomeAllowed, start)
+	return resp
+}
+
+// PoolHandler is the validating pool webhook: R1 on create and update, R2 on delete.
+type PoolHandler struct{ Catalog Catalog }
+
+// Handle implements admission.Handler.
+func (h *PoolHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
+	start := time.Now()
+	if req.SubResource != "" {
+		observe(hookPools, nil, OutcomeAllowed, start)
+		return admission.Allowed("litepool does not judge pool subresources")
+	}
+	if req.Kind.Kind != kindPool {
+		return errorf(hookPools, start, http.StatusBadRequest, "expected a Pool, got %q", req.Kind.Kind)
+	}
+	cat := h.Catalog.forRequest(ctx)
+	var warnings []string
+	var err error
+	switch req.Operation {
+	case admissionv1.Create, admissionv1.Update:
+		var pool v1alpha1.Pool
+		if derr := decode(req.Object, &pool); derr != nil {
+			return errorf(hookPools, start, http.StatusBadRequest, "decoding the pool: %v", derr)
+		}
+		var old *v1alpha1.Pool
+		members := 0
+		if req.Operation == admissionv1.Update {
+			old = &v1alpha1.Pool{}
+			if derr := decode(req.OldObject, old); derr != nil {
+				return errorf(hookPools, start, http.StatusBadRequest, "decoding the old pool: %v", derr)
+			}
+			info, _ := cat.Pool(pool.Name)
+			members = info.Members
+		}
+		err = policy.ValidatePool(&pool, old, members)
+	case admissionv1.Delete:
+		var pool v1alpha1.Pool
+		if derr := decode(req.OldObject, &pool); derr != nil {
+			return errorf(hookPools, start, http.StatusBadRequest, "decoding the pool: %v", derr)
+		}
+		pods := cat.PoolWorkloadPods(pool.Name)
+		err = policy.CheckPoolDelete(&pool, pods)
+		if err == nil && len(pods) > 0 {
+			warnings = append(warnings, fmt.Sprintf("[R2] pool %q deleted as confirmed by %s; %d workload pod(s) keep running on its nodes", pool.Name, policy.AnnotationConfirmDelete, len(pods)))
+		}
+		if n := cat.PendingPoolPods(pool.Name); n > 0 {
+			warnings = append(warnings, fmt.Sprintf("[R2] %d pod(s) that ask for pool %q are still pending; without the Pool object, pods asking for it are no longer held to its policy (workload types, namespaces, exclusive toleration, HCCL)", n, pool.Name))
+		}
+	default:
+		observe(hookPools, nil, OutcomeAllowed, start)
+		return admission.Allowed("")
+	}
+	if cat.err != nil {
+		return errorf(hookPools, start, http.StatusInternalServerError, "reading the informer cache: %v", cat.err)
+	}
+	if err != nil {
+		return deny(ctx, hookPools, start, err, warnings)
+	}
+	observe(hookPools, nil, OutcomeAllowed, start)
+	return admission.Allowed("").WithWarnings(warnings...)
+}

@@ -1,0 +1,317 @@
+package admission
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	jsonpatchapply "github.com/evanphx/json-patch/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/policy"
+)
+
+// fixture is a small cluster: the e2e fixture's pools, some nodes and pods.
+func fixture(t testing.TB) Catalog {
+	t.Helper()
+	s := runtime.NewScheme()
+	require.NoError(t, clientgoscheme.AddToScheme(s))
+	require.NoError(t, v1alpha1.AddToScheme(s))
+	objs := []client.Object{
+		&v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: "train-a100"}, Spec: v1alpha1.PoolSpec{Type: v1alpha1.PoolTypeTraining, MinNodes: 2,
+			Accelerator: v1alpha1.AcceleratorSpec{Type: "A100-80G", ResourceName: "nvidia.com/gpu"}}},
+		&v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: "train-snt9b"}, Spec: v1alpha1.PoolSpec{Type: v1alpha1.PoolTypeTraining, MinNodes: 1,
+			Accelerator: v1alpha1.AcceleratorSpec{Type: "Snt9B", ResourceName: "huawei.com/Ascend910"},
+			HCCL:        v1alpha1.HCCLSpec{OpRetry: v1alpha1.OpRetrySpec{Enabled: true, MaxRetries: 3, RetryTimeoutSeconds: 300}}}},
+		&v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: "dev-sandbox"}, Spec: v1alpha1.PoolSpec{Type: v1alpha1.PoolTypeDevelopment, Exclusive: true,
+			Accelerator: v1alpha1.AcceleratorSpec{Type: "A10-24G"}}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ai-team"}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "notebooks", Labels: map[string]string{policy.LabelPool: "dev-sandbox"}}},
+	}
+	for i, n := range []string{"a100-node-1", "a100-node-2", "a100-node-3"} {
+		objs = append(objs, testNode(n, "A100-80G", "train-a100"))
+		if i == 0 {
+			objs = append(objs, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "llama-train-0", Namespace: "ai-team", Labels: map[string]string{policy.LabelPool: "train-a100"}},
+				Spec: corev1.PodSpec{NodeName: n}})
+		}
+	}
+	objs = append(objs, testNode("a10-node-1", "A10-24G", "infer-a10"), testNode("a10-node-3", "A10-24G", ""),
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "node-exporter", Namespace: "monitoring",
+			OwnerReferences: []metav1.OwnerReference{{Kind: "DaemonSet", Name: "ne", Controller: ptr.To(true)}}},
+			Spec: corev1.PodSpec{NodeName: "a100-node-2"}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "queued", Namespace: "ai-team", Labels: map[string]string{policy.LabelPool: "train-a100"}}})
+	b := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...)
+	for _, ix := range Indexes {
+		b = b.WithIndex(ix.Obj, ix.Field, ix.Extract)
+	}
+	return Catalog{Reader: b.Build()}
+}
+
+func testNode(name, gpuType, pool string) *corev1.Node {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{policy.LabelGPUType: gpuType}}}
+	if pool != "" {
+		n.Labels[policy.LabelPool] = pool
+	}
+	return n
+}
+
+func raw(t testing.TB, obj any) runtime.RawExtension {
+	if obj == nil {
+		return runtime.RawExtension{}
+	}
+	b, err := json.Marshal(obj)
+	require.NoError(t, err)
+	return runtime.RawExtension{Raw: b}
+}
+
+// review sends an AdmissionReview through the webhook's HTTP handler, as the API server
+// does, and returns the answer.
+func review(t testing.TB, h admission.Handler, req admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+	t.Helper()
+	req.UID = types.UID("req-1")
+	body, err := json.Marshal(admissionv1.AdmissionReview{TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"}, Request: &req})
+	require.NoError(t, err)
+	rec := httptest.NewRecorder()
+	hr := httptest.NewRequest(http.MethodPost, "/x", bytes.NewReader(body))
+	hr.Header.Set("Content-Type", "application/json")
+	(&admission.Webhook{Handler: h}).ServeHTTP(rec, hr)
+	require.Equal(t, http.StatusOK, rec.Code)
+	var out admissionv1.AdmissionReview
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &out))
+	require.NotNil(t, out.Response)
+	assert.Equal(t, req.UID, out.Response.UID)
+	return out.Response
+}
+
+func podRequest(t testing.TB, pod *corev1.Pod) admissionv1.AdmissionRequest {
+	return admissionv1.AdmissionRequest{Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Pod"},
+		Resource: metav1.GroupVersionResource{Version: "v1", Resource: "pods"}, Namespace: "ai-team",
+		Operation: admissionv1.Create, Object: raw(t, pod)}
+}
+
+func pod(name string, labels map[string]string, res corev1.ResourceList) *corev1.Pod {
+	return &corev1.Pod{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "busybox", Resources: corev1.ResourceRequirements{Limits: res}}}}}
+}
+
+// applied applies the answer's JSON patch to the pod that was sent.
+func applied(t testing.TB, sent *corev1.Pod, resp *admissionv1.AdmissionResponse) *corev1.Pod {
+	t.Helper()
+	out := &corev1.Pod{}
+	doc := raw(t, sent).Raw
+	if len(resp.Patch) > 0 {
+		require.Equal(t, admissionv1.PatchTypeJSONPatch, *resp.PatchType)
+		p, err := jsonpatchapply.DecodePatch(resp.Patch)
+		require.NoError(t, err)
+		doc, err = p.Apply(doc)
+		require.NoError(t, err)
+	}
+	require.NoError(t, json.Unmarshal(doc, out))
+	return out
+}
+
+func TestPodHandler(t *testing.T) {
+	h := &PodHandler{Catalog: fixture(t)}
+	npu := corev1.ResourceList{"huawei.com/Ascend910": resource.MustParse("8")}
+	training := func(pool string) map[string]string {
+		return map[string]string{policy.LabelPool: pool, policy.LabelWorkloadType: "training"}
+	}
+
+	t.Run("P1 HCCL env for an NPU pod in a pool with retry on", func(t *testing.T) {
+		sent := pod("pangu", training("train-snt9b"), npu)
+		resp := review(t, h, podRequest(t, sent))
+		require.True(t, resp.Allowed)
+		got := applied(t, sent, resp)
+		assert.Equal(t, map[string]string{policy.LabelPool: "train-snt9b"}, got.Spec.NodeSelector)
+		assert.Equal(t, []corev1.EnvVar{{Name: "HCCL_OP_RETRY_ENABLE", Value: "L0:0, L1:1, L2:1"}, {Name: "HCCL_OP_RETRY_PARAMS", Value: "MaxCnt:3,HoldTime:60000,IntervalTime:1000"}},
+			got.Spec.Containers[0].Env)
+		// Reinvocation: the patched pod comes back and gets nothing more.
+		again := review(t, h, podRequest(t, got))
+		assert.True(t, again.Allowed)
+		assert.Empty(t, again.Patch)
+	})
+	t.Run("P1 exact patch for a pod with existing maps", func(t *testing.T) {
+		sent := pod("p", training("train-a100"), nil)
+		sent.Spec.NodeSelector = map[string]string{"zone": "a"}
+		resp := review(t, h, podRequest(t, sent))
+		assert.JSONEq(t, `[{"op":"add","path":"/spec/nodeSelector/runwhere.ai~1pool","value":"train-a100"}]`, string(resp.Patch))
+	})
+	t.Run("P1 exclusive pool and namespace default pool", func(t *testing.T) {
+		sent := pod("nb", map[string]string{policy.LabelWorkloadType: "development"}, nil)
+		req := podRequest(t, sent)
+		req.Namespace = "notebooks"
+		resp := review(t, h, req)
+		require.True(t, resp.Allowed, "%v", resp.Result)
+		assert.JSONEq(t, `[{"op":"add","path":"/metadata/labels/runwhere.ai~1pool","value":"dev-sandbox"},
+			{"op":"add","path":"/spec/nodeSelector","value":{"runwhere.ai/pool":"dev-sandbox"}},
+			{"op":"add","path":"/spec/tolerations","value":[{"key":"runwhere.ai/pool","operator":"Equal","value":"dev-sandbox","effect":"NoSchedule"}]}]`, string(resp.Patch))
+	})
+	t.Run("P1 conflict denied", func(t *testing.T) {
+		sent := pod("p", training("train-a100"), nil)
+		sent.Spec.NodeSelector = map[string]string{policy.LabelPool: "infer-a10"}
+		resp := review(t, h, podRequest(t, sent))
+		assert.False(t, resp.Allowed)
+		assert.Equal(t, int32(http.StatusForbidden), resp.Result.Code)
+		assert.Equal(t, `[P1] nodeSelector runwhere.ai/pool=infer-a10 conflicts with pool "train-a100", which needs runwhere.ai/pool=train-a100: remove it or make it runwhere.ai/pool=train-a100 (litepool never overwrites it)`, resp.Result.Message)
+	})
+	t.Run("P2 unknown pool lists the pools, objects and labels", func(t *testing.T) {
+		resp := review(t, h, podRequest(t, pod("p", training("train-h100"), nil)))
+		assert.False(t, resp.Allowed)
+		assert.Equal(t, `[P2] pool "train-h100" (label runwhere.ai/pool) does not exist: the pools are dev-sandbox, infer-a10, train-a100, train-snt9b`, resp.Result.Message)
+	})
+	t.Run("P3 warning passes through", func(t *testing.T) {
+		resp := review(t, h, podRequest(t, pod("p", map[string]string{policy.LabelPool: "train-a100"}, nil)))
+		assert.True(t, resp.Allowed)
+		assert.Equal(t, []string{`[P3] pod declares no workload type: set label runwhere.ai/workload-type to one that pool "train-a100" accepts (training, development)`}, resp.Warnings)
+	})
+	t.Run("pods outside pools and updates pass untouched", func(t *testing.T) {
+		resp := review(t, h, podRequest(t, pod("p", nil, nil)))
+		assert.True(t, resp.Allowed)
+		assert.Empty(t, resp.Patch)
+		req := podRequest(t, pod("p", training("train-h100"), nil))
+		req.Operation = admissionv1.Update
+		assert.True(t, review(t, h, req).Allowed)
+	})
+	t.Run("dry run is judged the same", func(t *testing.T) {
+		req := podRequest(t, pod("p", training("train-a100"), nil))
+		req.DryRun = ptr.To(true)
+		resp := review(t, h, req)
+		assert.True(t, resp.Allowed)
+		assert.JSONEq(t, `[{"op":"add","path":"/spec/nodeSelector","value":{"runwhere.ai/pool":"train-a100"}}]`, string(resp.Patch))
+	})
+	t.Run("namespace not in the cache yet: refused, to be retried", func(t *testing.T) {
+		req := podRequest(t, pod("p", training("train-a100"), nil))
+		req.Namespace = "brand-new"
+		resp := review(t, h, req)
+		assert.False(t, resp.Allowed)
+		assert.Equal(t, int32(http.StatusInternalServerError), resp.Result.Code)
+		assert.Equal(t, `namespace "brand-new" is not in the webhook's cache yet; retry in a moment`, resp.Result.Message)
+	})
+	t.Run("malformed pod", func(t *testing.T) {
+		req := podRequest(t, nil)
+		req.Object = runtime.RawExtension{Raw: []byte(`{"spec":5}`)}
+		resp := review(t, h, req)
+		assert.False(t, resp.Allowed)
+		assert.Equal(t, int32(http.StatusBadRequest), resp.Result.Code)
+	})
+}
+
+func nodeRequest(t testing.TB, op admissionv1.Operation, node, old *corev1.Node) admissionv1.AdmissionRequest {
+	name := ""
+	if node != nil {
+		name = node.Name
+	} else if old != nil {
+		name = old.Name
+	}
+	return admissionv1.AdmissionRequest{Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Node"},
+		Resource: metav1.GroupVersionResource{Version: "v1", Resource: "nodes"}, Name: name,
+		Operation: op, Object: raw(t, node), OldObject: raw(t, old)}
+}
+
+func TestNodeHandler(t *testing.T) {
+	h := &NodeHandler{Catalog: fixture(t)}
+	busy := testNode("a100-node-1", "A100-80G", "train-a100")
+	left := busy.DeepCopy()
+	delete(left.Labels, policy.LabelPool)
+
+	t.Run("N1 look-alike denied", func(t *testing.T) {
+		n := busy.DeepCopy()
+		n.Labels["pool"] = "train-a100"
+		resp := review(t, h, nodeRequest(t, admissionv1.Update, n, busy))
+		assert.False(t, resp.Allowed)
+		assert.Equal(t, `[N1] label key "pool" looks like litepool's "runwhere.ai/pool": use "runwhere.ai/pool" (node "a100-node-1")`, resp.Result.Message)
+	})
+	t.Run("N2 cross-type join denied", func(t *testing.T) {
+		old := testNode("a10-node-3", "A10-24G", "")
+		resp := review(t, h, nodeRequest(t, admissionv1.Update, testNode("a10-node-3", "A10-24G", "train-a100"), old))
+		assert.False(t, resp.Allowed)
+		assert.Equal(t, `[N2] node "a10-node-3" (gpu-type A10-24G) cannot join pool "train-a100": the pool takes only A100-80G nodes; choose a node labelled runwhere.ai/gpu-type=A100-80G or a pool for A10-24G nodes`, resp.Result.Message)
+	})
+	t.Run("N3 busy node leaves: denied; DaemonSet pods do not count", func(t *testing.T) {
+		resp := review(t, h, nodeRequest(t, admissionv1.Update, left, busy))
+		assert.False(t, resp.Allowed)
+		assert.Equal(t, `[N3] node "a100-node-1" cannot leave pool "train-a100": it runs 1 workload pod(s) (ai-team/llama-train-0); drain it first (kubectl litepool drain a100-node-1) or wait for them to finish`, resp.Result.Message)
+		resp = review(t, h, nodeRequest(t, admissionv1.Delete, nil, busy))
+		assert.False(t, resp.Allowed)
+	})
+	t.Run("N3 below minNodes", func(t *testing.T) {
+		// a100-node-2 runs only a DaemonSet pod; the pool has 3 nodes and minNodes 2.
+		old := testNode("a100-node-2", "A100-80G", "train-a100")
+		resp := review(t, h, nodeRequest(t, admissionv1.Delete, nil, old))
+		assert.True(t, resp.Allowed, "%v", resp.Result)
+	})
+	t.Run("N3 forced: allowed with a warning and audit annotations", func(t *testing.T) {
+		n := left.DeepCopy()
+		n.Annotations = map[string]string{policy.AnnotationForce: "alice: PSU swap"}
+		resp := review(t, h, nodeRequest(t, admissionv1.Update, n, busy))
+		assert.True(t, resp.Allowed)
+		overridden := `[N3] node "a100-node-1" cannot leave pool "train-a100": it runs 1 workload pod(s) (ai-team/llama-train-0); drain it first (kubectl litepool drain a100-node-1) or wait for them to finish`
+		assert.Equal(t, map[string]string{"n3-forced-by": "alice", "n3-forced-reason": "PSU swap", "n3-overridden": overridden}, resp.AuditAnnotations)
+		require.Len(t, resp.Warnings, 1)
+		assert.Contains(t, resp.Warnings[0], "[N3] forced by alice (PSU swap)")
+	})
+	t.Run("status subresource is not judged", func(t *testing.T) {
+		req := nodeRequest(t, admissionv1.Update, left, busy)
+		req.SubResource = "status"
+		assert.True(t, review(t, h, req).Allowed)
+	})
+}
+
+func poolRequest(t testing.TB, op admissionv1.Operation, p, old *v1alpha1.Pool) admissionv1.AdmissionRequest {
+	return admissionv1.AdmissionRequest{Kind: metav1.GroupVersionKind{Group: "runwhere.ai", Version: "v1alpha1", Kind: "Pool"},
+		Resource:  metav1.GroupVersionResource{Group: "runwhere.ai", Version: "v1alpha1", Resource: "pools"},
+		Operation: op, Object: raw(t, p), OldObject: raw(t, old)}
+}
+
+func TestPoolHandler(t *testing.T) {
+	h := &PoolHandler{Catalog: fixture(t)}
+	a100 := &v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: "train-a100"}, Spec: v1alpha1.PoolSpec{Type: v1alpha1.PoolTypeTraining, MinNodes: 2,
+		Accelerator: v1alpha1.AcceleratorSpec{Type: "A100-80G"}}}
+
+	t.Run("R1 create", func(t *testing.T) {
+		bad := a100.DeepCopy()
+		bad.Name, bad.Spec.HCCL.OpRetry.MaxRetries = "x", 20
+		resp := review(t, h, poolRequest(t, admissionv1.Create, bad, nil))
+		assert.False(t, resp.Allowed)
+		assert.Equal(t, "[R1] invalid pool name \"x\": it has 1 characters; a pool name has 4-24 characters: lowercase letters, digits and hyphens, starting with a letter and not ending with a hyphen (e.g. train-a100)\n[R1] hccl max retries 20 out of range: must be 1-10", resp.Result.Message)
+		assert.True(t, review(t, h, poolRequest(t, admissionv1.Create, a100, nil)).Allowed)
+	})
+	t.Run("R1 accelerator immutable while the pool has nodes", func(t *testing.T) {
+		changed := a100.DeepCopy()
+		changed.Spec.Accelerator.Type = "H100-80G"
+		resp := review(t, h, poolRequest(t, admissionv1.Update, changed, a100))
+		assert.False(t, resp.Allowed)
+		assert.Equal(t, `[R1] accelerator type of pool "train-a100" cannot change from "A100-80G" to "H100-80G" while it has 3 node(s); remove its nodes first`, resp.Result.Message)
+	})
+	t.Run("R2 delete", func(t *testing.T) {
+		resp := review(t, h, poolRequest(t, admissionv1.Delete, nil, a100))
+		assert.False(t, resp.Allowed)
+		assert.Equal(t, `[R2] pool "train-a100" cannot be deleted: 1 workload pod(s) run on its nodes (ai-team/llama-train-0); wait for them to finish, or confirm with the annotation runwhere.ai/confirm-delete=train-a100 (kubectl litepool delete pool train-a100 --force), which leaves the pods running`, resp.Result.Message)
+		confirmed := a100.DeepCopy()
+		confirmed.Annotations = map[string]string{policy.AnnotationConfirmDelete: "train-a100"}
+		resp = review(t, h, poolRequest(t, admissionv1.Delete, nil, confirmed))
+		assert.True(t, resp.Allowed)
+		assert.Equal(t, []string{
+			`[R2] pool "train-a100" deleted as confirmed by runwhere.ai/confirm-delete; 1 workload pod(s) keep running on its nodes`,
+			`[R2] 1 pod(s) that ask for pool "train-a100" are still pending; without the Pool object, pods asking for it are no longer held to its policy (workload types, namespaces, exclusive toleration, HCCL)`,
+		}, resp.Warnings)
+		empty := &v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: "dev-sandbox"}}
+		assert.True(t, review(t, h, poolRequest(t, admissionv1.Delete, nil, empty)).Allowed)
+	})
+}

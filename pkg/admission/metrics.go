@@ -1,0 +1,65 @@
+package admission
+
+import (
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// Outcomes of one admission decision.
+const (
+	OutcomeAllowed = "allowed" // admitted unchanged
+	OutcomeMutated = "mutated" // admitted with a patch (P1)
+	OutcomeDenied  = "denied"  // refused by a rule
+	OutcomeForced  = "forced"  // a denial overridden by runwhere.ai/force (N3)
+	OutcomeError   = "error"   // the request could not be judged (malformed, cache error)
+)
+
+var (
+	decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "litepool_webhook_decisions_total",
+		Help: "Admission decisions by webhook, rule and outcome. A request denied by several rules counts once for each.",
+	}, []string{"webhook", "rule", "outcome"})
+	latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "litepool_webhook_decision_duration_seconds",
+		Help: "Time to judge one admission request, from decoded request to answer, by webhook and outcome.",
+		// Sub-millisecond buckets: decisions come from memory, a slow one is news.
+		Buckets: []float64{0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5, 1, 2.5},
+	}, []string{"webhook", "outcome"})
+)
+
+func init() {
+	metrics.Registry.MustRegister(decisions, latency)
+}
+
+// observe records a decision: its rules (all passed: "none"), outcome and duration.
+func observe(webhook string, rules []string, outcome string, start time.Time) {
+	if len(rules) == 0 {
+		rules = []string{"none"}
+	}
+	for _, r := range rules {
+		decisions.WithLabelValues(webhook, r, outcome).Inc()
+	}
+	latency.WithLabelValues(webhook, outcome).Observe(time.Since(start).Seconds())
+}
+
+// ruleIDs returns the rule ids that start the lines of a denial ("[P3] ...").
+func ruleIDs(msg string) []string {
+	var ids []string
+	seen := map[string]bool{}
+	for _, line := range strings.Split(msg, "\n") {
+		if !strings.HasPrefix(line, "[") {
+			continue
+		}
+		if i := strings.IndexByte(line, ']'); i > 1 && i < 6 && !seen[line[1:i]] {
+			seen[line[1:i]] = true
+			ids = append(ids, line[1:i])
+		}
+	}
+	if len(ids) == 0 {
+		ids = []string{"unknown"}
+	}
+	return ids
+}

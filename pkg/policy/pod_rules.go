@@ -1,0 +1,457 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+)
+
+// PoolInfo is what the pod and node rules know about one pool: its Pool object, if it
+// has one, and what its member nodes say.
+type PoolInfo struct {
+	Name string
+	// Object is the Pool object; nil for a pool that exists only as node labels.
+	Object *v1alpha1.Pool
+	// Members is the number of nodes labelled runwhere.ai/pool=<Name>.
+	Members int
+	// GPUTypes are the distinct accelerator models of the members, sorted.
+	GPUTypes []string
+}
+
+// Spec is the pool's policy; a pool made only of labels has the zero spec (a Training
+// pool that takes everyone, with no accelerator pinned).
+func (p PoolInfo) Spec() v1alpha1.PoolSpec {
+	if p.Object == nil {
+		return v1alpha1.PoolSpec{}
+	}
+	return p.Object.Spec
+}
+
+// AcceleratorType is the accelerator model the pool takes: the Pool object's, or for a
+// pool of labels only, the one model all its members share (empty when they differ).
+func (p PoolInfo) AcceleratorType() string {
+	if p.Object != nil {
+		return p.Object.Spec.Accelerator.Type
+	}
+	if len(p.GPUTypes) == 1 {
+		return p.GPUTypes[0]
+	}
+	return ""
+}
+
+// PoolCatalog answers what the rules ask about pools. The webhook backs it with its
+// informer cache, the plugin with what it listed, tests with a map. Implementations do
+// no I/O per call.
+type PoolCatalog interface {
+	// Pool returns the pool NAME if it exists: as a Pool object or as node labels.
+	Pool(name string) (PoolInfo, bool)
+	// PoolNames lists every existing pool, sorted.
+	PoolNames() []string
+}
+
+// PodPatch is what rule P1 adds to a pod. It only ever adds: a value the pod already
+// has is never replaced (a clash is a denial instead).
+type PodPatch struct {
+	Labels       map[string]string
+	NodeSelector map[string]string
+	Tolerations  []corev1.Toleration
+	Env          []ContainerEnv
+}
+
+// ContainerEnv is environment added to one container (Init: of spec.initContainers).
+type ContainerEnv struct {
+	Init  bool
+	Index int
+	Name  string
+	Env   []corev1.EnvVar
+}
+
+// Empty says whether the patch changes nothing.
+func (p PodPatch) Empty() bool {
+	return len(p.Labels) == 0 && len(p.NodeSelector) == 0 && len(p.Tolerations) == 0 && len(p.Env) == 0
+}
+
+// Apply makes the patch's changes to pod.
+func (p PodPatch) Apply(pod *corev1.Pod) {
+	for k, v := range p.Labels {
+		if pod.Labels == nil {
+			pod.Labels = map[string]string{}
+		}
+		pod.Labels[k] = v
+	}
+	for k, v := range p.NodeSelector {
+		if pod.Spec.NodeSelector == nil {
+			pod.Spec.NodeSelector = map[string]string{}
+		}
+		pod.Spec.NodeSelector[k] = v
+	}
+	pod.Spec.Tolerations = append(pod.Spec.Tolerations, p.Tolerations...)
+	for _, ce := range p.Env {
+		cs := pod.Spec.Containers
+		if ce.Init {
+			cs = pod.Spec.InitContainers
+		}
+		cs[ce.Index].Env = append(cs[ce.Index].Env, ce.Env...)
+	}
+}
+
+// ExclusivePoolToleration is the toleration of the taint runwhere.ai/pool=<pool>:NoSchedule
+// that the members of an exclusive pool carry.
+func ExclusivePoolToleration(pool string) corev1.Toleration {
+	return corev1.Toleration{Key: LabelPool, Operator: corev1.TolerationOpEqual, Value: pool, Effect: corev1.TaintEffectNoSchedule}
+}
+
+// PodPoolName is the pool a pod asks for: its runwhere.ai/pool label, else the default
+// pool its namespace names with the same label. fromNamespace says which.
+func PodPoolName(pod *corev1.Pod, ns *corev1.Namespace) (name string, fromNamespace bool) {
+	if v, ok := pod.Labels[LabelPool]; ok {
+		return v, false
+	}
+	if ns != nil && ns.Labels[LabelPool] != "" {
+		return ns.Labels[LabelPool], true
+	}
+	return "", false
+}
+
+// MutatePod runs the pod rules P1-P5 on a pod being created in namespace ns (nil when
+// the namespace is not known; it then counts as having no labels). It returns what P1
+// adds, warnings for the client, and the denial: every failed rule, one per line, each
+// with its rule id. A pod that asks for no pool (or for "default") gets nothing.
+//
+// MutatePod is idempotent: run on its own output it returns an empty patch and no
+// error, which is what reinvocation needs.
+func MutatePod(pod *corev1.Pod, ns *corev1.Namespace, pools PoolCatalog) (PodPatch, []string, error) {
+	var patch PodPatch
+	name, fromNS := PodPoolName(pod, ns)
+	if name == "" || name == DefaultPool {
+		return patch, nil, nil
+	}
+	info, ok := pools.Pool(name)
+	if !ok {
+		return patch, nil, poolMissing(name, fromNS, ns, pools.PoolNames())
+	}
+	var warnings []string
+	errs := []error{
+		checkNodePool(pod, info),
+		CheckPodNamespace(info, ns, pod.Namespace),
+	}
+	warn, werr := CheckPodWorkload(pod, info)
+	errs = append(errs, werr)
+	if warn != "" {
+		warnings = append(warnings, warn)
+	}
+	errs = append(errs, CheckPodAccelerator(pod, info))
+	patch, p1 := podPlacement(pod, info, fromNS)
+	errs = append(errs, p1)
+	if err := errors.Join(errs...); err != nil {
+		return PodPatch{}, warnings, err
+	}
+	return patch, warnings, nil
+}
+
+// poolMissing is rule P2's denial.
+func poolMissing(name string, fromNS bool, ns *corev1.Namespace, existing []string) error {
+	origin := fmt.Sprintf("label %s", LabelPool)
+	if fromNS && ns != nil {
+		origin = fmt.Sprintf("the default pool of namespace %q", ns.Name)
+	}
+	if len(existing) == 0 {
+		return fmt.Errorf("[P2] pool %q (%s) does not exist, and no pools exist yet: create it (kubectl litepool create -f pool.yaml) or remove the label", name, origin)
+	}
+	return fmt.Errorf("[P2] pool %q (%s) does not exist: the pools are %s", name, origin, strings.Join(existing, ", "))
+}
+
+// checkNodePool is P2 for the node pool a pod names (label runwhere.ai/node-pool): it
+// must be one the Pool object declares, when it declares any.
+func checkNodePool(pod *corev1.Pod, info PoolInfo) error {
+	np, ok := pod.Labels[LabelNodePool]
+	if !ok || info.Object == nil || len(info.Object.Spec.NodePools) == 0 {
+		return nil
+	}
+	var names []string
+	for _, p := range info.Object.Spec.NodePools {
+		if p.Name == np {
+			return nil
+		}
+		names = append(names, p.Name)
+	}
+	return fmt.Errorf("[P2] node pool %q (label %s) does not exist in pool %q: its node pools are %s",
+		np, LabelNodePool, info.Name, strings.Join(names, ", "))
+}
+
+// CheckPodNamespace is rule P4: the namespace must be allowed to use the pool. A pool
+// with neither spec.namespaces nor spec.namespaceSelector admits every namespace.
+func CheckPodNamespace(info PoolInfo, ns *corev1.Namespace, namespace string) error {
+	spec := info.Spec()
+	if len(spec.Namespaces) == 0 && spec.NamespaceSelector == nil {
+		return nil
+	}
+	if slices.Contains(spec.Namespaces, namespace) {
+		return nil
+	}
+	var accepted []string
+	if len(spec.Namespaces) > 0 {
+		accepted = append(accepted, "namespaces "+strings.Join(spec.Namespaces, ", "))
+	}
+	if spec.NamespaceSelector != nil {
+		sel, err := metav1.LabelSelectorAsSelector(spec.NamespaceSelector)
+		if err != nil {
+			return fmt.Errorf("[P4] pool %q has an invalid namespaceSelector (%v): fix the pool before its pods can be admitted", info.Name, err)
+		}
+		var nsLabels labels.Set
+		if ns != nil {
+			nsLabels = ns.Labels
+		}
+		if sel.Matches(nsLabels) {
+			return nil
+		}
+		accepted = append(accepted, fmt.Sprintf("namespaces labelled %s", sel))
+	}
+	return fmt.Errorf("[P4] namespace %q may not use pool %q: the pool admits %s; use an admitted namespace or add %q to spec.namespaces of pool %q",
+		namespace, info.Name, strings.Join(accepted, " and "), namespace, info.Name)
+}
+
+// CheckPodWorkload is rule P3: the pod's kind of work must be one the pool accepts. A pod
+// that declares no workload type and has no owner that says is admitted with a warning.
+func CheckPodWorkload(pod *corev1.Pod, info PoolInfo) (warning string, err error) {
+	wt := WorkloadTypeOf(pod)
+	if _, labelled := pod.Labels[LabelWorkloadType]; labelled {
+		if err := ValidateWorkloadType(string(wt)); err != nil {
+			return "", fmt.Errorf("[P3] label %s: %v", LabelWorkloadType, err)
+		}
+	}
+	if info.Object == nil {
+		return "", nil
+	}
+	accepted := AcceptedWorkloads(info.Object.Spec)
+	if wt == "" {
+		return fmt.Sprintf("[P3] pod declares no workload type: set label %s to one that pool %q accepts (%s)",
+			LabelWorkloadType, info.Name, joinTypes(accepted)), nil
+	}
+	if slices.Contains(accepted, wt) {
+		return "", nil
+	}
+	origin := "label " + LabelWorkloadType
+	if _, labelled := pod.Labels[LabelWorkloadType]; !labelled {
+		origin = "inferred from its owner " + ownerKind(pod)
+	}
+	poolType := info.Object.Spec.Type
+	if poolType == "" {
+		poolType = v1alpha1.PoolTypeTraining
+	}
+	return "", fmt.Errorf("[P3] pool %q (type %s) does not accept %s work (%s): it accepts %s; use a pool that takes %s work",
+		info.Name, poolType, wt, origin, joinTypes(accepted), wt)
+}
+
+func ownerKind(pod *corev1.Pod) string {
+	for _, ref := range pod.OwnerReferences {
+		if WorkloadTypeOf(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{OwnerReferences: []metav1.OwnerReference{ref}}}) != "" {
+			return ref.Kind
+		}
+	}
+	return ""
+}
+
+// CheckPodAccelerator is rule P5: a runwhere.ai/gpu-type the pod asks for (label,
+// nodeSelector or required node affinity) must be the pool's accelerator model, and an
+// accelerator resource it requests must be the one the pool provides.
+func CheckPodAccelerator(pod *corev1.Pod, info PoolInfo) error {
+	var errs []error
+	if want := info.AcceleratorType(); want != "" {
+		for _, req := range requestedValues(pod, LabelGPUType, true) {
+			if !req.allows(want) {
+				errs = append(errs, fmt.Errorf("[P5] %s %s does not match pool %q, whose nodes are %s=%s: ask for %s=%s or use a pool of the gpu-type you need",
+					req.origin, req.expr(LabelGPUType), info.Name, LabelGPUType, want, LabelGPUType, want))
+			}
+		}
+	}
+	if have := info.Spec().Accelerator.ResourceName; have != "" {
+		if got := PodAcceleratorResource(pod); got != "" && !sameAccelerator(got, have) {
+			errs = append(errs, fmt.Errorf("[P5] pod requests %s but pool %q provides %s: request %s or use a pool of %s nodes",
+				got, info.Name, have, have, got))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// sameAccelerator says whether a pod requesting got fits a pool counted by have: the
+// same resource, or NVIDIA MIG slices of an NVIDIA GPU pool.
+func sameAccelerator(got, have corev1.ResourceName) bool {
+	if got == have {
+		return true
+	}
+	nvidia := func(r corev1.ResourceName) bool {
+		return r == "nvidia.com/gpu" || strings.HasPrefix(string(r), migPrefix)
+	}
+	return nvidia(got) && nvidia(have)
+}
+
+// podPlacement is rule P1: pin the pod to the pool (and its node pool), let it tolerate
+// an exclusive pool's taint, and give NPU containers the pool's HCCL retry settings.
+func podPlacement(pod *corev1.Pod, info PoolInfo, fromNS bool) (PodPatch, error) {
+	var patch PodPatch
+	var errs []error
+	if fromNS {
+		patch.Labels = map[string]string{LabelPool: info.Name}
+	}
+	want := map[string]string{LabelPool: info.Name}
+	if np, ok := pod.Labels[LabelNodePool]; ok && np != "" {
+		want[LabelNodePool] = np
+	}
+	for _, key := range sortedMapKeys(want) {
+		value := want[key]
+		conflict := false
+		for _, req := range requestedValues(pod, key, false) {
+			if !req.allows(value) {
+				conflict = true
+				errs = append(errs, fmt.Errorf("[P1] %s %s conflicts with pool %q, which needs %s=%s: remove it or make it %s=%s (litepool never overwrites it)",
+					req.origin, req.expr(key), info.Name, key, value, key, value))
+			}
+		}
+		if _, set := pod.Spec.NodeSelector[key]; !set && !conflict {
+			if patch.NodeSelector == nil {
+				patch.NodeSelector = map[string]string{}
+			}
+			patch.NodeSelector[key] = value
+		}
+	}
+	if info.Spec().Exclusive {
+		tol := ExclusivePoolToleration(info.Name)
+		if !slices.ContainsFunc(pod.Spec.Tolerations, func(t corev1.Toleration) bool { return t.MatchToleration(&tol) }) {
+			patch.Tolerations = append(patch.Tolerations, tol)
+		}
+	}
+	env, err := hcclPatch(pod, info)
+	patch.Env = env
+	errs = append(errs, err)
+	return patch, errors.Join(errs...)
+}
+
+// hcclPatch adds the pool's HCCL retry environment to every container that requests an
+// Ascend NPU. A container that already sets one of the variables to another value (or
+// from a reference) is a conflict: the pool's value is not forced over the pod's.
+func hcclPatch(pod *corev1.Pod, info PoolInfo) ([]ContainerEnv, error) {
+	want := HCCLEnv(info.Spec())
+	if want == nil {
+		return nil, nil
+	}
+	var out []ContainerEnv
+	var errs []error
+	visit := func(init bool, cs []corev1.Container) {
+		for i := range cs {
+			c := &cs[i]
+			if !requestsNPU(c) {
+				continue
+			}
+			var add []corev1.EnvVar
+			for _, ev := range want {
+				j := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == ev.Name })
+				switch {
+				case j < 0:
+					add = append(add, ev)
+				case c.Env[j].ValueFrom != nil:
+					errs = append(errs, fmt.Errorf("[P1] container %q sets %s from a reference but pool %q sets it to %q: remove it from the container (the pool's value is injected) or change the pool's HCCL settings",
+						c.Name, ev.Name, info.Name, ev.Value))
+				case c.Env[j].Value != ev.Value:
+					errs = append(errs, fmt.Errorf("[P1] container %q sets %s=%q but pool %q sets %q: remove it from the container (the pool's value is injected) or change the pool's HCCL settings",
+						c.Name, ev.Name, c.Env[j].Value, info.Name, ev.Value))
+				}
+			}
+			if len(add) > 0 {
+				out = append(out, ContainerEnv{Init: init, Index: i, Name: c.Name, Env: add})
+			}
+		}
+	}
+	visit(true, pod.Spec.InitContainers)
+	visit(false, pod.Spec.Containers)
+	return out, errors.Join(errs...)
+}
+
+func requestsNPU(c *corev1.Container) bool {
+	for _, rl := range []corev1.ResourceList{c.Resources.Limits, c.Resources.Requests} {
+		for rn := range rl {
+			if IsNPUResource(rn) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// requested is one constraint a pod places on a node label: a value it names (label or
+// nodeSelector), or one node-affinity requirement.
+type requested struct {
+	origin string
+	op     corev1.NodeSelectorOperator
+	values []string
+}
+
+func (r requested) allows(v string) bool {
+	switch r.op {
+	case corev1.NodeSelectorOpIn:
+		return slices.Contains(r.values, v)
+	case corev1.NodeSelectorOpNotIn:
+		return !slices.Contains(r.values, v)
+	case corev1.NodeSelectorOpExists:
+		return true
+	default: // DoesNotExist, Gt, Lt: no pool node satisfies it
+		return false
+	}
+}
+
+// expr writes the constraint on key as a selector expression: key=v, key in (a, b), ...
+func (r requested) expr(key string) string {
+	switch r.op {
+	case corev1.NodeSelectorOpIn:
+		if len(r.values) == 1 {
+			return key + "=" + r.values[0]
+		}
+		return key + " in (" + strings.Join(r.values, ", ") + ")"
+	case corev1.NodeSelectorOpNotIn:
+		return key + " notin (" + strings.Join(r.values, ", ") + ")"
+	case corev1.NodeSelectorOpDoesNotExist:
+		return "!" + key
+	}
+	return key + " " + string(r.op) + " " + strings.Join(r.values, ", ")
+}
+
+// requestedValues collects what a pod asks of node label key: its nodeSelector, the
+// required node-affinity requirements on the key, and (withLabel) the pod's own label.
+func requestedValues(pod *corev1.Pod, key string, withLabel bool) []requested {
+	var out []requested
+	if v, ok := pod.Labels[key]; ok && withLabel {
+		out = append(out, requested{origin: "label", op: corev1.NodeSelectorOpIn, values: []string{v}})
+	}
+	if v, ok := pod.Spec.NodeSelector[key]; ok {
+		out = append(out, requested{origin: "nodeSelector", op: corev1.NodeSelectorOpIn, values: []string{v}})
+	}
+	a := pod.Spec.Affinity
+	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return out
+	}
+	for i, term := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+		for _, e := range term.MatchExpressions {
+			if e.Key == key {
+				out = append(out, requested{origin: fmt.Sprintf("required node affinity (term %d)", i), op: e.Operator, values: e.Values})
+			}
+		}
+	}
+	return out
+}
+
+func sortedMapKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
