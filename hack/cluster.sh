@@ -34,20 +34,41 @@ up() {
       "$kwokctl" delete cluster --name "$name" >/dev/null 2>&1 || true
     fi
     echo "starting cluster $name (kube-apiserver $("$bin/kube-apiserver" --version | awk '{print $2}'), kwok as the kubelet)"
-    "$kwokctl" create cluster --name "$name" --runtime binary \
+    create "$name"
+  fi
+  mkdir -p "$(dirname "$kubeconfig")"
+  "$kwokctl" get kubeconfig --name "$name" >"$kubeconfig"
+  kubectl --kubeconfig "$kubeconfig" wait --for=create --timeout=60s serviceaccount/default -n default >/dev/null 2>&1 || true
+  echo "kubeconfig: $kubeconfig"
+}
+
+# create NAME: kwokctl picks free ports itself; two clusters starting at once (e2e
+# packages run side by side) can pick the same one, so a failed start is retried afresh.
+create() {
+  local name=$1 attempt
+  for attempt in 1 2 3; do
+    if create_once "$name"; then return 0; fi
+    echo "cluster $name did not start (attempt $attempt); retrying" >&2
+    "$kwokctl" delete cluster --name "$name" >/dev/null 2>&1 || true
+    sleep $((attempt * 2))
+  done
+  cat "$KWOK_WORKDIR/$name-create.log" >&2
+  die "the control plane did not start; logs: $KWOK_WORKDIR/clusters/$name/logs"
+}
+
+create_once() {
+  local name=$1
+  "$kwokctl" create cluster --name "$name" --runtime binary \
       --config "$root/hack/kwokctl-config.yaml" \
       --kube-apiserver-binary "$bin/kube-apiserver" \
       --kube-controller-manager-binary "$bin/kube-controller-manager" \
       --kube-scheduler-binary "$bin/kube-scheduler" \
       --kwok-controller-binary "$bin/kwok" \
       --etcd-binary "$bin/etcd" \
-      --kubeconfig "" --wait 120s --quiet-pull >"$KWOK_WORKDIR/$name-create.log" 2>&1 \
-      || { cat "$KWOK_WORKDIR/$name-create.log" >&2; die "the control plane did not start; logs: $KWOK_WORKDIR/clusters/$name/logs"; }
-  fi
-  mkdir -p "$(dirname "$kubeconfig")"
-  "$kwokctl" get kubeconfig --name "$name" >"$kubeconfig"
-  kubectl --kubeconfig "$kubeconfig" wait --for=create --timeout=60s serviceaccount/default -n default >/dev/null 2>&1 || true
-  echo "kubeconfig: $kubeconfig"
+      --kubeconfig "" --wait 120s --quiet-pull >"$KWOK_WORKDIR/$name-create.log" 2>&1 || return 1
+  # kwokctl can report ready while kwok itself failed to bind its port: check it runs.
+  sleep 1
+  pgrep -f "$KWOK_WORKDIR/clusters/$name/bin/kwok-controller" >/dev/null || return 1
 }
 
 fixtures() {
