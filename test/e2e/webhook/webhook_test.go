@@ -27,6 +27,7 @@ import (
 	"github.com/runwhere-ai/litepool/pkg/policy"
 	"github.com/runwhere-ai/litepool/pkg/poolclient"
 	"github.com/runwhere-ai/litepool/test/e2e/framework"
+	"github.com/runwhere-ai/litepool/test/e2e/framework/localwebhook"
 )
 
 func TestMain(m *testing.M) { framework.Main(m, "e2e-webhook") }
@@ -140,14 +141,11 @@ func TestWebhook(t *testing.T) {
 	pools := poolclient.New(c.Dynamic)
 	crt := newCerts(t)
 	proc, logs := startWebhook(t, crt)
-	registerWebhooks(t, kube, proc.addr, crt.caPEM)
+	registerWebhooks(t, kube, proc.Addr, crt.CAPEM)
 
 	// The API server picks the configurations up asynchronously: wait until a pod that
 	// names a missing pool is refused.
-	require.NoError(t, wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		_, err := kube.CoreV1().Pods(ns).Create(ctx, newPod("probe", training("no-such-pool"), nil), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		return err != nil && strings.Contains(err.Error(), "[P2]"), nil
-	}), "the webhook never took effect")
+	require.NoError(t, localwebhook.WaitEffective(ctx, kube, ns, 30*time.Second))
 
 	// Pools the fixture lacks: an NPU pool without HCCL retry, and an exclusive
 	// development pool limited to one namespace that names it as its default.
@@ -318,12 +316,12 @@ func TestWebhook(t *testing.T) {
 	})
 
 	t.Run("certificate rotation is picked up without a restart", func(t *testing.T) {
-		serial, err := crt.servedSerial(proc.addr)
+		serial, err := crt.ServedSerial(proc.Addr)
 		require.NoError(t, err)
-		require.Equal(t, int64(100), serial)
-		crt.issue(t, 101)
+		require.Equal(t, int64(localwebhook.FirstSerial), serial)
+		require.NoError(t, crt.Issue(101))
 		require.NoError(t, wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-			s, err := crt.servedSerial(proc.addr)
+			s, err := crt.ServedSerial(proc.Addr)
 			return err == nil && s == 101, nil
 		}), "the webhook kept serving the old certificate")
 		_, err = createPod(kube, ns, newPod("after-rotation", training("train-a100"), nil))
@@ -331,7 +329,7 @@ func TestWebhook(t *testing.T) {
 	})
 
 	t.Run("webhook down: each failure policy as documented", func(t *testing.T) {
-		proc.kill()
+		proc.Kill()
 		// Ignore (nodes): node status, litepool labels and pool-member deletes go through.
 		node, err := kube.CoreV1().Nodes().Get(ctx, "a100-node-2", metav1.GetOptions{})
 		require.NoError(t, err)
@@ -376,7 +374,7 @@ func TestSelfManagedCertificate(t *testing.T) {
 
 	certDir := t.TempDir()
 	proc, logs := launchWebhook(t, "--cert-mode=self", "--namespace="+namespace, "--cert-dir="+certDir, "--extra-dns-names=localhost")
-	port := proc.addr[strings.LastIndex(proc.addr, ":")+1:]
+	port := proc.Addr[strings.LastIndex(proc.Addr, ":")+1:]
 	registerWebhooks(t, kube, "localhost:"+port, nil)
 
 	var secret *corev1.Secret
@@ -384,7 +382,7 @@ func TestSelfManagedCertificate(t *testing.T) {
 		secret, err = kube.CoreV1().Secrets(namespace).Get(ctx, secretName, metav1.GetOptions{})
 		return err == nil && len(secret.Data["tls.crt"]) > 0, nil
 	}), "the webhook never wrote its certificate:\n%s", logs.String())
-	code, body := get("http://" + proc.probe + "/readyz")
+	code, body := get("http://" + proc.Probe + "/readyz")
 	assert.Equal(t, http.StatusInternalServerError, code, "not ready before the certificate is on disk: %s", body)
 
 	for _, name := range []string{"tls.crt", "tls.key"} { // what kubelet does with the mounted Secret

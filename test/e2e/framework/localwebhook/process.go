@@ -1,0 +1,133 @@
+package localwebhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// Options say how to run the webhook.
+type Options struct {
+	// Binary is the litepool-webhook executable.
+	Binary string
+	// Kubeconfig is the cluster the webhook reads pools, nodes and pods from.
+	Kubeconfig string
+	// Flags are added after the address flags (--cert-mode, --cert-dir, ...).
+	Flags []string
+	// Output receives the webhook's log. For Detach it must be an *os.File, so that
+	// the process keeps writing after its parent exits.
+	Output io.Writer
+	// Detach runs the webhook in a session of its own, to outlive the caller and any
+	// signal sent to the caller's terminal or process group.
+	Detach bool
+}
+
+// Process is a running litepool-webhook.
+type Process struct {
+	Cmd *exec.Cmd
+	// Addr is the webhook server (HTTPS), Metrics and Probe the HTTP endpoints, all
+	// host:port on 127.0.0.1.
+	Addr, Metrics, Probe string
+	done                 chan struct{}
+}
+
+// FreePort is a TCP port free on 127.0.0.1 at the time of the call.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Launch starts the webhook on free loopback ports; it does not wait for it to be
+// ready (WaitReady).
+func Launch(o Options) (*Process, error) {
+	if _, err := os.Stat(o.Binary); err != nil {
+		return nil, fmt.Errorf("%w (build the webhook first: make build)", err)
+	}
+	var ports [3]int
+	for i := range ports {
+		port, err := FreePort()
+		if err != nil {
+			return nil, err
+		}
+		ports[i] = port
+	}
+	loop := func(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
+	p := &Process{Addr: loop(ports[0]), Metrics: loop(ports[1]), Probe: loop(ports[2]), done: make(chan struct{})}
+	args := append([]string{"--host=127.0.0.1", "--port=" + strconv.Itoa(ports[0]),
+		"--metrics-bind-address=" + p.Metrics, "--health-probe-bind-address=" + p.Probe, "--kubeconfig=" + o.Kubeconfig}, o.Flags...)
+	p.Cmd = exec.Command(o.Binary, args...)
+	p.Cmd.Stdout, p.Cmd.Stderr = o.Output, o.Output
+	if o.Detach {
+		if _, ok := o.Output.(*os.File); !ok && o.Output != nil {
+			return nil, errors.New("a detached webhook logs to a file: Output must be an *os.File")
+		}
+		p.Cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	}
+	if err := p.Cmd.Start(); err != nil {
+		return nil, err
+	}
+	// Reap it while we are its parent; a detached process is reaped by whoever
+	// inherits it once we exit.
+	go func() { _ = p.Cmd.Wait(); close(p.done) }()
+	return p, nil
+}
+
+// Done is closed when the process has exited (while the caller is its parent).
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// WaitReady waits until /readyz says the informer caches have synced and the
+// certificate serves, or fails when the process exits or the timeout passes.
+func (p *Process) WaitReady(ctx context.Context, timeout time.Duration) error {
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		select {
+		case <-p.done:
+			return false, fmt.Errorf("the webhook exited: %v", p.Cmd.ProcessState)
+		default:
+		}
+		return Ready(p.Probe), nil
+	})
+	if err != nil {
+		return fmt.Errorf("webhook never became ready: %w", err)
+	}
+	return nil
+}
+
+// Ready says whether the webhook with the probe address probe answers /readyz with 200.
+func Ready(probe string) bool {
+	code, _ := Get("http://" + probe + "/readyz")
+	return code == http.StatusOK
+}
+
+// Kill kills the process and waits until it has exited.
+func (p *Process) Kill() {
+	if p.Cmd.Process != nil {
+		_ = p.Cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// Get fetches url; the code is 0 (and the body the error) when nothing answered.
+func Get(url string) (int, string) {
+	client := http.Client{Timeout: 5 * time.Second}
+	resp, err := client.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
