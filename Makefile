@@ -39,12 +39,19 @@ cluster: build control-plane ## local control plane with the sample AI cluster; 
 	hack/cluster.sh up litepool-dev _output/dev/kubeconfig
 	hack/cluster.sh fixtures _output/dev/kubeconfig
 
+# The local webhook (hack/localwebhook) of make demo: stopped before the cluster, while
+# the API server can still delete its configurations.
+LOCALWEBHOOK := go run ./hack/localwebhook
+DEV_WEBHOOK  := --kubeconfig _output/dev/kubeconfig --dir _output/dev/webhook
+
 .PHONY: cluster-down
-cluster-down: ## stop the local cluster and every process it started
+cluster-down: ## stop the local cluster, the local webhook and every process they started
+	$(LOCALWEBHOOK) stop $(DEV_WEBHOOK)
 	hack/cluster.sh down litepool-dev
 
 .PHONY: demo
-demo: cluster ## the first command a newcomer runs
+demo: cluster ## the first command a newcomer runs: cluster, webhook, pools
+	$(LOCALWEBHOOK) start $(DEV_WEBHOOK)
 	hack/demo.sh
 
 .PHONY: bench
