@@ -1,0 +1,112 @@
+package localwebhook
+
+import (
+	"crypto/tls"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var webhooksYAML = filepath.Join("..", "..", "..", "..", "deploy", "webhook", "webhooks.yaml")
+
+func TestLoadConfigurationsByURL(t *testing.T) {
+	c, err := LoadConfigurations(webhooksYAML)
+	require.NoError(t, err)
+	assert.Equal(t, "litepool-webhook", c.Mutating.Name)
+	assert.Equal(t, "litepool-webhook", c.Validating.Name)
+	c.ByURL("127.0.0.1:1234", []byte("CA"))
+	var got []string
+	for _, w := range c.Mutating.Webhooks {
+		assert.Nil(t, w.ClientConfig.Service, w.Name)
+		assert.Equal(t, "CA", string(w.ClientConfig.CABundle), w.Name)
+		got = append(got, w.Name+" "+*w.ClientConfig.URL)
+	}
+	for _, w := range c.Validating.Webhooks {
+		assert.Nil(t, w.ClientConfig.Service, w.Name)
+		assert.Equal(t, "CA", string(w.ClientConfig.CABundle), w.Name)
+		got = append(got, w.Name+" "+*w.ClientConfig.URL)
+	}
+	assert.Equal(t, []string{
+		"pods.runwhere.ai https://127.0.0.1:1234/mutate-pods",
+		"pods-namespace-default.runwhere.ai https://127.0.0.1:1234/mutate-pods",
+		"nodes.runwhere.ai https://127.0.0.1:1234/validate-nodes",
+		"pools.runwhere.ai https://127.0.0.1:1234/validate-pools",
+	}, got)
+}
+
+func TestLoadConfigurationsErrors(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		path := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(path, []byte(body), 0o600))
+		return path
+	}
+	one := write("one.yaml", "apiVersion: admissionregistration.k8s.io/v1\nkind: MutatingWebhookConfiguration\nmetadata: {name: x}\n")
+	_, err := LoadConfigurations(one)
+	require.Error(t, err)
+	assert.Equal(t, one+": want one mutating and one validating webhook configuration, found 1 documents", err.Error())
+
+	unknown := write("unknown.yaml", "apiVersion: admissionregistration.k8s.io/v1\nkind: MutatingWebhookConfiguration\nmetadata: {name: x}\nwebhookz: []\n")
+	_, err = LoadConfigurations(unknown)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `unknown field "webhookz"`)
+}
+
+// serve serves the files in c.Dir over TLS, reading them at each handshake as the
+// webhook's certificate watcher would after a change.
+func serve(t *testing.T, c *Certs) string {
+	t.Helper()
+	l, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+		cert, err := tls.LoadX509KeyPair(filepath.Join(c.Dir, "tls.crt"), filepath.Join(c.Dir, "tls.key"))
+		return &cert, err
+	}})
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			_ = conn.(*tls.Conn).Handshake()
+			conn.Close()
+		}
+	}()
+	return l.Addr().String()
+}
+
+func TestCertsServeAndRotate(t *testing.T) {
+	c, err := NewCerts(filepath.Join(t.TempDir(), "certs"))
+	require.NoError(t, err)
+	ca, err := os.ReadFile(filepath.Join(c.Dir, "ca.crt"))
+	require.NoError(t, err)
+	assert.Equal(t, string(c.CAPEM), string(ca), "ca.crt is the CA the configurations trust")
+
+	addr := serve(t, c)
+	serial, err := c.ServedSerial(addr)
+	require.NoError(t, err)
+	assert.Equal(t, int64(FirstSerial), serial)
+	require.NoError(t, c.Issue(101))
+	serial, err = c.ServedSerial(addr)
+	require.NoError(t, err)
+	assert.Equal(t, int64(101), serial)
+
+	other, err := NewCerts(t.TempDir())
+	require.NoError(t, err)
+	_, err = other.ServedSerial(addr)
+	require.Error(t, err, "a certificate of another CA is not trusted")
+	assert.Contains(t, err.Error(), "certificate signed by unknown authority")
+}
+
+func TestFreePort(t *testing.T) {
+	port, err := FreePort()
+	require.NoError(t, err)
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	require.NoError(t, err, "the port is free to listen on")
+	l.Close()
+}
