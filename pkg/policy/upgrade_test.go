@@ -19,11 +19,11 @@ func TestCheckUpgradeTransition(t *testing.T) {
 		assert.NoError(t, CheckUpgradeTransition(tr[0], tr[1]), "%s → %s", tr[0], tr[1])
 	}
 	bad := map[[2]UpgradeState]string{
-		{UpgradeValidate, UpgradeDone}:   `[U1] a node cannot go from upgrade state "validate" to "done": states follow upgrade-required → cordon → wait-for-jobs → drain → install → validate → uncordon → done, any step may fail, and a failed node is re-marked upgrade-required`,
+		{UpgradeValidate, UpgradeDone}:    `[U1] a node cannot go from upgrade state "validate" to "done": states follow upgrade-required → cordon → wait-for-jobs → drain → install → validate → uncordon → done, any step may fail, and a failed node is re-marked upgrade-required`,
 		{UpgradeInstall, UpgradeUncordon}: `[U1] a node cannot go from upgrade state "install" to "uncordon": states follow upgrade-required → cordon → wait-for-jobs → drain → install → validate → uncordon → done, any step may fail, and a failed node is re-marked upgrade-required`,
-		{"", UpgradeCordon}:              `[U1] a node cannot go from upgrade state "(none)" to "cordon": states follow upgrade-required → cordon → wait-for-jobs → drain → install → validate → uncordon → done, any step may fail, and a failed node is re-marked upgrade-required`,
-		{UpgradeDone, UpgradeFailed}:     `[U1] a node cannot go from upgrade state "done" to "failed": states follow upgrade-required → cordon → wait-for-jobs → drain → install → validate → uncordon → done, any step may fail, and a failed node is re-marked upgrade-required`,
-		{UpgradeDrain, "reboot"}:         `[U1] unknown upgrade state "reboot"`,
+		{"", UpgradeCordon}:               `[U1] a node cannot go from upgrade state "(none)" to "cordon": states follow upgrade-required → cordon → wait-for-jobs → drain → install → validate → uncordon → done, any step may fail, and a failed node is re-marked upgrade-required`,
+		{UpgradeDone, UpgradeFailed}:      `[U1] a node cannot go from upgrade state "done" to "failed": states follow upgrade-required → cordon → wait-for-jobs → drain → install → validate → uncordon → done, any step may fail, and a failed node is re-marked upgrade-required`,
+		{UpgradeDrain, "reboot"}:          `[U1] unknown upgrade state "reboot"`,
 	}
 	for tr, msg := range bad {
 		assert.EqualError(t, CheckUpgradeTransition(tr[0], tr[1]), msg)
@@ -117,8 +117,8 @@ func TestPlanUpgradeWave(t *testing.T) {
 		nodes := upgradePool(3, UpgradeRequired)
 		nodes[0].Ready = false
 		p := PlanUpgradeWave(nodes, 2, "")
-		assert.Equal(t, []string{"n2"}, p.Start) // n1 NotReady takes one of the two slots
-		assert.Equal(t, []string{"n3", "n1"}, p.Waiting) // idle n3 is next
+		assert.Equal(t, []string{"n2"}, p.Start)         // n1 NotReady takes one of the two slots
+		assert.Equal(t, []string{"n1", "n3"}, p.Waiting)
 	})
 }
 
