@@ -3,6 +3,7 @@ module github.com/runwhere-ai/litepool
 go 1.26.0
 
 require (
+	github.com/robfig/cron/v3 v3.0.1
 	github.com/spf13/cobra v1.10.2
 	github.com/stretchr/testify v1.11.1
 	k8s.io/api v0.36.3
