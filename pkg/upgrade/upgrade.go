@@ -373,8 +373,8 @@ func InstallerJobName(node, target string) string {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(node + "\x00" + target))
 	base := strings.Trim(nonName.ReplaceAllString(strings.ToLower(node), "-"), "-")
-	if len(base) > 40 {
-		base = strings.TrimRight(base[:40], "-")
+	if len(base) > 38 { // the Job name goes into its pods' job-name label: at most 63
+		base = strings.TrimRight(base[:38], "-")
 	}
 	return fmt.Sprintf("litepool-driver-%s-%08x", base, h.Sum32())
 }
@@ -525,8 +525,13 @@ func (u *Upgrader) advance(ctx context.Context, node *corev1.Node, from, to poli
 	}
 	data, _ := json.Marshal(ops)
 	_, err := u.Kube.CoreV1().Nodes().Patch(ctx, node.Name, types.JSONPatchType, data, metav1.PatchOptions{})
-	if err != nil && (apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsConflict(err)) {
-		return fmt.Errorf("[U1] node %s left state %s while this plugin worked on it (another `upgrade resume` or `abort`?): %w", node.Name, from, err)
+	if err == nil {
+		return nil
+	}
+	if cur, gerr := u.Kube.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{}); gerr == nil &&
+		cur.Annotations[policy.AnnotationUpgradeState] != string(from) {
+		return fmt.Errorf("[U1] node %s left state %s for %q while this plugin worked on it (another `upgrade resume` or `abort`?)",
+			node.Name, from, cur.Annotations[policy.AnnotationUpgradeState])
 	}
 	return err
 }
