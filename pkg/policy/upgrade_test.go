@@ -117,7 +117,7 @@ func TestPlanUpgradeWave(t *testing.T) {
 		nodes := upgradePool(3, UpgradeRequired)
 		nodes[0].Ready = false
 		p := PlanUpgradeWave(nodes, 2, "")
-		assert.Equal(t, []string{"n2"}, p.Start)         // n1 NotReady takes one of the two slots
+		assert.Equal(t, []string{"n2"}, p.Start) // n1 NotReady takes one of the two slots
 		assert.Equal(t, []string{"n1", "n3"}, p.Waiting)
 	})
 }
