@@ -280,3 +280,24 @@ vendors:
 	r = framework.C.Litepool(t, "check", "compat", "--compat-configmap", "default/nope", "--hardware", "Lab9")
 	assert.Equal(t, "error: reading --compat-configmap default/nope: configmaps \"nope\" not found\n", r.Stderr)
 }
+
+func TestFailedCanaryStopsThePool(t *testing.T) {
+	t.Parallel()
+	nodes := makePool(t, "upg-canary", 3, oldDriver, software)
+	startAgent(0, false, nodes[0], nodes[1])
+	startAgent(0, true, nodes[2]) // the canary's driver never reports the target
+	r := framework.C.Litepool(t, "upgrade", "driver", "--pool", "upg-canary", "--version", target, "--installer-image", installer,
+		"--max-unavailable", "2", "--canary", nodes[2], "--validate-timeout", "3s", "--yes")
+	assert.Equal(t, 1, r.ExitCode, r.Stdout)
+	assert.Contains(t, r.Stdout, "canary 1: upg-canary-3 (max unavailable 2; 0/3 done)\n")
+	assert.NotContains(t, r.Stdout, "wave")
+	assert.Contains(t, r.Stderr, "node upg-canary-3 failed in validate")
+	assert.Equal(t, "failed", state(t, nodes[2]))
+	for _, n := range nodes[:2] {
+		assert.Equal(t, "upgrade-required", state(t, n), "no node starts after the canary failed")
+		assert.False(t, node(t, n).Spec.Unschedulable, n)
+	}
+
+	r = framework.C.Litepool(t, "upgrade", "driver", "--pool", "upg-canary", "--version", target, "--installer-image", installer, "--canary", "upg-six-1", "--yes")
+	assert.Equal(t, "error: --canary \"upg-six-1\" is not a node of pool \"upg-canary\" that needs the upgrade (nodes to upgrade: upg-canary-1, upg-canary-2, upg-canary-3)\n", r.Stderr)
+}
