@@ -199,9 +199,10 @@ func (o *UpgradeStatusOptions) Run(ctx context.Context) error {
 
 // UpgradeResumeOptions is `upgrade resume`.
 type UpgradeResumeOptions struct {
-	Scope       upgradeScope
-	RetryFailed bool
-	clients     *clients
+	Scope          upgradeScope
+	RetryFailed    bool
+	MaxUnavailable string
+	clients        *clients
 	genericiooptions.IOStreams
 }
 
@@ -219,19 +220,30 @@ func NewCmdUpgradeResume(f cmdutil.Factory, streams genericiooptions.IOStreams) 
 			step (every step is safe to repeat); then the remaining waves run.
 
 			A failed node stops the rollout. Once it is fixed, --retry-failed marks it
-			upgrade-required again (its installer Job is deleted and runs afresh).`),
+			upgrade-required again (its installer Job is deleted and runs afresh).
+
+			--max-unavailable replaces the rollout's budget for this resume, for
+			example when nodes cordoned by someone else take all of it.`),
 		Example: templates.Examples(`
 			# Continue a pool's rollout
 			kubectl litepool upgrade resume --pool train-snt9b
 
 			# Retry the failed node and continue
-			kubectl litepool upgrade resume --pool train-snt9b --retry-failed`),
+			kubectl litepool upgrade resume --pool train-snt9b --retry-failed
+
+			# Continue with a larger budget
+			kubectl litepool upgrade resume --pool train-snt9b --max-unavailable 2`),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
 				return fmt.Errorf("upgrade resume takes no arguments: use --pool or --node")
 			}
 			if err := o.Scope.validate(true); err != nil {
 				return err
+			}
+			if o.MaxUnavailable != "" {
+				if _, err := policy.ParseMaxUnavailable(o.MaxUnavailable); err != nil {
+					return err
+				}
 			}
 			var err error
 			if o.clients, err = newClients(f); err != nil {
@@ -242,6 +254,7 @@ func NewCmdUpgradeResume(f cmdutil.Factory, streams genericiooptions.IOStreams) 
 	}
 	o.Scope.addFlags(cmd, f)
 	cmd.Flags().BoolVar(&o.RetryFailed, "retry-failed", false, "Mark failed nodes upgrade-required again and retry them")
+	cmd.Flags().StringVar(&o.MaxUnavailable, "max-unavailable", "", "Replace the rollout's max-unavailable for this resume (a count or a percentage)")
 	return cmd
 }
 
@@ -278,6 +291,12 @@ func (o *UpgradeResumeOptions) Run(ctx context.Context) error {
 	}
 	if o.Scope.Node != "" && run.Pool != "" {
 		return fmt.Errorf("node %s belongs to pool %s's rollout %s: resume it with --pool %s, so that max-unavailable holds", o.Scope.Node, run.Pool, run.ID, run.Pool)
+	}
+	if o.MaxUnavailable != "" {
+		if run.Pool == "" {
+			return fmt.Errorf("--max-unavailable applies to a pool rollout; rollout %s upgrades single nodes", run.ID)
+		}
+		run.MaxUnavailable = o.MaxUnavailable
 	}
 	u := &upgrade.Upgrader{Kube: o.clients.kube, Recorder: &events.Recorder{Client: o.clients.kube}, Progress: o.Out}
 	if len(failed) > 0 {

@@ -133,9 +133,16 @@ type WavePlan struct {
 	Continue []string
 	// Start are nodes to begin now.
 	Start []string
-	// Waiting are marked nodes that cannot start: NotReady (an upgrade would only time
-	// out on them) or waiting for the canary.
+	// Waiting are marked nodes that cannot start now: NotReady ones, nodes waiting for
+	// the canary, and nodes for which max-unavailable leaves no slot.
 	Waiting []string
+	// NotReady are the waiting nodes that are NotReady (an upgrade would only time out
+	// on them): they wait for a later resume rather than stall the rollout.
+	NotReady []string
+	// NoSlot are the waiting nodes that could start but for max-unavailable.
+	NoSlot []string
+	// Unavailable are the pool's nodes that count against max-unavailable now.
+	Unavailable []string
 	// Failed are nodes in state failed: the rollout stops.
 	Failed []string
 	// Done and Total count the rollout's nodes.
@@ -144,6 +151,13 @@ type WavePlan struct {
 
 // Finished says whether nothing is left to do now.
 func (p WavePlan) Finished() bool { return len(p.Continue) == 0 && len(p.Start) == 0 }
+
+// Stalled says whether nodes that could be upgraded wait only because max-unavailable
+// is taken by nodes that are already unavailable (cordoned or NotReady by someone else):
+// nothing is running that would free a slot.
+func (p WavePlan) Stalled() bool {
+	return p.Finished() && len(p.Failed) == 0 && len(p.NoSlot) > 0
+}
 
 // PlanUpgradeWave decides the next wave (rule U2): nodes already in progress are
 // finished; a failed node stops everything; the canary, when given, goes alone and
@@ -164,6 +178,7 @@ func PlanUpgradeWave(nodes []UpgradeNode, maxUnavailable int, canary string) Wav
 	for _, n := range nodes {
 		if n.Unavailable || !n.Ready {
 			unavailable++
+			plan.Unavailable = append(plan.Unavailable, n.Name)
 		}
 		if n.State == "" {
 			continue
@@ -202,6 +217,7 @@ func PlanUpgradeWave(nodes []UpgradeNode, maxUnavailable int, canary string) Wav
 		switch {
 		case !n.Ready:
 			plan.Waiting = append(plan.Waiting, n.Name)
+			plan.NotReady = append(plan.NotReady, n.Name)
 		case !canaryDone && (n.Name != canary || len(plan.Continue) > 0 || len(plan.Start) > 0):
 			plan.Waiting = append(plan.Waiting, n.Name)
 		case n.Unavailable:
@@ -211,6 +227,7 @@ func PlanUpgradeWave(nodes []UpgradeNode, maxUnavailable int, canary string) Wav
 			slots--
 		default:
 			plan.Waiting = append(plan.Waiting, n.Name)
+			plan.NoSlot = append(plan.NoSlot, n.Name)
 		}
 	}
 	return plan

@@ -113,12 +113,26 @@ func TestPlanUpgradeWave(t *testing.T) {
 		p = PlanUpgradeWave(nodes, 3, "n3")
 		assert.Equal(t, []string{"n1", "n2", "n4"}, p.Start)
 	})
+	t.Run("a budget taken by nodes cordoned by someone else stalls, and says so", func(t *testing.T) {
+		nodes := upgradePool(3, UpgradeRequired)
+		nodes[2].State, nodes[2].Unavailable = "", true
+		p := PlanUpgradeWave(nodes, 1, "")
+		assert.True(t, p.Stalled())
+		assert.Equal(t, []string{"n3"}, p.Unavailable)
+		assert.Equal(t, []string{"n1", "n2"}, p.NoSlot)
+		assert.False(t, PlanUpgradeWave(nodes, 2, "").Stalled())
+	})
 	t.Run("NotReady nodes wait rather than stall the rollout", func(t *testing.T) {
 		nodes := upgradePool(3, UpgradeRequired)
 		nodes[0].Ready = false
 		p := PlanUpgradeWave(nodes, 2, "")
 		assert.Equal(t, []string{"n2"}, p.Start) // n1 NotReady takes one of the two slots
 		assert.Equal(t, []string{"n1", "n3"}, p.Waiting)
+		assert.Equal(t, []string{"n1"}, p.NotReady)
+		nodes[1].State, nodes[2].State = UpgradeDone, UpgradeDone
+		p = PlanUpgradeWave(nodes, 2, "")
+		assert.True(t, p.Finished())
+		assert.False(t, p.Stalled(), "only NotReady nodes left: done for now, not stalled")
 	})
 }
 

@@ -206,10 +206,14 @@ func (u *Upgrader) Rollout(ctx context.Context, run policy.UpgradeRun, nodeNames
 			return fmt.Errorf("%w: rollout %s stopped, %d/%d done; failed %s; the failed node stays cordoned: fix it, then `kubectl litepool upgrade resume %s --retry-failed`",
 				ErrFailed, run.ID, plan.Done, plan.Total, strings.Join(msgs, "; "), scopeFlag(run, nodeNames))
 		}
+		if plan.Stalled() {
+			return fmt.Errorf("[U2] rollout %s cannot start more nodes: max-unavailable %d is taken by %d unavailable node(s) of the pool (%s); %d/%d done; bring them back or raise it: `kubectl litepool upgrade resume %s --max-unavailable N`",
+				run.ID, maxU, len(plan.Unavailable), strings.Join(plan.Unavailable, ", "), plan.Done, plan.Total, scopeFlag(run, nodeNames))
+		}
 		if plan.Finished() {
 			if len(plan.Waiting) > 0 {
-				u.say("rollout %s: %d/%d nodes at %s; %d waiting (NotReady): %s; run `kubectl litepool upgrade resume %s` when they are Ready",
-					run.ID, plan.Done, plan.Total, run.Target, len(plan.Waiting), strings.Join(plan.Waiting, ", "), scopeFlag(run, nodeNames))
+				u.say("rollout %s: %d/%d nodes at %s; %d waiting: %s (NotReady: %s); run `kubectl litepool upgrade resume %s` when they are Ready",
+					run.ID, plan.Done, plan.Total, run.Target, len(plan.Waiting), strings.Join(plan.Waiting, ", "), strings.Join(plan.NotReady, ", "), scopeFlag(run, nodeNames))
 				return nil
 			}
 			u.say("rollout %s: %d/%d nodes at %s", run.ID, plan.Done, plan.Total, run.Target)

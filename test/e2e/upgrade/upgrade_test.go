@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
@@ -300,4 +301,27 @@ func TestFailedCanaryStopsThePool(t *testing.T) {
 
 	r = framework.C.Litepool(t, "upgrade", "driver", "--pool", "upg-canary", "--version", target, "--installer-image", installer, "--canary", "upg-six-1", "--yes")
 	assert.Equal(t, "error: --canary \"upg-six-1\" is not a node of pool \"upg-canary\" that needs the upgrade (nodes to upgrade: upg-canary-1, upg-canary-2, upg-canary-3)\n", r.Stderr)
+}
+
+// gpu-operator#688: nodes someone else made unavailable must not stall a rollout
+// silently. The rollout stops with the reason; resume with a larger budget goes on.
+func TestBudgetTakenByOthersIsReportedAndResumable(t *testing.T) {
+	t.Parallel()
+	nodes := makePool(t, "upg-budget", 3, oldDriver, software)
+	startAgent(0, false, nodes...)
+	// upg-budget-3 is already at the target, and cordoned by someone else.
+	_, err := framework.C.Kube.CoreV1().Nodes().Patch(context.Background(), nodes[2], types.MergePatchType,
+		[]byte(`{"metadata":{"labels":{"huawei.com/driver.version":"24.1.0.3"}},"spec":{"unschedulable":true}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	r := framework.C.Litepool(t, "upgrade", "driver", "--pool", "upg-budget", "--version", target, "--installer-image", installer, "--yes")
+	assert.Equal(t, 1, r.ExitCode, r.Stdout)
+	assert.Regexp(t, "error: \\[U2\\] rollout \\S+ cannot start more nodes: max-unavailable 1 is taken by 1 unavailable node\\(s\\) of the pool \\(upg-budget-3\\); 0/2 done; bring them back or raise it: `kubectl litepool upgrade resume --pool upg-budget --max-unavailable N`\n", r.Stderr)
+	assert.Equal(t, "upgrade-required", state(t, nodes[0]))
+
+	r = framework.C.Litepool(t, "upgrade", "resume", "--pool", "upg-budget", "--max-unavailable", "2")
+	require.Equal(t, 0, r.ExitCode, "stdout:\n%s\nstderr:\n%s", r.Stdout, r.Stderr)
+	assert.Contains(t, r.Stdout, "wave 1: upg-budget-1 (max unavailable 2; 0/2 done)\n")
+	assert.Contains(t, r.Stdout, "wave 2: upg-budget-2 (max unavailable 2; 1/2 done)\n")
+	assert.Equal(t, "done", state(t, nodes[1]))
+	assert.True(t, node(t, nodes[2]).Spec.Unschedulable, "the foreign cordon is left alone")
 }
