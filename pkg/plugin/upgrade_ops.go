@@ -202,6 +202,7 @@ type UpgradeResumeOptions struct {
 	Scope          upgradeScope
 	RetryFailed    bool
 	MaxUnavailable string
+	dryRun         cmdutil.DryRunStrategy
 	clients        *clients
 	genericiooptions.IOStreams
 }
@@ -232,7 +233,10 @@ func NewCmdUpgradeResume(f cmdutil.Factory, streams genericiooptions.IOStreams) 
 			kubectl litepool upgrade resume --pool train-snt9b --retry-failed
 
 			# Continue with a larger budget
-			kubectl litepool upgrade resume --pool train-snt9b --max-unavailable 2`),
+			kubectl litepool upgrade resume --pool train-snt9b --max-unavailable 2
+
+			# What would resume do?
+			kubectl litepool upgrade resume --pool train-snt9b --dry-run=client`),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
 				return fmt.Errorf("upgrade resume takes no arguments: use --pool or --node")
@@ -246,6 +250,9 @@ func NewCmdUpgradeResume(f cmdutil.Factory, streams genericiooptions.IOStreams) 
 				}
 			}
 			var err error
+			if o.dryRun, err = cmdutil.GetDryRunStrategy(cmd); err != nil {
+				return err
+			}
 			if o.clients, err = newClients(f); err != nil {
 				return err
 			}
@@ -255,6 +262,7 @@ func NewCmdUpgradeResume(f cmdutil.Factory, streams genericiooptions.IOStreams) 
 	o.Scope.addFlags(cmd, f)
 	cmd.Flags().BoolVar(&o.RetryFailed, "retry-failed", false, "Mark failed nodes upgrade-required again and retry them")
 	cmd.Flags().StringVar(&o.MaxUnavailable, "max-unavailable", "", "Replace the rollout's max-unavailable for this resume (a count or a percentage)")
+	cmdutil.AddDryRunFlag(cmd)
 	return cmd
 }
 
@@ -299,6 +307,12 @@ func (o *UpgradeResumeOptions) Run(ctx context.Context) error {
 		run.MaxUnavailable = o.MaxUnavailable
 	}
 	u := &upgrade.Upgrader{Kube: o.clients.kube, Recorder: &events.Recorder{Client: o.clients.kube}, Progress: o.Out}
+	if len(failed) > 0 && o.RetryFailed && o.dryRun != cmdutil.DryRunNone {
+		for _, n := range failed {
+			fmt.Fprintf(o.Out, "would retry node %s (failed: %s)\n", n.Name, n.Annotations[policy.AnnotationUpgradeMessage])
+		}
+		failed = nil
+	}
 	if len(failed) > 0 {
 		if !o.RetryFailed {
 			var names []string
@@ -318,8 +332,46 @@ func (o *UpgradeResumeOptions) Run(ctx context.Context) error {
 	for _, n := range unfinished {
 		scope = append(scope, n.Name)
 	}
+	if o.dryRun != cmdutil.DryRunNone {
+		return o.printPlan(ctx, u, *run, scope)
+	}
 	fmt.Fprintf(o.Out, "resuming rollout %s (%s → %s): %d node(s) unfinished\n", run.ID, o.Scope.String(), run.Target, len(unfinished))
 	return u.Rollout(ctx, *run, scope)
+}
+
+// printPlan shows what resume would do: the nodes it finishes, then the waves.
+func (o *UpgradeResumeOptions) printPlan(ctx context.Context, u *upgrade.Upgrader, run policy.UpgradeRun, scope []string) error {
+	snap, err := u.Snapshot(ctx, run, scope)
+	if err != nil {
+		return err
+	}
+	maxU := 1
+	if run.MaxUnavailable != "" {
+		v, _ := policy.ParseMaxUnavailable(run.MaxUnavailable)
+		maxU = policy.MaxUnavailableNodes(v, len(snap.Nodes))
+	}
+	for i := range snap.Nodes {
+		if snap.Nodes[i].State == policy.UpgradeFailed && o.RetryFailed {
+			snap.Nodes[i].State = policy.UpgradeRequired
+		}
+	}
+	waves, waiting := policy.PredictUpgradeWaves(snap.Nodes, maxU, run.Canary)
+	fmt.Fprintf(o.Out, "would resume rollout %s (%s → %s), max unavailable %d:\n", run.ID, o.Scope.String(), run.Target, maxU)
+	for i, w := range waves {
+		var parts []string
+		for _, n := range w {
+			if s := policy.UpgradeState(snap.ByName[n].Annotations[policy.AnnotationUpgradeState]); policy.UpgradeStarted(s) {
+				n += " (from " + string(s) + ")"
+			}
+			parts = append(parts, n)
+		}
+		fmt.Fprintf(o.Out, "  wave %d: %s\n", i+1, strings.Join(parts, ", "))
+	}
+	if len(waiting) > 0 {
+		fmt.Fprintf(o.Out, "  not started: %s\n", strings.Join(waiting, ", "))
+	}
+	fmt.Fprintln(o.Out, "(dry run: nothing changed)")
+	return nil
 }
 
 // ---- abort ----

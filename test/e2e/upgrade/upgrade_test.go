@@ -149,6 +149,10 @@ func TestValidationTimeoutStopsTheRollout(t *testing.T) {
 
 	// Once "fixed" (the agent now reports the version), --retry-failed finishes it.
 	startAgent(0, false, nodes[1])
+	dry := framework.C.MustLitepool(t, "upgrade", "resume", "--pool", "upg-fail", "--retry-failed", "--dry-run=server")
+	assert.Contains(t, dry, "would retry node upg-fail-2 (failed: failed in validate: validation timed out after 4s")
+	assert.Contains(t, dry, "  wave 1: upg-fail-2\n(dry run: nothing changed)\n")
+	assert.Equal(t, "failed", state(t, nodes[1]))
 	r = framework.C.Litepool(t, "upgrade", "resume", "--pool", "upg-fail", "--retry-failed")
 	require.Equal(t, 0, r.ExitCode, "stdout:\n%s\nstderr:\n%s", r.Stdout, r.Stderr)
 	assert.Contains(t, r.Stdout, "node/upg-fail-2: failed → upgrade-required (retry)\n")
@@ -173,7 +177,8 @@ func TestKilledRolloutResumesWithoutRedoingDoneNodes(t *testing.T) {
 		if state(t, nodes[0]) != "done" {
 			return false, nil
 		}
-		if s := policy.UpgradeState(state(t, nodes[1])); policy.UpgradeStarted(s) && s != policy.UpgradeCordon {
+		// Kill while the installer runs or the driver is being validated.
+		if s := policy.UpgradeState(state(t, nodes[1])); s == policy.UpgradeInstall || s == policy.UpgradeValidate {
 			inFlight = string(s)
 			return true, nil
 		}
@@ -185,6 +190,15 @@ func TestKilledRolloutResumesWithoutRedoingDoneNodes(t *testing.T) {
 	t.Logf("killed the plugin with %s done and %s in state %s", nodes[0], nodes[1], inFlight)
 	assert.True(t, node(t, nodes[1]).Spec.Unschedulable, "the interrupted node is still cordoned")
 	doneEvents := eventsFor(t, nodes[0], "DriverUpgrade")
+
+	// What resume would do, changing nothing.
+	dry := framework.C.MustLitepool(t, "upgrade", "resume", "--pool", "upg-kill", "--dry-run=client")
+	assert.Regexp(t, `^would resume rollout \S+ \(pool upg-kill → 24.1.0.3\), max unavailable 1:
+  wave 1: upg-kill-2 \(from (install|validate|uncordon)\)
+  wave 2: upg-kill-3
+  wave 3: upg-kill-4
+\(dry run: nothing changed\)
+$`, dry)
 
 	r := framework.C.Litepool(t, "upgrade", "resume", "--pool", "upg-kill")
 	require.Equal(t, 0, r.ExitCode, "stdout:\n%s\nstderr:\n%s", r.Stdout, r.Stderr)
