@@ -345,17 +345,18 @@ func (o *UpgradeDriverOptions) preflight(ctx context.Context, pool *v1alpha1.Poo
 }
 
 func (o *UpgradeDriverOptions) riskText(n int) string {
-	scope := "node " + o.Node
+	scope, pace := "node "+o.Node, ""
 	if o.Pool != "" {
-		scope = fmt.Sprintf("%d node(s) of pool %s, at most %s unavailable at a time", n, o.Pool, o.MaxUnavailable)
+		scope = fmt.Sprintf("%d node(s) of pool %s", n, o.Pool)
+		pace = fmt.Sprintf(", at most %s unavailable at a time", o.MaxUnavailable)
 		if o.Canary != "" {
-			scope += ", canary " + o.Canary + " first"
+			pace += ", canary " + o.Canary + " first"
 		}
 	}
 	return fmt.Sprintf(`Driver upgrade to %s — risk: HIGH
-Impact: %s will be cordoned, drained and have the driver reinstalled by %s; workload pods still running after %s are evicted.
+Impact: %s will be cordoned, drained and have the driver reinstalled by %s%s; workload pods still running after %s are evicted.
 Precaution: make sure running jobs checkpoint or can restart, and that the installer image fits the nodes' OS.`,
-		o.Version, scope, o.InstallerImage, o.WaitTimeout)
+		o.Version, scope, o.InstallerImage, pace, o.WaitTimeout)
 }
 
 func (o *UpgradeDriverOptions) printPlan(ctx context.Context, u *upgrade.Upgrader, run policy.UpgradeRun, need []string) error {

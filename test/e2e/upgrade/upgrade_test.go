@@ -50,7 +50,7 @@ func TestPoolRolloutInWavesOfMaxUnavailable(t *testing.T) {
 	r := framework.C.Kubectl(t, "no\n", "litepool", "upgrade", "driver", "--pool", "upg-six", "--version", target, "--max-unavailable", "2",
 		"--installer-image", installer)
 	assert.Equal(t, 1, r.ExitCode)
-	assert.Contains(t, r.Stdout, "Driver upgrade to 24.1.0.3 — risk: HIGH\nImpact: 6 node(s) of pool upg-six, at most 2 unavailable at a time will be cordoned")
+	assert.Contains(t, r.Stdout, "Driver upgrade to 24.1.0.3 — risk: HIGH\nImpact: 6 node(s) of pool upg-six will be cordoned, drained and have the driver reinstalled by "+installer+", at most 2 unavailable at a time; workload pods still running after 10m0s are evicted.\n")
 	assert.Equal(t, "error: not confirmed: nothing changed (answer 'yes', or pass --yes)\n", r.Stderr)
 	assert.Empty(t, state(t, nodes[0]))
 
@@ -276,6 +276,20 @@ verdict: incompatible
 	out := framework.C.MustLitepool(t, "check", "compat", "--pool", "upg-chk", "--driver", target, "--firmware", "7.5.0.5.220")
 	assert.Contains(t, out, "firmware    7.5.0.5.220   compatible     published with driver 24.1.0.3\n")
 	assert.Contains(t, out, "verdict: compatible\n")
+
+	// An NVIDIA pool of the shared fixture (read only): GPU and driver from the nodes'
+	// feature-discovery labels.
+	r = framework.C.Litepool(t, "check", "compat", "--pool", "train-a100", "--cuda", "12.2", "--pytorch", "2.3.1")
+	assert.Equal(t, 1, r.ExitCode)
+	assert.Equal(t, `pool train-a100 (nodes a100-node-1, a100-node-2, a100-node-3): nvidia, matrix embedded
+LINK       VERSION      VERDICT        REASON
+hardware   A100-80G     compatible     NVIDIA A100 (Ampere, compute capability 8.0), needs CUDA >= 11.0
+driver     535.104.05   compatible     driver branch R535 (Long Term Support Branch, EOL June 2026)
+cuda       12.2         compatible     driver 535.104.05 >= 535.54.03, every CUDA 12.2 feature
+pytorch    2.3.1        incompatible   PyTorch 2.3 is built for CUDA 11.8, 12.1, not 12.2
+image      -            not-declared   not declared
+verdict: incompatible
+`, r.Stdout)
 
 	// A site's own matrix from a ConfigMap.
 	_, err := framework.C.Kube.CoreV1().ConfigMaps("default").Create(context.Background(), configMap("site-matrix", `schema_version: 1
