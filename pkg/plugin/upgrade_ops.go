@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/cli-runtime/pkg/printers"
 	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 	"k8s.io/kubectl/pkg/util/templates"
+	"sigs.k8s.io/yaml"
 
 	"github.com/runwhere-ai/litepool/pkg/events"
 	"github.com/runwhere-ai/litepool/pkg/policy"
@@ -88,6 +90,7 @@ func (s *upgradeScope) String() string {
 // UpgradeStatusOptions is `upgrade status`.
 type UpgradeStatusOptions struct {
 	Scope   upgradeScope
+	Output  string
 	clients *clients
 	genericiooptions.IOStreams
 }
@@ -96,7 +99,7 @@ type UpgradeStatusOptions struct {
 func NewCmdUpgradeStatus(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
 	o := &UpgradeStatusOptions{IOStreams: streams}
 	cmd := &cobra.Command{
-		Use:   "status [--pool POOL | --node NODE]",
+		Use:   "status [--pool POOL | --node NODE] [-o json|yaml]",
 		Short: "Show each node's driver-upgrade state and the rollout's progress",
 		Long: templates.LongDesc(`
 			Show the driver-upgrade state of every node that has one (of a pool, one
@@ -108,13 +111,19 @@ func NewCmdUpgradeStatus(f cmdutil.Factory, streams genericiooptions.IOStreams) 
 			kubectl litepool upgrade status
 
 			# One pool's rollout
-			kubectl litepool upgrade status --pool train-snt9b`),
+			kubectl litepool upgrade status --pool train-snt9b
+
+			# As data, for scripts
+			kubectl litepool upgrade status --pool train-snt9b -o json`),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
 				return fmt.Errorf("upgrade status takes no arguments: use --pool or --node")
 			}
 			if err := o.Scope.validate(false); err != nil {
 				return err
+			}
+			if o.Output != "" && o.Output != "json" && o.Output != "yaml" {
+				return fmt.Errorf("invalid -o %q: must be json or yaml", o.Output)
 			}
 			var err error
 			if o.clients, err = newClients(f); err != nil {
@@ -124,7 +133,85 @@ func NewCmdUpgradeStatus(f cmdutil.Factory, streams genericiooptions.IOStreams) 
 		},
 	}
 	o.Scope.addFlags(cmd, f)
+	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "Output format: json or yaml (default: a table and a progress line per rollout)")
 	return cmd
+}
+
+// UpgradeNodeStatus is one node in `upgrade status`.
+type UpgradeNodeStatus struct {
+	Node     string `json:"node"`
+	Pool     string `json:"pool,omitempty"`
+	State    string `json:"state"`
+	Target   string `json:"target,omitempty"`
+	Driver   string `json:"driver,omitempty"`
+	Cordoned bool   `json:"cordoned"`
+	Message  string `json:"message,omitempty"`
+	Rollout  string `json:"rollout,omitempty"`
+}
+
+// UpgradeRolloutStatus is one rollout's progress.
+type UpgradeRolloutStatus struct {
+	ID         string `json:"id"`
+	Pool       string `json:"pool,omitempty"`
+	Target     string `json:"target"`
+	Phase      string `json:"phase"`
+	Total      int    `json:"total"`
+	Done       int    `json:"done"`
+	InProgress int    `json:"inProgress"`
+	Pending    int    `json:"pending"`
+	Failed     int    `json:"failed"`
+}
+
+// UpgradeStatus is what `upgrade status -o json|yaml` prints.
+type UpgradeStatus struct {
+	Nodes    []UpgradeNodeStatus    `json:"nodes"`
+	Rollouts []UpgradeRolloutStatus `json:"rollouts"`
+}
+
+func upgradeStatusOf(nodes []corev1.Node) UpgradeStatus {
+	var st UpgradeStatus
+	runs := map[string]*UpgradeRolloutStatus{}
+	for i := range nodes {
+		n := &nodes[i]
+		state := policy.UpgradeState(n.Annotations[policy.AnnotationUpgradeState])
+		ns := UpgradeNodeStatus{Node: n.Name, Pool: n.Labels[policy.LabelPool], State: string(state),
+			Target: n.Annotations[policy.AnnotationUpgradeTarget], Driver: policy.DriverVersion(n), Cordoned: n.Spec.Unschedulable,
+			Message: n.Annotations[policy.AnnotationUpgradeMessage]}
+		run, err := policy.DecodeUpgradeRun(n.Annotations[policy.AnnotationUpgradeRun])
+		if err == nil {
+			ns.Rollout = run.ID
+			p := runs[run.ID]
+			if p == nil {
+				st.Rollouts = append(st.Rollouts, UpgradeRolloutStatus{ID: run.ID, Pool: run.Pool, Target: run.Target})
+				p = &st.Rollouts[len(st.Rollouts)-1]
+				runs[run.ID] = p
+			}
+			p.Total++
+			switch {
+			case state == policy.UpgradeDone:
+				p.Done++
+			case state == policy.UpgradeFailed:
+				p.Failed++
+			case policy.UpgradeStarted(state):
+				p.InProgress++
+			default:
+				p.Pending++
+			}
+		}
+		st.Nodes = append(st.Nodes, ns)
+	}
+	for i := range st.Rollouts {
+		p := &st.Rollouts[i]
+		switch {
+		case p.Failed > 0:
+			p.Phase = "stopped on failure"
+		case p.Done == p.Total:
+			p.Phase = "complete"
+		default:
+			p.Phase = "in progress"
+		}
+	}
+	return st
 }
 
 // Run prints the table and the progress.
@@ -133,64 +220,39 @@ func (o *UpgradeStatusOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	st := upgradeStatusOf(nodes)
+	switch o.Output {
+	case "json":
+		b, _ := json.MarshalIndent(st, "", "  ")
+		fmt.Fprintln(o.Out, string(b))
+		return nil
+	case "yaml":
+		b, err := yaml.Marshal(st)
+		if err != nil {
+			return err
+		}
+		_, err = o.Out.Write(b)
+		return err
+	}
 	if len(nodes) == 0 {
 		fmt.Fprintf(o.Out, "no driver upgrade in %s\n", o.Scope.String())
 		return nil
 	}
 	w := printers.GetNewTabWriter(o.Out)
 	fmt.Fprintln(w, "NODE\tPOOL\tSTATE\tTARGET\tDRIVER\tCORDONED\tMESSAGE")
-	type progress struct {
-		run                                   policy.UpgradeRun
-		total, done, failed, running, pending int
-	}
-	runs := map[string]*progress{}
-	var order []string
-	for i := range nodes {
-		n := &nodes[i]
-		state := policy.UpgradeState(n.Annotations[policy.AnnotationUpgradeState])
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%t\t%s\n", n.Name, none(n.Labels[policy.LabelPool]), state,
-			none(n.Annotations[policy.AnnotationUpgradeTarget]), none(policy.DriverVersion(n)), n.Spec.Unschedulable,
-			none(n.Annotations[policy.AnnotationUpgradeMessage]))
-		run, err := policy.DecodeUpgradeRun(n.Annotations[policy.AnnotationUpgradeRun])
-		if err != nil {
-			continue
-		}
-		p := runs[run.ID]
-		if p == nil {
-			p = &progress{run: run}
-			runs[run.ID] = p
-			order = append(order, run.ID)
-		}
-		p.total++
-		switch {
-		case state == policy.UpgradeDone:
-			p.done++
-		case state == policy.UpgradeFailed:
-			p.failed++
-		case policy.UpgradeStarted(state):
-			p.running++
-		default:
-			p.pending++
-		}
+	for _, n := range st.Nodes {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%t\t%s\n", n.Node, none(n.Pool), n.State, none(n.Target), none(n.Driver), n.Cordoned, none(n.Message))
 	}
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	for _, id := range order {
-		p := runs[id]
+	for _, p := range st.Rollouts {
 		scope := "nodes"
-		if p.run.Pool != "" {
-			scope = "pool " + p.run.Pool
-		}
-		phase := "in progress"
-		switch {
-		case p.failed > 0:
-			phase = "stopped on failure"
-		case p.done == p.total:
-			phase = "complete"
+		if p.Pool != "" {
+			scope = "pool " + p.Pool
 		}
 		fmt.Fprintf(o.Out, "rollout %s (%s → %s): %s: %d/%d done (%d%%), %d in progress, %d pending, %d failed\n",
-			id, scope, p.run.Target, phase, p.done, p.total, p.done*100/p.total, p.running, p.pending, p.failed)
+			p.ID, scope, p.Target, p.Phase, p.Done, p.Total, p.Done*100/p.Total, p.InProgress, p.Pending, p.Failed)
 	}
 	return nil
 }

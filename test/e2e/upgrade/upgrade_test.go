@@ -3,6 +3,7 @@ package upgrade
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -89,6 +90,20 @@ func TestPoolRolloutInWavesOfMaxUnavailable(t *testing.T) {
 	assert.Equal(t, "NODE        POOL      STATE   TARGET     DRIVER     CORDONED   MESSAGE", lines(status)[0])
 	assert.Equal(t, "upg-six-1   upg-six   done    24.1.0.3   24.1.0.3   false      <none>", lines(status)[1])
 	assert.Regexp(t, `rollout \S+ \(pool upg-six → 24.1.0.3\): complete: 6/6 done \(100%\), 0 in progress, 0 pending, 0 failed`, lines(status)[7])
+
+	var st struct {
+		Nodes    []struct{ Node, State, Driver string }
+		Rollouts []struct {
+			Pool, Target, Phase string
+			Total, Done         int
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(framework.C.MustLitepool(t, "upgrade", "status", "--pool", "upg-six", "-o", "json")), &st))
+	assert.Len(t, st.Nodes, 6)
+	require.Len(t, st.Rollouts, 1)
+	assert.Equal(t, "upg-six", st.Rollouts[0].Pool)
+	assert.Equal(t, "complete", st.Rollouts[0].Phase)
+	assert.Equal(t, [2]int{6, 6}, [2]int{st.Rollouts[0].Done, st.Rollouts[0].Total})
 
 	// Every node is at the target now: nothing to do.
 	out = framework.C.MustLitepool(t, "upgrade", "driver", "--pool", "upg-six", "--version", target, "--installer-image", installer, "--yes")
