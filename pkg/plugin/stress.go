@@ -1,0 +1,448 @@
+package plugin
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+	"github.com/spf13/cobra"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/cli-runtime/pkg/printers"
+	cmdutil "k8s.io/kubectl/pkg/cmd/util"
+	"k8s.io/kubectl/pkg/util/templates"
+
+	"github.com/runwhere-ai/litepool/pkg/events"
+	"github.com/runwhere-ai/litepool/pkg/policy"
+	"github.com/runwhere-ai/litepool/pkg/stress"
+	"github.com/runwhere-ai/litepool/pkg/version"
+)
+
+var _ = register(NewCmdStress)
+
+// NewCmdStress is `kubectl litepool stress`.
+func NewCmdStress(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "stress",
+		Short: "Run accelerator stress tests on a pool's idle nodes, now or on a schedule",
+		Long: templates.LongDesc(`
+			Stress tests (npu, hccs, roce, storage) run as one pod per idle node of a
+			pool. Nodes that fail are labelled runwhere.ai/health=degraded and show as
+			Degraded; nodes that pass are labelled healthy.`),
+		Example: templates.Examples(`
+			# Test every idle node of a pool now
+			kubectl litepool stress run --pool train-snt9b --image registry.example.com/npu-stress:1.0
+
+			# Every Sunday at 02:00
+			kubectl litepool stress schedule --pool train-snt9b --cron "0 2 * * 0" --image registry.example.com/npu-stress:1.0`),
+	}
+	cmd.AddCommand(NewCmdStressRun(f, streams), NewCmdStressSchedule(f, streams))
+	return cmd
+}
+
+// StressRunOptions is `stress run`.
+type StressRunOptions struct {
+	Pool     string
+	Image    string
+	Tests    []string
+	Timeout  time.Duration
+	KeepPods bool
+	Command  []string
+	Output   string
+
+	namespace string
+	dryRun    cmdutil.DryRunStrategy
+	clients   *clients
+	genericiooptions.IOStreams
+}
+
+// NewCmdStressRun is `kubectl litepool stress run`.
+func NewCmdStressRun(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &StressRunOptions{IOStreams: streams}
+	cmd := &cobra.Command{
+		Use:   "run --pool POOL [--tests npu,hccs,roce,storage] [--image IMAGE] [-- COMMAND...]",
+		Short: "Stress-test every idle node of a pool and mark failing nodes degraded",
+		Long: templates.LongDesc(`
+			Run a stress-test pod on each idle node of a pool: pinned to the node,
+			holding all its accelerators, told the tests in STRESS_TESTS (and NODE_NAME,
+			POOL). Busy nodes (running workload pods), cordoned and NotReady nodes are
+			skipped and reported. A node whose pod succeeds is labelled
+			runwhere.ai/health=healthy; one whose pod fails or does not finish within
+			--timeout is labelled runwhere.ai/health=degraded, shown as Degraded by
+			"get nodes" and "get pools", and gets a Warning event. The result is kept in
+			the node's runwhere.ai/stress-result annotation. Pods of passing nodes are
+			deleted; those of failing nodes are kept for their logs.
+
+			The image (and the tests) default to the pool's spec.stressTest. The
+			command exits non-zero when a node fails.`),
+		Example: templates.Examples(`
+			# NPU and HCCS tests on the idle nodes of a pool
+			kubectl litepool stress run --pool train-snt9b --tests npu,hccs --image registry.example.com/npu-stress:1.0
+
+			# Which nodes would be tested, changing nothing
+			kubectl litepool stress run --pool train-snt9b --image registry.example.com/npu-stress:1.0 --dry-run=client`),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.Complete(f, cmd, args); err != nil {
+				return err
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&o.Pool, "pool", "", "Pool whose idle nodes to test")
+	fl.StringVar(&o.Image, "image", "", "Stress-test image (default: the pool's spec.stressTest.image)")
+	fl.StringSliceVar(&o.Tests, "tests", nil, "Tests to run: "+strings.Join(stress.Tests, ", ")+" (default: the pool's spec.stressTest.tests, else all)")
+	fl.DurationVar(&o.Timeout, "timeout", 30*time.Minute, "How long a node's test may run; a node still running then has failed")
+	fl.BoolVar(&o.KeepPods, "keep-pods", false, "Keep the pods of passing nodes too")
+	fl.StringVarP(&o.Output, "output", "o", "", "Output format: json (default: a table)")
+	cmdutil.AddDryRunFlag(cmd)
+	_ = cmd.RegisterFlagCompletionFunc("pool", completePoolNames(f))
+	return cmd
+}
+
+// Complete fills defaults from the pool.
+func (o *StressRunOptions) Complete(f cmdutil.Factory, cmd *cobra.Command, args []string) (err error) {
+	if dash := cmd.ArgsLenAtDash(); dash >= 0 {
+		o.Command = args[dash:]
+		args = args[:dash]
+	}
+	if len(args) > 0 {
+		return fmt.Errorf("unexpected arguments %q: name the pool with --pool; put a command after --", strings.Join(args, " "))
+	}
+	if o.dryRun, err = cmdutil.GetDryRunStrategy(cmd); err != nil {
+		return err
+	}
+	if o.namespace, _, err = f.ToRawKubeConfigLoader().Namespace(); err != nil {
+		return err
+	}
+	if o.clients, err = newClients(f); err != nil {
+		return err
+	}
+	if o.Pool == "" {
+		return fmt.Errorf("--pool is required")
+	}
+	if p, err := o.clients.pools.Get(cmd.Context(), o.Pool); err == nil && p.Spec.StressTest != nil {
+		if o.Image == "" {
+			o.Image = p.Spec.StressTest.Image
+		}
+		if len(o.Tests) == 0 {
+			for _, t := range p.Spec.StressTest.Tests {
+				o.Tests = append(o.Tests, string(t))
+			}
+		}
+	} else if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	if len(o.Tests) == 0 {
+		o.Tests = stress.Tests
+	}
+	return nil
+}
+
+// Validate checks the flags.
+func (o *StressRunOptions) Validate() error {
+	if o.Image == "" {
+		return fmt.Errorf("no stress-test image: give --image, or set spec.stressTest.image on the pool")
+	}
+	if o.Output != "" && o.Output != "json" {
+		return fmt.Errorf("invalid -o %q: only json", o.Output)
+	}
+	if o.Timeout < 0 {
+		return fmt.Errorf("--timeout %s: must not be negative", o.Timeout)
+	}
+	return stress.ValidateTests(o.Tests)
+}
+
+// Run tests and reports.
+func (o *StressRunOptions) Run(ctx context.Context) error {
+	runner := &stress.Runner{Kube: o.clients.kube, Recorder: &events.Recorder{Client: o.clients.kube, DryRun: o.dryRun != cmdutil.DryRunNone}}
+	progress := o.Out
+	if o.Output == "json" {
+		progress = o.ErrOut
+	}
+	results, err := runner.Run(ctx, stress.Options{Pool: o.Pool, Image: o.Image, Command: o.Command, Tests: o.Tests,
+		Namespace: o.namespace, Timeout: o.Timeout, KeepPods: o.KeepPods, DryRun: o.dryRun, Progress: progress})
+	if err != nil {
+		return err
+	}
+	if o.Output == "json" {
+		b, _ := json.MarshalIndent(results, "", "  ")
+		fmt.Fprintln(o.Out, string(b))
+	} else {
+		w := printers.GetNewTabWriter(o.Out)
+		fmt.Fprintln(w, "NODE\tRESULT\tDETAIL")
+		for _, r := range results {
+			fmt.Fprintf(w, "%s\t%s\t%s\n", r.Node, r.Result, none(r.Detail))
+		}
+		if err := w.Flush(); err != nil {
+			return err
+		}
+	}
+	var failed, skipped []string
+	passed := 0
+	for _, r := range results {
+		switch r.Result {
+		case stress.Failed:
+			failed = append(failed, r.Node)
+		case stress.Skipped:
+			skipped = append(skipped, r.Node)
+		case stress.Passed:
+			passed++
+		}
+	}
+	if o.dryRun != cmdutil.DryRunNone {
+		fmt.Fprintln(o.ErrOut, "(dry run: no pod created, no node labelled)")
+		return nil
+	}
+	fmt.Fprintf(o.ErrOut, "pool %s: %d passed, %d failed, %d skipped\n", o.Pool, passed, len(failed), len(skipped))
+	if len(failed) > 0 {
+		return fmt.Errorf("[S2] %d node(s) failed the stress test and are now %s=%s: %s", len(failed), policy.LabelHealth, policy.HealthDegraded, strings.Join(failed, ", "))
+	}
+	return nil
+}
+
+// StressScheduleOptions is `stress schedule`.
+type StressScheduleOptions struct {
+	Pool        string
+	Cron        string
+	Image       string
+	PluginImage string
+	Tests       []string
+	Timeout     time.Duration
+
+	namespace string
+	dryRun    cmdutil.DryRunStrategy
+	clients   *clients
+	genericiooptions.IOStreams
+}
+
+// NewCmdStressSchedule is `kubectl litepool stress schedule`.
+func NewCmdStressSchedule(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &StressScheduleOptions{IOStreams: streams}
+	cmd := &cobra.Command{
+		Use:   "schedule --pool POOL --cron SCHEDULE [--image IMAGE] [--tests ...]",
+		Short: "Run a pool's stress tests periodically, from a CronJob in the cluster",
+		Long: templates.LongDesc(`
+			Set up periodic stress tests of a pool: a CronJob (in the namespace of -n)
+			runs "kubectl-litepool stress run" from the plugin image under its own
+			ServiceAccount, bound to a ClusterRole that may read and label nodes, run
+			test pods, record events and read Pools. The schedule is a standard
+			five-field cron expression, checked as the CronJob controller reads it.
+			The schedule, image and tests are also stored in the pool's spec.stressTest
+			when the pool has a Pool object. Running it again updates the schedule.`),
+		Example: templates.Examples(`
+			# Every Sunday at 02:00
+			kubectl litepool stress schedule --pool train-snt9b --cron "0 2 * * 0" --image registry.example.com/npu-stress:1.0
+
+			# Show the objects it would create
+			kubectl litepool stress schedule --pool train-snt9b --cron "@daily" --image registry.example.com/npu-stress:1.0 --dry-run=client`),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return fmt.Errorf("stress schedule takes no arguments: name the pool with --pool")
+			}
+			var err error
+			if o.dryRun, err = cmdutil.GetDryRunStrategy(cmd); err != nil {
+				return err
+			}
+			if o.namespace, _, err = f.ToRawKubeConfigLoader().Namespace(); err != nil {
+				return err
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			if o.clients, err = newClients(f); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&o.Pool, "pool", "", "Pool to test")
+	fl.StringVar(&o.Cron, "cron", "", `When to run, as a cron expression ("0 2 * * 0", "@daily")`)
+	fl.StringVar(&o.Image, "image", "", "Stress-test image")
+	fl.StringVar(&o.PluginImage, "plugin-image", "ghcr.io/runwhere-ai/kubectl-litepool:"+version.Version, "Image holding the kubectl-litepool binary, which the CronJob runs")
+	fl.StringSliceVar(&o.Tests, "tests", stress.Tests, "Tests to run: "+strings.Join(stress.Tests, ", "))
+	fl.DurationVar(&o.Timeout, "timeout", 30*time.Minute, "How long a node's test may run")
+	cmdutil.AddDryRunFlag(cmd)
+	_ = cmd.RegisterFlagCompletionFunc("pool", completePoolNames(f))
+	return cmd
+}
+
+// Validate checks the flags; the cron expression is parsed as the CronJob controller does.
+func (o *StressScheduleOptions) Validate() error {
+	if o.Pool == "" {
+		return fmt.Errorf("--pool is required")
+	}
+	if err := policy.ValidatePoolName(o.Pool); err != nil {
+		return err
+	}
+	if _, err := cron.ParseStandard(o.Cron); err != nil {
+		return fmt.Errorf("[S1] invalid --cron %q: %v; want five fields (minute hour day-of-month month day-of-week) such as \"0 2 * * 0\", or @hourly/@daily/@weekly/@monthly", o.Cron, err)
+	}
+	if o.Image == "" {
+		return fmt.Errorf("--image is required: the stress-test image")
+	}
+	if o.Timeout <= 0 {
+		return fmt.Errorf("--timeout %s: must be positive", o.Timeout)
+	}
+	return stress.ValidateTests(o.Tests)
+}
+
+// stressClusterRole may do what `stress run` does.
+const stressClusterRole = "litepool-stress"
+
+// StressScheduleObjects are the objects of a schedule.
+func (o *StressScheduleOptions) objects() (*corev1.ServiceAccount, *rbacv1.ClusterRole, *rbacv1.ClusterRoleBinding, *batchv1.CronJob) {
+	name := "litepool-stress-" + o.Pool
+	lbls := map[string]string{stress.LabelManagedBy: "litepool", stress.LabelComponent: stress.Component, stress.LabelInstance: o.Pool}
+	sa := &corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: o.namespace, Labels: lbls}}
+	role := &rbacv1.ClusterRole{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},
+		ObjectMeta: metav1.ObjectMeta{Name: stressClusterRole, Labels: map[string]string{stress.LabelManagedBy: "litepool"}},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "patch"}},
+			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "create", "delete"}},
+			{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}},
+			{APIGroups: []string{"runwhere.ai"}, Resources: []string{"pools"}, Verbs: []string{"get", "list"}},
+		}}
+	binding := &rbacv1.ClusterRoleBinding{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: lbls},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: stressClusterRole},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: o.namespace}}}
+	backoff := int32(0)
+	history := int32(3)
+	cj := &batchv1.CronJob{TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "CronJob"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: o.namespace, Labels: lbls},
+		Spec: batchv1.CronJobSpec{
+			Schedule: o.Cron, ConcurrencyPolicy: batchv1.ForbidConcurrent,
+			SuccessfulJobsHistoryLimit: &history, FailedJobsHistoryLimit: &history,
+			JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{
+				BackoffLimit: &backoff,
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: lbls}, Spec: corev1.PodSpec{
+					ServiceAccountName: name, RestartPolicy: corev1.RestartPolicyNever,
+					Containers: []corev1.Container{{Name: "stress", Image: o.PluginImage,
+						Command: []string{"kubectl-litepool", "stress", "run", "--pool", o.Pool, "--namespace", o.namespace,
+							"--tests", strings.Join(o.Tests, ","), "--image", o.Image, "--timeout", o.Timeout.String()}}},
+				}},
+			}},
+		}}
+	return sa, role, binding, cj
+}
+
+// Run creates or updates the objects.
+func (o *StressScheduleOptions) Run(ctx context.Context) error {
+	sa, role, binding, cj := o.objects()
+	if o.dryRun == cmdutil.DryRunClient {
+		p := &printers.YAMLPrinter{}
+		for _, obj := range []runtime.Object{sa, role, binding, cj} {
+			if err := p.PrintObj(obj, o.Out); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	create := metav1.CreateOptions{}
+	update := metav1.UpdateOptions{}
+	if o.dryRun == cmdutil.DryRunServer {
+		create.DryRun, update.DryRun = []string{metav1.DryRunAll}, []string{metav1.DryRunAll}
+	}
+	kube := o.clients.kube
+	steps := []struct {
+		what string
+		fn   func() error
+	}{
+		{"serviceaccount/" + sa.Name, func() error {
+			_, err := kube.CoreV1().ServiceAccounts(sa.Namespace).Create(ctx, sa, create)
+			return stressIgnoreExists(err)
+		}},
+		{"clusterrole/" + role.Name, func() error {
+			_, err := kube.RbacV1().ClusterRoles().Create(ctx, role, create)
+			if apierrors.IsAlreadyExists(err) {
+				cur, err := kube.RbacV1().ClusterRoles().Get(ctx, role.Name, metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				cur.Rules = role.Rules
+				_, err = kube.RbacV1().ClusterRoles().Update(ctx, cur, update)
+				return err
+			}
+			return err
+		}},
+		{"clusterrolebinding/" + binding.Name, func() error {
+			_, err := kube.RbacV1().ClusterRoleBindings().Create(ctx, binding, create)
+			return stressIgnoreExists(err)
+		}},
+		{"cronjob/" + cj.Name, func() error {
+			_, err := kube.BatchV1().CronJobs(cj.Namespace).Create(ctx, cj, create)
+			if apierrors.IsAlreadyExists(err) {
+				cur, err := kube.BatchV1().CronJobs(cj.Namespace).Get(ctx, cj.Name, metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				cur.Spec = cj.Spec
+				_, err = kube.BatchV1().CronJobs(cj.Namespace).Update(ctx, cur, update)
+				return err
+			}
+			return err
+		}},
+	}
+	suffix := ""
+	if o.dryRun == cmdutil.DryRunServer {
+		suffix = " (server dry run)"
+	}
+	for _, s := range steps {
+		if err := s.fn(); err != nil {
+			return fmt.Errorf("%s: %w", s.what, err)
+		}
+		fmt.Fprintf(o.Out, "%s configured%s\n", s.what, suffix)
+	}
+	return o.storeOnPool(ctx)
+}
+
+// storeOnPool keeps the schedule in the pool's spec.stressTest (pools without an
+// object keep it only in the CronJob).
+func (o *StressScheduleOptions) storeOnPool(ctx context.Context) error {
+	pool, err := o.clients.pools.Get(ctx, o.Pool)
+	if apierrors.IsNotFound(err) {
+		fmt.Fprintf(o.ErrOut, "pool %s has no Pool object: the schedule lives in the CronJob only\n", o.Pool)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"stressTest": map[string]any{
+		"schedule": o.Cron, "image": o.Image, "tests": o.Tests}}})
+	opts := metav1.PatchOptions{}
+	if o.dryRun == cmdutil.DryRunServer {
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
+	if _, err := o.clients.pools.Patch(ctx, o.Pool, types.MergePatchType, patch, opts); err != nil {
+		return err
+	}
+	if o.dryRun == cmdutil.DryRunNone {
+		rec := &events.Recorder{Client: o.clients.kube}
+		_ = rec.Normal(ctx, events.Ref{Kind: "Pool", APIVersion: "runwhere.ai/v1alpha1", Name: pool.Name, UID: string(pool.UID)},
+			"StressTestScheduled", "stress tests %s scheduled %q with image %s", strings.Join(o.Tests, ","), o.Cron, o.Image)
+	}
+	fmt.Fprintf(o.Out, "pool/%s spec.stressTest: schedule %q, image %s, tests %s\n", o.Pool, o.Cron, o.Image, strings.Join(o.Tests, ","))
+	return nil
+}
+
+func stressIgnoreExists(err error) error {
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}

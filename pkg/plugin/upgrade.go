@@ -1,0 +1,432 @@
+package plugin
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	cmdutil "k8s.io/kubectl/pkg/cmd/util"
+	"k8s.io/kubectl/pkg/util/templates"
+
+	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/events"
+	"github.com/runwhere-ai/litepool/pkg/policy"
+	"github.com/runwhere-ai/litepool/pkg/upgrade"
+)
+
+var _ = register(NewCmdUpgrade)
+
+// NewCmdUpgrade is `kubectl litepool upgrade`.
+func NewCmdUpgrade(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "upgrade",
+		Short: "Upgrade accelerator drivers node by node or pool-wide, and follow, resume or abort a rollout",
+		Long: templates.LongDesc(`
+			Driver upgrades run a state machine per node (upgrade-required → cordon →
+			wait-for-jobs → drain → install → validate → uncordon → done, or failed),
+			stored in the node's runwhere.ai/ annotations. A rollout whose plugin
+			stopped is continued with "upgrade resume"; "upgrade status" shows where
+			each node is.`),
+		Example: templates.Examples(`
+			# Upgrade a pool two nodes at a time, starting with a canary
+			kubectl litepool upgrade driver --pool train-snt9b --version 24.1.0.3 --max-unavailable 2 --canary snt9b-node-1
+
+			# Where is the rollout?
+			kubectl litepool upgrade status --pool train-snt9b`),
+	}
+	cmd.AddCommand(NewCmdUpgradeDriver(f, streams), NewCmdUpgradeStatus(f, streams),
+		NewCmdUpgradeResume(f, streams), NewCmdUpgradeAbort(f, streams))
+	return cmd
+}
+
+// UpgradeDriverOptions is `upgrade driver`.
+type UpgradeDriverOptions struct {
+	Pool, Node, Version string
+	MaxUnavailable      string
+	Canary              string
+	InstallerImage      string
+	InstallerCommand    []string
+	InstallerNamespace  string
+	WaitSelector        string
+	WaitTimeout         time.Duration
+	DrainTimeout        time.Duration
+	InstallTimeout      time.Duration
+	ValidateTimeout     time.Duration
+	ForceDrain          bool
+	Force               bool
+	Yes                 bool
+	Compat              compatSourceFlags
+
+	dryRun  cmdutil.DryRunStrategy
+	clients *clients
+	genericiooptions.IOStreams
+}
+
+// NewCmdUpgradeDriver is `kubectl litepool upgrade driver`.
+func NewCmdUpgradeDriver(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &UpgradeDriverOptions{IOStreams: streams}
+	cmd := &cobra.Command{
+		Use:   "driver (--pool POOL | --node NODE) --version VERSION [-- INSTALLER COMMAND...]",
+		Short: "Upgrade the accelerator driver of a node or, in waves, of a whole pool",
+		Long: templates.LongDesc(`
+			Upgrade the accelerator driver of one node or of every node of a pool.
+
+			Each node is cordoned (a node that was cordoned before stays cordoned
+			afterwards), its workload pods are given --wait-timeout to finish (those
+			matching --wait-selector; then the drain evicts what is left), it is
+			drained, the installer runs as a Job pinned to the node (image and command
+			from the flags, else from the pool's spec.upgrade; the command is what
+			follows "--"; the Job gets DRIVER_VERSION, NODE_NAME and the host's root at
+			/host), and the node's driver-version label (huawei.com/driver.version,
+			nvidia.com/cuda.driver-version.full or runwhere.ai/driver-version) must
+			read the target within --validate-timeout. Then the node is uncordoned.
+
+			A pool rollout first checks the target against the compatibility matrix
+			with the pool's hardware and declared software, and refuses a chain that
+			is incompatible or unknown unless --force. It then upgrades an optional
+			--canary node alone, then the rest in waves: a wave starts no more nodes
+			than --max-unavailable (a count, or a percentage of the pool's nodes
+			rounded up) allows, counting nodes that are already cordoned or NotReady.
+			The first failure stops the rollout; the failed node stays cordoned and
+			is marked failed. Every step is stored in node annotations and recorded as
+			an Event on the node, so "upgrade resume" continues an interrupted rollout.
+
+			A driver upgrade is a high-risk operation: it asks for confirmation unless
+			--yes.`),
+		Example: templates.Examples(`
+			# Upgrade one node with the installer named by its pool's spec.upgrade
+			kubectl litepool upgrade driver --node snt9b-node-1 --version 24.1.0.3
+
+			# Roll a pool two nodes at a time after a canary, with an explicit installer
+			kubectl litepool upgrade driver --pool train-snt9b --version 24.1.0.3 --max-unavailable 2 \
+			  --canary snt9b-node-1 --installer-image registry.example.com/ascend-driver-installer:24.1.0.3 \
+			  -- /install.sh --quiet
+
+			# A quarter of the pool at a time, no prompt
+			kubectl litepool upgrade driver --pool train-a100 --version 550.54.15 --max-unavailable 25% --yes
+
+			# Show the pre-flight verdict and the waves without changing anything
+			kubectl litepool upgrade driver --pool train-snt9b --version 24.1.0.3 --max-unavailable 2 --dry-run=client`),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.Complete(f, cmd, args); err != nil {
+				return err
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&o.Pool, "pool", "", "Upgrade every node of this pool")
+	fl.StringVar(&o.Node, "node", "", "Upgrade this node")
+	fl.StringVar(&o.Version, "version", "", "Target driver version, as the node's driver-version label will read it")
+	fl.StringVar(&o.MaxUnavailable, "max-unavailable", "1", "Most nodes of the pool unavailable at once: a count or a percentage (rounded up, at least 1)")
+	fl.StringVar(&o.Canary, "canary", "", "Upgrade this node alone first; the rest follow only if it succeeds")
+	fl.StringVar(&o.InstallerImage, "installer-image", "", "Installer image (default: the pool's spec.upgrade.installerImage)")
+	fl.StringVar(&o.InstallerNamespace, "installer-namespace", "kube-system", "Namespace of the installer Jobs")
+	fl.StringVar(&o.WaitSelector, "wait-selector", "", "Label selector of the workload pods to wait for before draining (default: every workload pod)")
+	fl.DurationVar(&o.WaitTimeout, "wait-timeout", 10*time.Minute, "How long to wait for workload pods to finish before the drain evicts them (0: do not wait)")
+	fl.DurationVar(&o.DrainTimeout, "drain-timeout", 5*time.Minute, "How long a drain may take (0: no limit)")
+	fl.DurationVar(&o.InstallTimeout, "install-timeout", 30*time.Minute, "How long the installer Job may run")
+	fl.DurationVar(&o.ValidateTimeout, "validate-timeout", 10*time.Minute, "How long to wait for the node's driver-version label to read the target")
+	fl.BoolVar(&o.ForceDrain, "force-drain", false, "Drain pods that no controller manages, as kubectl drain --force")
+	fl.BoolVar(&o.Force, "force", false, "Upgrade even when the compatibility pre-flight says the target is incompatible or unknown")
+	fl.BoolVarP(&o.Yes, "yes", "y", false, "Do not ask for confirmation")
+	o.Compat.addFlags(cmd)
+	cmdutil.AddDryRunFlag(cmd)
+	_ = cmd.RegisterFlagCompletionFunc("pool", completePoolNames(f))
+	return cmd
+}
+
+// Complete reads the flags and the command after "--".
+func (o *UpgradeDriverOptions) Complete(f cmdutil.Factory, cmd *cobra.Command, args []string) (err error) {
+	if dash := cmd.ArgsLenAtDash(); dash >= 0 {
+		o.InstallerCommand = args[dash:]
+		args = args[:dash]
+	}
+	if len(args) > 0 {
+		return fmt.Errorf("unexpected arguments %q: name the target with --pool or --node; put the installer command after --", strings.Join(args, " "))
+	}
+	if o.dryRun, err = cmdutil.GetDryRunStrategy(cmd); err != nil {
+		return err
+	}
+	o.clients, err = newClients(f)
+	return err
+}
+
+// Validate checks the flags.
+func (o *UpgradeDriverOptions) Validate() error {
+	if (o.Pool == "") == (o.Node == "") {
+		return fmt.Errorf("give exactly one of --pool POOL or --node NODE")
+	}
+	if err := policy.ValidateDriverVersion(o.Version); err != nil {
+		return err
+	}
+	if _, err := policy.ParseMaxUnavailable(o.MaxUnavailable); err != nil {
+		return err
+	}
+	if o.Canary != "" && o.Pool == "" {
+		return fmt.Errorf("--canary applies to a pool rollout (--pool)")
+	}
+	if o.WaitSelector != "" {
+		if _, err := labels.Parse(o.WaitSelector); err != nil {
+			return fmt.Errorf("invalid --wait-selector %q: %v", o.WaitSelector, err)
+		}
+	}
+	for name, d := range map[string]time.Duration{"--wait-timeout": o.WaitTimeout, "--drain-timeout": o.DrainTimeout,
+		"--install-timeout": o.InstallTimeout, "--validate-timeout": o.ValidateTimeout} {
+		if d < 0 {
+			return fmt.Errorf("%s %s: must not be negative", name, d)
+		}
+	}
+	return o.Compat.Validate()
+}
+
+// Run pre-flights, confirms, marks the nodes and rolls.
+func (o *UpgradeDriverOptions) Run(ctx context.Context) error {
+	c := o.clients
+	var pool *v1alpha1.Pool
+	var targets []corev1.Node
+	if o.Pool != "" {
+		p, err := c.pools.Get(ctx, o.Pool)
+		if err == nil {
+			pool = p
+		} else if !apierrors.IsNotFound(err) {
+			return err
+		}
+		list, err := c.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: labels.Set{policy.LabelPool: o.Pool}.String()})
+		if err != nil {
+			return err
+		}
+		if len(list.Items) == 0 {
+			return fmt.Errorf("pool %q has no nodes (no node carries %s=%s)", o.Pool, policy.LabelPool, o.Pool)
+		}
+		targets = list.Items
+	} else {
+		n, err := c.kube.CoreV1().Nodes().Get(ctx, o.Node, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		targets = []corev1.Node{*n}
+		if p := n.Labels[policy.LabelPool]; p != "" {
+			if pl, err := c.pools.Get(ctx, p); err == nil {
+				pool = pl
+			}
+		}
+	}
+	if err := o.installerFromPool(pool); err != nil {
+		return err
+	}
+	if err := o.preflight(ctx, pool, targets); err != nil {
+		return err
+	}
+	var need []string
+	var already []string
+	for i := range targets {
+		if policy.DriverVersion(&targets[i]) == o.Version {
+			already = append(already, targets[i].Name)
+		} else {
+			need = append(need, targets[i].Name)
+		}
+	}
+	if o.Canary != "" && !upgradeContains(need, o.Canary) {
+		return fmt.Errorf("--canary %q is not a node of pool %q that needs the upgrade (nodes to upgrade: %s)", o.Canary, o.Pool, upgradeOrNone(need))
+	}
+	if len(already) > 0 {
+		fmt.Fprintf(o.Out, "already at %s: %s\n", o.Version, strings.Join(already, ", "))
+	}
+	if len(need) == 0 {
+		fmt.Fprintf(o.Out, "nothing to upgrade: every node is at %s\n", o.Version)
+		return nil
+	}
+	run := policy.UpgradeRun{
+		ID: fmt.Sprintf("%s-%s", time.Now().UTC().Format("20060102-150405"), o.Version), Pool: o.Pool, Target: o.Version,
+		MaxUnavailable: o.MaxUnavailable, Canary: o.Canary, InstallerImage: o.InstallerImage, InstallerCommand: o.InstallerCommand,
+		Namespace: o.InstallerNamespace, WaitSelector: o.WaitSelector, WaitTimeout: o.WaitTimeout.String(),
+		DrainTimeout: o.DrainTimeout.String(), InstallTimeout: o.InstallTimeout.String(), ValidateTimeout: o.ValidateTimeout.String(),
+		ForceDrain: o.ForceDrain,
+	}
+	if o.Pool == "" {
+		run.MaxUnavailable = ""
+	}
+	u := &upgrade.Upgrader{Kube: c.kube, Recorder: &events.Recorder{Client: c.kube}, Progress: o.Out}
+	if err := u.Mark(ctx, need, run, cmdutil.DryRunClient); err != nil { // refuses nodes in another rollout
+		return err
+	}
+	if o.dryRun != cmdutil.DryRunNone {
+		return o.printPlan(ctx, u, run, need)
+	}
+	if err := upgradeConfirm(o.In, o.Out, o.Yes, o.riskText(len(need))); err != nil {
+		return err
+	}
+	if err := u.Mark(ctx, need, run, cmdutil.DryRunNone); err != nil {
+		return err
+	}
+	fmt.Fprintf(o.Out, "rollout %s: %d node(s) marked for driver %s\n", run.ID, len(need), o.Version)
+	return u.Rollout(ctx, run, need)
+}
+
+// installerFromPool fills the installer from the pool's spec.upgrade where the flags
+// leave it out.
+func (o *UpgradeDriverOptions) installerFromPool(pool *v1alpha1.Pool) error {
+	if pool != nil && pool.Spec.Upgrade != nil {
+		if o.InstallerImage == "" {
+			o.InstallerImage = pool.Spec.Upgrade.InstallerImage
+		}
+		if len(o.InstallerCommand) == 0 {
+			o.InstallerCommand = pool.Spec.Upgrade.InstallerCommand
+		}
+	}
+	if o.InstallerImage == "" {
+		return fmt.Errorf("no installer image: give --installer-image, or set spec.upgrade.installerImage on the pool")
+	}
+	return nil
+}
+
+// preflight checks the target against the matrix, with the pool's hardware and
+// declared software (rule C1); --force overrides, loudly.
+func (o *UpgradeDriverOptions) preflight(ctx context.Context, pool *v1alpha1.Pool, nodes []corev1.Node) error {
+	m, err := o.Compat.Load(ctx, o.clients.kube)
+	if err != nil {
+		return err
+	}
+	var declared v1alpha1.SoftwareSpec
+	hw := ""
+	if pool != nil {
+		declared, hw = pool.Spec.Software, pool.Spec.Accelerator.Type
+	}
+	models := map[string]bool{}
+	for i := range nodes {
+		if hw != "" {
+			models[hw] = true
+		} else if t := policy.GPUType(&nodes[i]); t != "" {
+			models[t] = true
+		}
+	}
+	if len(models) == 0 {
+		models[""] = true
+	}
+	var checks []CompatCheck
+	failed := false
+	for _, model := range upgradeSortedKeys(models) {
+		chain := chainOf(declared)
+		chain.Hardware, chain.Driver = model, o.Version
+		res := policy.CheckCompat(m, chain)
+		checks = append(checks, CompatCheck{Subject: "pre-flight: driver " + o.Version, Result: res})
+		failed = failed || res.Verdict != policy.Compatible
+	}
+	if err := printCompatChecks(o.Out, checks, "", o.Compat.Describe()); err != nil {
+		return err
+	}
+	if !failed {
+		return nil
+	}
+	for _, ch := range checks {
+		if err := ch.Result.Err(); err != nil {
+			if o.Force {
+				fmt.Fprintf(o.ErrOut, "warning: --force: upgrading despite the pre-flight: %v\n", err)
+				return nil
+			}
+			return fmt.Errorf("pre-flight refused the upgrade (pass --force to override): %w", err)
+		}
+	}
+	return nil
+}
+
+func (o *UpgradeDriverOptions) riskText(n int) string {
+	scope, pace := "node "+o.Node, ""
+	if o.Pool != "" {
+		scope = fmt.Sprintf("%d node(s) of pool %s", n, o.Pool)
+		pace = fmt.Sprintf(", at most %s unavailable at a time", o.MaxUnavailable)
+		if o.Canary != "" {
+			pace += ", canary " + o.Canary + " first"
+		}
+	}
+	return fmt.Sprintf(`Driver upgrade to %s — risk: HIGH
+Impact: %s will be cordoned, drained and have the driver reinstalled by %s%s; workload pods still running after %s are evicted.
+Precaution: make sure running jobs checkpoint or can restart, and that the installer image fits the nodes' OS.`,
+		o.Version, scope, o.InstallerImage, pace, o.WaitTimeout)
+}
+
+func (o *UpgradeDriverOptions) printPlan(ctx context.Context, u *upgrade.Upgrader, run policy.UpgradeRun, need []string) error {
+	if o.dryRun == cmdutil.DryRunServer {
+		if err := u.Mark(ctx, need, run, cmdutil.DryRunServer); err != nil {
+			return err
+		}
+	}
+	snap, err := u.Snapshot(ctx, policy.UpgradeRun{ID: "-", Pool: run.Pool}, need)
+	if err != nil {
+		return err
+	}
+	for i := range snap.Nodes {
+		if upgradeContains(need, snap.Nodes[i].Name) {
+			snap.Nodes[i].State = policy.UpgradeRequired
+		}
+	}
+	maxU := 1
+	if run.MaxUnavailable != "" {
+		v, _ := policy.ParseMaxUnavailable(run.MaxUnavailable)
+		maxU = policy.MaxUnavailableNodes(v, len(snap.Nodes))
+	}
+	waves, waiting := policy.PredictUpgradeWaves(snap.Nodes, maxU, run.Canary)
+	fmt.Fprintf(o.Out, "would upgrade %d node(s) to %s with installer %s (max unavailable %d):\n", len(need), o.Version, o.InstallerImage, maxU)
+	for i, w := range waves {
+		fmt.Fprintf(o.Out, "  wave %d: %s\n", i+1, strings.Join(w, ", "))
+	}
+	if len(waiting) > 0 {
+		fmt.Fprintf(o.Out, "  not started (NotReady): %s\n", strings.Join(waiting, ", "))
+	}
+	fmt.Fprintf(o.Out, "(dry run: nothing changed)\n")
+	return nil
+}
+
+// upgradeConfirm prints the risk and asks; --yes answers for the operator.
+func upgradeConfirm(in io.Reader, out io.Writer, yes bool, risk string) error {
+	fmt.Fprintln(out, risk)
+	if yes {
+		return nil
+	}
+	fmt.Fprint(out, "Continue? Type 'yes' to proceed: ")
+	answer, _ := bufio.NewReader(in).ReadString('\n')
+	switch strings.ToLower(strings.TrimSpace(answer)) {
+	case "yes", "y":
+		return nil
+	}
+	return fmt.Errorf("not confirmed: nothing changed (answer 'yes', or pass --yes)")
+}
+
+func upgradeContains(items []string, s string) bool {
+	for _, i := range items {
+		if i == s {
+			return true
+		}
+	}
+	return false
+}
+
+func upgradeOrNone(items []string) string {
+	if len(items) == 0 {
+		return "none"
+	}
+	return strings.Join(items, ", ")
+}
+
+func upgradeSortedKeys(m map[string]bool) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,530 @@
+package plugin
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/cli-runtime/pkg/printers"
+	cmdutil "k8s.io/kubectl/pkg/cmd/util"
+	"k8s.io/kubectl/pkg/util/templates"
+	"sigs.k8s.io/yaml"
+
+	"github.com/runwhere-ai/litepool/pkg/events"
+	"github.com/runwhere-ai/litepool/pkg/policy"
+	"github.com/runwhere-ai/litepool/pkg/upgrade"
+)
+
+// upgradeScope is --pool or --node of status, resume and abort.
+type upgradeScope struct {
+	Pool, Node string
+}
+
+func (s *upgradeScope) addFlags(cmd *cobra.Command, f cmdutil.Factory) {
+	cmd.Flags().StringVar(&s.Pool, "pool", "", "The pool's rollout")
+	cmd.Flags().StringVar(&s.Node, "node", "", "The node's upgrade")
+	_ = cmd.RegisterFlagCompletionFunc("pool", completePoolNames(f))
+}
+
+func (s *upgradeScope) validate(required bool) error {
+	if s.Pool != "" && s.Node != "" {
+		return fmt.Errorf("give one of --pool or --node, not both")
+	}
+	if required && s.Pool == "" && s.Node == "" {
+		return fmt.Errorf("give --pool POOL or --node NODE")
+	}
+	return nil
+}
+
+// nodes returns the nodes in scope that carry an upgrade state: a pool's members, one
+// node, or (no scope) every node of the cluster.
+func (s *upgradeScope) nodes(ctx context.Context, c *clients) ([]corev1.Node, error) {
+	var items []corev1.Node
+	switch {
+	case s.Node != "":
+		n, err := c.kube.CoreV1().Nodes().Get(ctx, s.Node, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		items = []corev1.Node{*n}
+	default:
+		opts := metav1.ListOptions{}
+		if s.Pool != "" {
+			opts.LabelSelector = labels.Set{policy.LabelPool: s.Pool}.String()
+		}
+		list, err := c.kube.CoreV1().Nodes().List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		items = list.Items
+	}
+	var out []corev1.Node
+	for _, n := range items {
+		if n.Annotations[policy.AnnotationUpgradeState] != "" {
+			out = append(out, n)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+func (s *upgradeScope) String() string {
+	switch {
+	case s.Pool != "":
+		return "pool " + s.Pool
+	case s.Node != "":
+		return "node " + s.Node
+	}
+	return "the cluster"
+}
+
+// ---- status ----
+
+// UpgradeStatusOptions is `upgrade status`.
+type UpgradeStatusOptions struct {
+	Scope   upgradeScope
+	Output  string
+	clients *clients
+	genericiooptions.IOStreams
+}
+
+// NewCmdUpgradeStatus is `kubectl litepool upgrade status`.
+func NewCmdUpgradeStatus(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &UpgradeStatusOptions{IOStreams: streams}
+	cmd := &cobra.Command{
+		Use:   "status [--pool POOL | --node NODE] [-o json|yaml]",
+		Short: "Show each node's driver-upgrade state and the rollout's progress",
+		Long: templates.LongDesc(`
+			Show the driver-upgrade state of every node that has one (of a pool, one
+			node, or the whole cluster), read from the nodes' runwhere.ai/ annotations:
+			state, target version, the driver version the node reports now, whether it
+			is cordoned, and the last step's message; then each rollout's progress.`),
+		Example: templates.Examples(`
+			# Every node with an upgrade state
+			kubectl litepool upgrade status
+
+			# One pool's rollout
+			kubectl litepool upgrade status --pool train-snt9b
+
+			# As data, for scripts
+			kubectl litepool upgrade status --pool train-snt9b -o json`),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return fmt.Errorf("upgrade status takes no arguments: use --pool or --node")
+			}
+			if err := o.Scope.validate(false); err != nil {
+				return err
+			}
+			if o.Output != "" && o.Output != "json" && o.Output != "yaml" {
+				return fmt.Errorf("invalid -o %q: must be json or yaml", o.Output)
+			}
+			var err error
+			if o.clients, err = newClients(f); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	o.Scope.addFlags(cmd, f)
+	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "Output format: json or yaml (default: a table and a progress line per rollout)")
+	return cmd
+}
+
+// UpgradeNodeStatus is one node in `upgrade status`.
+type UpgradeNodeStatus struct {
+	Node     string `json:"node"`
+	Pool     string `json:"pool,omitempty"`
+	State    string `json:"state"`
+	Target   string `json:"target,omitempty"`
+	Driver   string `json:"driver,omitempty"`
+	Cordoned bool   `json:"cordoned"`
+	Message  string `json:"message,omitempty"`
+	Rollout  string `json:"rollout,omitempty"`
+}
+
+// UpgradeRolloutStatus is one rollout's progress.
+type UpgradeRolloutStatus struct {
+	ID         string `json:"id"`
+	Pool       string `json:"pool,omitempty"`
+	Target     string `json:"target"`
+	Phase      string `json:"phase"`
+	Total      int    `json:"total"`
+	Done       int    `json:"done"`
+	InProgress int    `json:"inProgress"`
+	Pending    int    `json:"pending"`
+	Failed     int    `json:"failed"`
+}
+
+// UpgradeStatus is what `upgrade status -o json|yaml` prints.
+type UpgradeStatus struct {
+	Nodes    []UpgradeNodeStatus    `json:"nodes"`
+	Rollouts []UpgradeRolloutStatus `json:"rollouts"`
+}
+
+func upgradeStatusOf(nodes []corev1.Node) UpgradeStatus {
+	var st UpgradeStatus
+	runs := map[string]*UpgradeRolloutStatus{}
+	for i := range nodes {
+		n := &nodes[i]
+		state := policy.UpgradeState(n.Annotations[policy.AnnotationUpgradeState])
+		ns := UpgradeNodeStatus{Node: n.Name, Pool: n.Labels[policy.LabelPool], State: string(state),
+			Target: n.Annotations[policy.AnnotationUpgradeTarget], Driver: policy.DriverVersion(n), Cordoned: n.Spec.Unschedulable,
+			Message: n.Annotations[policy.AnnotationUpgradeMessage]}
+		run, err := policy.DecodeUpgradeRun(n.Annotations[policy.AnnotationUpgradeRun])
+		if err == nil {
+			ns.Rollout = run.ID
+			p := runs[run.ID]
+			if p == nil {
+				st.Rollouts = append(st.Rollouts, UpgradeRolloutStatus{ID: run.ID, Pool: run.Pool, Target: run.Target})
+				p = &st.Rollouts[len(st.Rollouts)-1]
+				runs[run.ID] = p
+			}
+			p.Total++
+			switch {
+			case state == policy.UpgradeDone:
+				p.Done++
+			case state == policy.UpgradeFailed:
+				p.Failed++
+			case policy.UpgradeStarted(state):
+				p.InProgress++
+			default:
+				p.Pending++
+			}
+		}
+		st.Nodes = append(st.Nodes, ns)
+	}
+	for i := range st.Rollouts {
+		p := &st.Rollouts[i]
+		switch {
+		case p.Failed > 0:
+			p.Phase = "stopped on failure"
+		case p.Done == p.Total:
+			p.Phase = "complete"
+		default:
+			p.Phase = "in progress"
+		}
+	}
+	return st
+}
+
+// Run prints the table and the progress.
+func (o *UpgradeStatusOptions) Run(ctx context.Context) error {
+	nodes, err := o.Scope.nodes(ctx, o.clients)
+	if err != nil {
+		return err
+	}
+	st := upgradeStatusOf(nodes)
+	switch o.Output {
+	case "json":
+		b, _ := json.MarshalIndent(st, "", "  ")
+		fmt.Fprintln(o.Out, string(b))
+		return nil
+	case "yaml":
+		b, err := yaml.Marshal(st)
+		if err != nil {
+			return err
+		}
+		_, err = o.Out.Write(b)
+		return err
+	}
+	if len(nodes) == 0 {
+		fmt.Fprintf(o.Out, "no driver upgrade in %s\n", o.Scope.String())
+		return nil
+	}
+	w := printers.GetNewTabWriter(o.Out)
+	fmt.Fprintln(w, "NODE\tPOOL\tSTATE\tTARGET\tDRIVER\tCORDONED\tMESSAGE")
+	for _, n := range st.Nodes {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%t\t%s\n", n.Node, none(n.Pool), n.State, none(n.Target), none(n.Driver), n.Cordoned, none(n.Message))
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	for _, p := range st.Rollouts {
+		scope := "nodes"
+		if p.Pool != "" {
+			scope = "pool " + p.Pool
+		}
+		fmt.Fprintf(o.Out, "rollout %s (%s → %s): %s: %d/%d done (%d%%), %d in progress, %d pending, %d failed\n",
+			p.ID, scope, p.Target, p.Phase, p.Done, p.Total, p.Done*100/p.Total, p.InProgress, p.Pending, p.Failed)
+	}
+	return nil
+}
+
+// ---- resume ----
+
+// UpgradeResumeOptions is `upgrade resume`.
+type UpgradeResumeOptions struct {
+	Scope          upgradeScope
+	RetryFailed    bool
+	MaxUnavailable string
+	dryRun         cmdutil.DryRunStrategy
+	clients        *clients
+	genericiooptions.IOStreams
+}
+
+// NewCmdUpgradeResume is `kubectl litepool upgrade resume`.
+func NewCmdUpgradeResume(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &UpgradeResumeOptions{IOStreams: streams}
+	cmd := &cobra.Command{
+		Use:   "resume (--pool POOL | --node NODE) [--retry-failed]",
+		Short: "Continue an interrupted driver upgrade from the state stored in the cluster",
+		Long: templates.LongDesc(`
+			Continue a driver upgrade whose plugin stopped (killed, lost its
+			connection, or stopped on a failure) from the state stored in the nodes'
+			annotations, with the parameters the rollout started with. Nodes already
+			done are never touched again; nodes in the middle of a step repeat that
+			step (every step is safe to repeat); then the remaining waves run.
+
+			A failed node stops the rollout. Once it is fixed, --retry-failed marks it
+			upgrade-required again (its installer Job is deleted and runs afresh).
+
+			--max-unavailable replaces the rollout's budget for this resume, for
+			example when nodes cordoned by someone else take all of it.`),
+		Example: templates.Examples(`
+			# Continue a pool's rollout
+			kubectl litepool upgrade resume --pool train-snt9b
+
+			# Retry the failed node and continue
+			kubectl litepool upgrade resume --pool train-snt9b --retry-failed
+
+			# Continue with a larger budget
+			kubectl litepool upgrade resume --pool train-snt9b --max-unavailable 2
+
+			# What would resume do?
+			kubectl litepool upgrade resume --pool train-snt9b --dry-run=client`),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return fmt.Errorf("upgrade resume takes no arguments: use --pool or --node")
+			}
+			if err := o.Scope.validate(true); err != nil {
+				return err
+			}
+			if o.MaxUnavailable != "" {
+				if _, err := policy.ParseMaxUnavailable(o.MaxUnavailable); err != nil {
+					return err
+				}
+			}
+			var err error
+			if o.dryRun, err = cmdutil.GetDryRunStrategy(cmd); err != nil {
+				return err
+			}
+			if o.clients, err = newClients(f); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	o.Scope.addFlags(cmd, f)
+	cmd.Flags().BoolVar(&o.RetryFailed, "retry-failed", false, "Mark failed nodes upgrade-required again and retry them")
+	cmd.Flags().StringVar(&o.MaxUnavailable, "max-unavailable", "", "Replace the rollout's max-unavailable for this resume (a count or a percentage)")
+	cmdutil.AddDryRunFlag(cmd)
+	return cmd
+}
+
+// Run resumes.
+func (o *UpgradeResumeOptions) Run(ctx context.Context) error {
+	nodes, err := o.Scope.nodes(ctx, o.clients)
+	if err != nil {
+		return err
+	}
+	var run *policy.UpgradeRun
+	var unfinished, failed []*corev1.Node
+	for i := range nodes {
+		n := &nodes[i]
+		state := policy.UpgradeState(n.Annotations[policy.AnnotationUpgradeState])
+		if state == policy.UpgradeDone {
+			continue
+		}
+		r, err := policy.DecodeUpgradeRun(n.Annotations[policy.AnnotationUpgradeRun])
+		if err != nil {
+			return fmt.Errorf("node %s: %w", n.Name, err)
+		}
+		if run != nil && run.ID != r.ID {
+			return fmt.Errorf("[U3] %s has nodes of two rollouts (%s and %s): resume them one node at a time with --node", o.Scope.String(), run.ID, r.ID)
+		}
+		run = &r
+		unfinished = append(unfinished, n)
+		if state == policy.UpgradeFailed {
+			failed = append(failed, n)
+		}
+	}
+	if run == nil {
+		fmt.Fprintf(o.Out, "nothing to resume in %s: no unfinished driver upgrade\n", o.Scope.String())
+		return nil
+	}
+	if o.Scope.Node != "" && run.Pool != "" {
+		return fmt.Errorf("node %s belongs to pool %s's rollout %s: resume it with --pool %s, so that max-unavailable holds", o.Scope.Node, run.Pool, run.ID, run.Pool)
+	}
+	if o.MaxUnavailable != "" {
+		if run.Pool == "" {
+			return fmt.Errorf("--max-unavailable applies to a pool rollout; rollout %s upgrades single nodes", run.ID)
+		}
+		run.MaxUnavailable = o.MaxUnavailable
+	}
+	u := &upgrade.Upgrader{Kube: o.clients.kube, Recorder: &events.Recorder{Client: o.clients.kube}, Progress: o.Out}
+	if len(failed) > 0 && o.RetryFailed && o.dryRun != cmdutil.DryRunNone {
+		for _, n := range failed {
+			fmt.Fprintf(o.Out, "would retry node %s (failed: %s)\n", n.Name, n.Annotations[policy.AnnotationUpgradeMessage])
+		}
+		failed = nil
+	}
+	if len(failed) > 0 {
+		if !o.RetryFailed {
+			var names []string
+			for _, n := range failed {
+				names = append(names, fmt.Sprintf("%s (%s)", n.Name, n.Annotations[policy.AnnotationUpgradeMessage]))
+			}
+			return fmt.Errorf("[U4] rollout %s stopped on failed node(s) %s: fix them, then resume with --retry-failed", run.ID, strings.Join(names, "; "))
+		}
+		for _, n := range failed {
+			if err := u.Retry(ctx, *run, n); err != nil {
+				return fmt.Errorf("re-marking node %s: %w", n.Name, err)
+			}
+			fmt.Fprintf(o.Out, "node/%s: failed → upgrade-required (retry)\n", n.Name)
+		}
+	}
+	var scope []string
+	for _, n := range unfinished {
+		scope = append(scope, n.Name)
+	}
+	if o.dryRun != cmdutil.DryRunNone {
+		return o.printPlan(ctx, u, *run, scope)
+	}
+	fmt.Fprintf(o.Out, "resuming rollout %s (%s → %s): %d node(s) unfinished\n", run.ID, o.Scope.String(), run.Target, len(unfinished))
+	return u.Rollout(ctx, *run, scope)
+}
+
+// printPlan shows what resume would do: the nodes it finishes, then the waves.
+func (o *UpgradeResumeOptions) printPlan(ctx context.Context, u *upgrade.Upgrader, run policy.UpgradeRun, scope []string) error {
+	snap, err := u.Snapshot(ctx, run, scope)
+	if err != nil {
+		return err
+	}
+	maxU := 1
+	if run.MaxUnavailable != "" {
+		v, _ := policy.ParseMaxUnavailable(run.MaxUnavailable)
+		maxU = policy.MaxUnavailableNodes(v, len(snap.Nodes))
+	}
+	for i := range snap.Nodes {
+		if snap.Nodes[i].State == policy.UpgradeFailed && o.RetryFailed {
+			snap.Nodes[i].State = policy.UpgradeRequired
+		}
+	}
+	waves, waiting := policy.PredictUpgradeWaves(snap.Nodes, maxU, run.Canary)
+	fmt.Fprintf(o.Out, "would resume rollout %s (%s → %s), max unavailable %d:\n", run.ID, o.Scope.String(), run.Target, maxU)
+	for i, w := range waves {
+		var parts []string
+		for _, n := range w {
+			if s := policy.UpgradeState(snap.ByName[n].Annotations[policy.AnnotationUpgradeState]); policy.UpgradeStarted(s) {
+				n += " (from " + string(s) + ")"
+			}
+			parts = append(parts, n)
+		}
+		fmt.Fprintf(o.Out, "  wave %d: %s\n", i+1, strings.Join(parts, ", "))
+	}
+	if len(waiting) > 0 {
+		fmt.Fprintf(o.Out, "  not started: %s\n", strings.Join(waiting, ", "))
+	}
+	fmt.Fprintln(o.Out, "(dry run: nothing changed)")
+	return nil
+}
+
+// ---- abort ----
+
+// UpgradeAbortOptions is `upgrade abort`.
+type UpgradeAbortOptions struct {
+	Scope   upgradeScope
+	dryRun  cmdutil.DryRunStrategy
+	clients *clients
+	genericiooptions.IOStreams
+}
+
+// NewCmdUpgradeAbort is `kubectl litepool upgrade abort`.
+func NewCmdUpgradeAbort(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &UpgradeAbortOptions{IOStreams: streams}
+	cmd := &cobra.Command{
+		Use:   "abort (--pool POOL | --node NODE)",
+		Short: "Stop a driver upgrade: nodes not yet started leave the rollout",
+		Long: templates.LongDesc(`
+			Stop a driver upgrade. Nodes still waiting for their wave
+			(upgrade-required) leave the rollout: their upgrade annotations are
+			removed and a rollout that is running starts no further nodes. Nodes in
+			the middle of their upgrade are never left half-done: a running rollout
+			finishes them, or "upgrade resume" does. Failed nodes stay failed and
+			cordoned for an operator to look at.`),
+		Example: templates.Examples(`
+			# Stop a pool's rollout after the nodes in flight
+			kubectl litepool upgrade abort --pool train-snt9b
+
+			# See what would leave the rollout
+			kubectl litepool upgrade abort --pool train-snt9b --dry-run=client`),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return fmt.Errorf("upgrade abort takes no arguments: use --pool or --node")
+			}
+			if err := o.Scope.validate(true); err != nil {
+				return err
+			}
+			var err error
+			if o.dryRun, err = cmdutil.GetDryRunStrategy(cmd); err != nil {
+				return err
+			}
+			if o.clients, err = newClients(f); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	o.Scope.addFlags(cmd, f)
+	cmdutil.AddDryRunFlag(cmd)
+	return cmd
+}
+
+// Run aborts.
+func (o *UpgradeAbortOptions) Run(ctx context.Context) error {
+	nodes, err := o.Scope.nodes(ctx, o.clients)
+	if err != nil {
+		return err
+	}
+	u := &upgrade.Upgrader{Kube: o.clients.kube, Recorder: &events.Recorder{Client: o.clients.kube, DryRun: o.dryRun != cmdutil.DryRunNone}}
+	var removed, inflight, failed []string
+	for i := range nodes {
+		n := &nodes[i]
+		switch state := policy.UpgradeState(n.Annotations[policy.AnnotationUpgradeState]); {
+		case state == policy.UpgradeRequired:
+			if err := u.Unmark(ctx, n.Name, o.dryRun); err != nil {
+				return err
+			}
+			_ = u.Recorder.Normal(ctx, events.NodeRef(n), "DriverUpgradeAborted", "driver upgrade to %s aborted before it started on this node",
+				n.Annotations[policy.AnnotationUpgradeTarget])
+			removed = append(removed, n.Name)
+		case state == policy.UpgradeFailed:
+			failed = append(failed, n.Name)
+		case policy.UpgradeStarted(state):
+			inflight = append(inflight, n.Name+" ("+string(state)+")")
+		}
+	}
+	suffix := ""
+	if o.dryRun != cmdutil.DryRunNone {
+		suffix = " (dry run)"
+	}
+	if len(removed)+len(inflight)+len(failed) == 0 {
+		fmt.Fprintf(o.Out, "no unfinished driver upgrade in %s\n", o.Scope.String())
+		return nil
+	}
+	fmt.Fprintf(o.Out, "aborted%s: %d node(s) left the rollout: %s\n", suffix, len(removed), upgradeOrNone(removed))
+	if len(inflight) > 0 {
+		fmt.Fprintf(o.Out, "in progress, finished by the running rollout or `kubectl litepool upgrade resume`: %s\n", strings.Join(inflight, ", "))
+	}
+	if len(failed) > 0 {
+		fmt.Fprintf(o.Out, "failed, left cordoned for inspection: %s\n", strings.Join(failed, ", "))
+	}
+	return nil
+}

@@ -1,0 +1,97 @@
+package plugin
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/stretchr/testify/assert"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/runwhere-ai/litepool/pkg/policy"
+)
+
+// Every command of the upgrade, check, stress and hccl trees documents itself.
+func TestUpgradeCheckStressHCCLCommandsAreDocumented(t *testing.T) {
+	root := NewCmdLitepool(genericiooptions.NewTestIOStreamsDiscard())
+	seen := 0
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		seen++
+		assert.NotEmpty(t, c.Short, c.CommandPath())
+		assert.NotEmpty(t, c.Long, c.CommandPath())
+		assert.Contains(t, c.Example, "kubectl litepool ", c.CommandPath())
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	for _, name := range []string{"upgrade", "check", "stress", "hccl"} {
+		cmd, _, err := root.Find([]string{name})
+		if assert.NoError(t, err) && assert.Equal(t, name, cmd.Name()) {
+			walk(cmd)
+		}
+	}
+	assert.Equal(t, 13, seen) // 4 parents; upgrade driver/status/resume/abort; check compat; stress run/schedule; hccl set/get
+}
+
+func TestUpgradeDriverValidate(t *testing.T) {
+	base := func() *UpgradeDriverOptions {
+		return &UpgradeDriverOptions{Pool: "p", Version: "24.1.0.3", MaxUnavailable: "25%", WaitTimeout: time.Minute}
+	}
+	assert.NoError(t, base().Validate())
+	cases := map[string]func(o *UpgradeDriverOptions){
+		"give exactly one of --pool POOL or --node NODE":                                                              func(o *UpgradeDriverOptions) { o.Node = "n" },
+		"[U2] --version is required: the driver version to install (as the node's driver-version label will read it)": func(o *UpgradeDriverOptions) { o.Version = "" },
+		`[U2] invalid --max-unavailable "0%": a percentage must be 1%-100%`:                                           func(o *UpgradeDriverOptions) { o.MaxUnavailable = "0%" },
+		"--canary applies to a pool rollout (--pool)":                                                                 func(o *UpgradeDriverOptions) { o.Pool, o.Node, o.Canary = "", "n", "m" },
+		`invalid --wait-selector "x=y,": found '', expected: identifier after ','`:                                    func(o *UpgradeDriverOptions) { o.WaitSelector = "x=y," },
+		"--validate-timeout -1s: must not be negative":                                                                func(o *UpgradeDriverOptions) { o.ValidateTimeout = -time.Second },
+	}
+	for msg, mutate := range cases {
+		o := base()
+		mutate(o)
+		assert.EqualError(t, o.Validate(), msg)
+	}
+}
+
+func TestHCCLSetValidate(t *testing.T) {
+	o := func(changed string, retries int32, timeout time.Duration) *HCCLSetOptions {
+		return &HCCLSetOptions{MaxRetries: retries, RetryTimeout: timeout, changed: map[string]bool{changed: true}}
+	}
+	assert.NoError(t, o("max-retries", 10, 300*time.Second).Validate())
+	assert.EqualError(t, o("max-retries", 11, 300*time.Second).Validate(), "[R1] hccl max retries 11 out of range: must be 1-10")
+	assert.EqualError(t, o("max-retries", 0, 300*time.Second).Validate(), "[R1] hccl max retries 0 out of range: must be 1-10")
+	assert.EqualError(t, o("retry-timeout", 3, 0).Validate(), "[R1] hccl retry timeout 0s out of range: must be 1-3600s")
+	assert.EqualError(t, o("retry-timeout", 3, 100000*time.Hour).Validate(), "[R1] hccl retry timeout 360000000s out of range: must be 1-3600s")
+	assert.EqualError(t, o("retry-timeout", 3, 1500*time.Millisecond).Validate(), "[R1] hccl retry timeout 1.5s: must be a whole number of seconds")
+	assert.EqualError(t, o("", 3, time.Second).Validate(), "nothing to set: give --op-retry, --max-retries or --retry-timeout")
+}
+
+func TestStressScheduleValidate(t *testing.T) {
+	o := &StressScheduleOptions{Pool: "train-snt9b", Cron: "0 2 * * 0", Image: "s:1", Tests: []string{"npu"}, Timeout: time.Minute}
+	assert.NoError(t, o.Validate())
+	for cron, msg := range map[string]string{
+		"0 2 * *":    `[S1] invalid --cron "0 2 * *": expected exactly 5 fields, found 4: [0 2 * *]`,
+		"0 25 * * *": `[S1] invalid --cron "0 25 * * *": end of range (25) above maximum (23): 25`,
+		"@fortnight": `[S1] invalid --cron "@fortnight": unrecognized descriptor: @fortnight`,
+	} {
+		o.Cron = cron
+		err := o.Validate()
+		if assert.Error(t, err, cron) {
+			assert.True(t, strings.HasPrefix(err.Error(), msg), "%s: %v", cron, err)
+		}
+	}
+}
+
+func TestOverlayChainAndConfirm(t *testing.T) {
+	got := overlayChain(policy.SoftwareChain{Hardware: "Snt9B", Driver: "23.0.6", CANN: "8.2.RC1"}, policy.SoftwareChain{Driver: "24.1.0.3"})
+	assert.Equal(t, policy.SoftwareChain{Hardware: "Snt9B", Driver: "24.1.0.3", CANN: "8.2.RC1"}, got)
+
+	var out bytes.Buffer
+	assert.NoError(t, upgradeConfirm(strings.NewReader("yes\n"), &out, false, "risk"))
+	assert.Equal(t, "risk\nContinue? Type 'yes' to proceed: ", out.String())
+	assert.EqualError(t, upgradeConfirm(strings.NewReader(""), &out, false, "risk"), "not confirmed: nothing changed (answer 'yes', or pass --yes)")
+	assert.NoError(t, upgradeConfirm(strings.NewReader(""), &out, true, "risk"))
+}

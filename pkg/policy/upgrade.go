@@ -1,0 +1,330 @@
+package policy
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// stateOrder is the path a node takes through a driver upgrade.
+var stateOrder = []UpgradeState{UpgradeRequired, UpgradeCordon, UpgradeWaitJobs, UpgradeDrain,
+	UpgradeInstall, UpgradeValidate, UpgradeUncordon, UpgradeDone}
+
+// NextUpgradeState is the state after s on the success path; done and failed have none.
+func NextUpgradeState(s UpgradeState) (UpgradeState, bool) {
+	for i, st := range stateOrder[:len(stateOrder)-1] {
+		if st == s {
+			return stateOrder[i+1], true
+		}
+	}
+	return "", false
+}
+
+// ValidUpgradeState says whether s is a state of the machine.
+func ValidUpgradeState(s UpgradeState) bool {
+	return s == UpgradeFailed || stateIndex(s) >= 0
+}
+
+func stateIndex(s UpgradeState) int {
+	for i, st := range stateOrder {
+		if st == s {
+			return i
+		}
+	}
+	return -1
+}
+
+// CheckUpgradeTransition is rule U1: a node moves one step forward on the success path;
+// any state but done may fail; a failed node starts over only when an operator re-marks
+// it (failed → upgrade-required, `upgrade resume --retry-failed`); a done or unmarked
+// node may be marked upgrade-required for a new rollout. Nothing else: in particular no
+// step is skipped, so a node is never uncordoned before its driver was validated.
+func CheckUpgradeTransition(from, to UpgradeState) error {
+	if !ValidUpgradeState(to) {
+		return fmt.Errorf("[U1] unknown upgrade state %q", to)
+	}
+	if from != "" && !ValidUpgradeState(from) {
+		return fmt.Errorf("[U1] unknown upgrade state %q", from)
+	}
+	switch {
+	case to == UpgradeRequired && (from == "" || from == UpgradeDone || from == UpgradeFailed):
+		return nil
+	case to == UpgradeFailed && from != "" && from != UpgradeDone && from != UpgradeFailed:
+		return nil
+	}
+	if next, ok := NextUpgradeState(from); ok && next == to {
+		return nil
+	}
+	return fmt.Errorf("[U1] a node cannot go from upgrade state %q to %q: states follow %s, any step may fail, and a failed node is re-marked upgrade-required",
+		orEmpty(from), to, upgradePath())
+}
+
+func orEmpty(s UpgradeState) string {
+	if s == "" {
+		return "(none)"
+	}
+	return string(s)
+}
+
+func upgradePath() string {
+	var parts []string
+	for _, s := range stateOrder {
+		parts = append(parts, string(s))
+	}
+	return strings.Join(parts, " → ")
+}
+
+// UpgradeStarted says whether a node has begun its upgrade (past upgrade-required and
+// not finished): such a node is finished before anything new starts.
+func UpgradeStarted(s UpgradeState) bool {
+	i := stateIndex(s)
+	return i > 0 && s != UpgradeDone
+}
+
+// ParseMaxUnavailable reads --max-unavailable: a count ("2") or a percentage of the
+// pool's nodes ("25%").
+func ParseMaxUnavailable(s string) (intstr.IntOrString, error) {
+	s = strings.TrimSpace(s)
+	if strings.HasSuffix(s, "%") {
+		n, err := strconv.Atoi(strings.TrimSuffix(s, "%"))
+		if err != nil || n < 1 || n > 100 {
+			return intstr.IntOrString{}, fmt.Errorf("[U2] invalid --max-unavailable %q: a percentage must be 1%%-100%%", s)
+		}
+		return intstr.FromString(s), nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		return intstr.IntOrString{}, fmt.Errorf("[U2] invalid --max-unavailable %q: want a node count of at least 1 or a percentage such as 25%%", s)
+	}
+	return intstr.FromInt32(int32(n)), nil
+}
+
+// MaxUnavailableNodes turns --max-unavailable into a node count for a pool of total
+// nodes, as NVIDIA's upgrade library does: a percentage is rounded up, and the result
+// is at least 1 so that a rollout can always make progress.
+func MaxUnavailableNodes(v intstr.IntOrString, total int) int {
+	n, err := intstr.GetScaledValueFromIntOrPercent(&v, total, true)
+	if err != nil || n < 1 {
+		return 1
+	}
+	return n
+}
+
+// UpgradeNode is what the planner knows of one node of a pool.
+type UpgradeNode struct {
+	Name  string
+	State UpgradeState // "" when the node is not part of the rollout
+	// Unavailable: cordoned or NotReady, whoever did it. Such nodes count against
+	// --max-unavailable.
+	Unavailable bool
+	Ready       bool
+	// Busy: runs workload pods. Idle nodes go first.
+	Busy bool
+}
+
+// WavePlan is what a rollout does next.
+type WavePlan struct {
+	// Continue are nodes already in an upgrade (a rollout was interrupted): finished first.
+	Continue []string
+	// Start are nodes to begin now.
+	Start []string
+	// Waiting are marked nodes that cannot start now: NotReady ones, nodes waiting for
+	// the canary, and nodes for which max-unavailable leaves no slot.
+	Waiting []string
+	// NotReady are the waiting nodes that are NotReady (an upgrade would only time out
+	// on them): they wait for a later resume rather than stall the rollout.
+	NotReady []string
+	// NoSlot are the waiting nodes that could start but for max-unavailable.
+	NoSlot []string
+	// Unavailable are the pool's nodes that count against max-unavailable now.
+	Unavailable []string
+	// Failed are nodes in state failed: the rollout stops.
+	Failed []string
+	// Done and Total count the rollout's nodes.
+	Done, Total int
+}
+
+// Finished says whether nothing is left to do now.
+func (p WavePlan) Finished() bool { return len(p.Continue) == 0 && len(p.Start) == 0 }
+
+// Stalled says whether nodes that could be upgraded wait only because max-unavailable
+// is taken by nodes that are already unavailable (cordoned or NotReady by someone else):
+// nothing is running that would free a slot.
+func (p WavePlan) Stalled() bool {
+	return p.Finished() && len(p.Failed) == 0 && len(p.NoSlot) > 0
+}
+
+// PlanUpgradeWave decides the next wave (rule U2): nodes already in progress are
+// finished; a failed node stops everything; the canary, when given, goes alone and
+// first; otherwise pending nodes start while the pool's unavailable nodes (cordoned or
+// NotReady for any reason, in-progress upgrades included) stay within maxUnavailable. A
+// pending node that is already unavailable starts without taking a slot. Idle nodes go
+// before busy ones, then by name.
+func PlanUpgradeWave(nodes []UpgradeNode, maxUnavailable int, canary string) WavePlan {
+	var plan WavePlan
+	unavailable := 0
+	var pending []UpgradeNode
+	canaryDone := true
+	for _, n := range nodes {
+		if n.Name == canary && n.State != "" && n.State != UpgradeDone {
+			canaryDone = false
+		}
+	}
+	for _, n := range nodes {
+		if n.Unavailable || !n.Ready {
+			unavailable++
+			plan.Unavailable = append(plan.Unavailable, n.Name)
+		}
+		if n.State == "" {
+			continue
+		}
+		plan.Total++
+		switch {
+		case n.State == UpgradeDone:
+			plan.Done++
+		case n.State == UpgradeFailed:
+			plan.Failed = append(plan.Failed, n.Name)
+		case UpgradeStarted(n.State):
+			plan.Continue = append(plan.Continue, n.Name)
+		default:
+			pending = append(pending, n)
+		}
+	}
+	if len(plan.Failed) > 0 {
+		plan.Continue, plan.Waiting = nil, names(pending)
+		return plan
+	}
+	sort.SliceStable(pending, func(i, j int) bool {
+		a, b := pending[i], pending[j]
+		if a.Name == canary || b.Name == canary {
+			return a.Name == canary
+		}
+		if a.Unavailable != b.Unavailable {
+			return a.Unavailable
+		}
+		if a.Busy != b.Busy {
+			return !a.Busy
+		}
+		return a.Name < b.Name
+	})
+	slots := maxUnavailable - unavailable
+	for _, n := range pending {
+		switch {
+		case !n.Ready:
+			plan.Waiting = append(plan.Waiting, n.Name)
+			plan.NotReady = append(plan.NotReady, n.Name)
+		case !canaryDone && (n.Name != canary || len(plan.Continue) > 0 || len(plan.Start) > 0):
+			plan.Waiting = append(plan.Waiting, n.Name)
+		case n.Unavailable:
+			plan.Start = append(plan.Start, n.Name)
+		case slots > 0:
+			plan.Start = append(plan.Start, n.Name)
+			slots--
+		default:
+			plan.Waiting = append(plan.Waiting, n.Name)
+			plan.NoSlot = append(plan.NoSlot, n.Name)
+		}
+	}
+	return plan
+}
+
+func names(nodes []UpgradeNode) []string {
+	var out []string
+	for _, n := range nodes {
+		out = append(out, n.Name)
+	}
+	return out
+}
+
+// PredictUpgradeWaves lists the waves a rollout will run if every node succeeds (for
+// --dry-run): each wave's nodes become available again before the next starts.
+func PredictUpgradeWaves(nodes []UpgradeNode, maxUnavailable int, canary string) (waves [][]string, waiting []string) {
+	cur := append([]UpgradeNode(nil), nodes...)
+	for {
+		p := PlanUpgradeWave(cur, maxUnavailable, canary)
+		wave := append(append([]string{}, p.Continue...), p.Start...)
+		if len(wave) == 0 || len(p.Failed) > 0 {
+			return waves, p.Waiting
+		}
+		waves = append(waves, wave)
+		in := map[string]bool{}
+		for _, n := range wave {
+			in[n] = true
+		}
+		for i := range cur {
+			if in[cur[i].Name] {
+				cur[i].State, cur[i].Unavailable = UpgradeDone, false
+			}
+		}
+	}
+}
+
+// UpgradeRun is a rollout's parameters, stored (as JSON) in every marked node's
+// runwhere.ai/upgrade-run annotation, so that `upgrade resume` continues with what the
+// rollout started with, from any machine, after the plugin that started it is gone.
+type UpgradeRun struct {
+	ID               string   `json:"id"`
+	Pool             string   `json:"pool,omitempty"`
+	Target           string   `json:"target"`
+	MaxUnavailable   string   `json:"maxUnavailable,omitempty"`
+	Canary           string   `json:"canary,omitempty"`
+	InstallerImage   string   `json:"installerImage"`
+	InstallerCommand []string `json:"installerCommand,omitempty"`
+	Namespace        string   `json:"namespace"`
+	WaitSelector     string   `json:"waitSelector,omitempty"`
+	WaitTimeout      string   `json:"waitTimeout,omitempty"`
+	DrainTimeout     string   `json:"drainTimeout,omitempty"`
+	InstallTimeout   string   `json:"installTimeout,omitempty"`
+	ValidateTimeout  string   `json:"validateTimeout,omitempty"`
+	ForceDrain       bool     `json:"forceDrain,omitempty"`
+}
+
+// Encode is the annotation value.
+func (r UpgradeRun) Encode() string {
+	b, _ := json.Marshal(r)
+	return string(b)
+}
+
+// DecodeUpgradeRun reads an annotation value.
+func DecodeUpgradeRun(s string) (UpgradeRun, error) {
+	var r UpgradeRun
+	if err := json.Unmarshal([]byte(s), &r); err != nil {
+		return r, fmt.Errorf("[U3] unreadable %s annotation: %w", AnnotationUpgradeRun, err)
+	}
+	if r.ID == "" || r.Target == "" {
+		return r, fmt.Errorf("[U3] %s annotation lacks the rollout id or target version", AnnotationUpgradeRun)
+	}
+	return r, nil
+}
+
+// Durations reads the run's timeouts.
+func (r UpgradeRun) Durations() (wait, drain, install, validate time.Duration, err error) {
+	parse := func(s string) time.Duration {
+		if s == "" || err != nil {
+			return 0
+		}
+		d, e := time.ParseDuration(s)
+		if e != nil {
+			err = fmt.Errorf("[U3] invalid duration %q in rollout %s: %w", s, r.ID, e)
+		}
+		return d
+	}
+	return parse(r.WaitTimeout), parse(r.DrainTimeout), parse(r.InstallTimeout), parse(r.ValidateTimeout), err
+}
+
+// ValidateDriverVersion checks a target version: one label value (it is compared with
+// the node's driver-version label).
+func ValidateDriverVersion(v string) error {
+	if v == "" {
+		return fmt.Errorf("[U2] --version is required: the driver version to install (as the node's driver-version label will read it)")
+	}
+	if err := ValidateLabel(LabelDriverVersion, v); err != nil {
+		return fmt.Errorf("[U2] invalid --version %q: %s", v, stripRuleID(err))
+	}
+	return nil
+}

@@ -1,0 +1,159 @@
+package upgrade
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/runwhere-ai/litepool/pkg/policy"
+	"github.com/runwhere-ai/litepool/pkg/poolclient"
+	"github.com/runwhere-ai/litepool/test/e2e/framework"
+)
+
+// stressAgent plays the stress-test image: kwok keeps plain pods Running, so it ends
+// each stress pod through the status subresource, Failed (exit 1) on the nodes in fail
+// and Succeeded elsewhere.
+func stressAgent(t *testing.T, fail map[string]string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			pods, err := framework.C.Kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=stress-test"})
+			if err == nil {
+				for i := range pods.Items {
+					p := &pods.Items[i]
+					if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+						continue
+					}
+					msg, failing := fail[p.Spec.NodeName]
+					if _, ours := fail[p.Spec.NodeName+"?"]; !ours && !failing {
+						continue // another test's pod
+					}
+					term := &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", StartedAt: metav1.Now(), FinishedAt: metav1.Now()}
+					p.Status.Phase = corev1.PodSucceeded
+					if failing {
+						p.Status.Phase, term.ExitCode, term.Reason, term.Message = corev1.PodFailed, 1, "Error", msg
+					}
+					p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "stress", Image: p.Spec.Containers[0].Image, State: corev1.ContainerState{Terminated: term}}}
+					_, _ = framework.C.Kube.CoreV1().Pods("default").UpdateStatus(ctx, p, metav1.UpdateOptions{})
+				}
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+}
+
+func TestStressRunMarksFailingNodesDegradedAndSkipsBusyOnes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	nodes := makePool(t, "str-four", 4, target, software)
+	// str-four-2 runs a training pod: busy.
+	busy := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "str-busy-job", Namespace: "default"},
+		Spec:       corev1.PodSpec{NodeName: nodes[1], Containers: []corev1.Container{{Name: "c", Image: "train:1"}}},
+	}
+	_, err := framework.C.Kube.CoreV1().Pods("default").Create(ctx, busy, metav1.CreateOptions{})
+	require.NoError(t, err)
+	stressAgent(t, map[string]string{nodes[2]: "hccs link 3 down", nodes[0] + "?": "", nodes[3] + "?": ""})
+
+	// A dry run names the nodes it would test and creates nothing.
+	r := framework.C.Litepool(t, "stress", "run", "--pool", "str-four", "--tests", "npu,hccs", "--image", "registry.example.com/npu-stress:1.0", "--dry-run=client")
+	require.Equal(t, 0, r.ExitCode, r.Stderr)
+	assert.Contains(t, r.Stdout, "str-four-2   skipped      busy: 1 workload pod(s): default/str-busy-job\nstr-four-3   would test   <none>\n")
+
+	r = framework.C.Litepool(t, "stress", "run", "--pool", "str-four", "--tests", "npu,hccs", "--image", "registry.example.com/npu-stress:1.0", "--timeout", "2m")
+	assert.Equal(t, 1, r.ExitCode, r.Stdout)
+	assert.Contains(t, r.Stdout, `NODE         RESULT    DETAIL
+str-four-1   passed    exit 0
+str-four-2   skipped   busy: 1 workload pod(s): default/str-busy-job
+str-four-3   failed    exit 1 (Error): hccs link 3 down
+str-four-4   passed    exit 0
+`)
+	assert.Equal(t, "pool str-four: 2 passed, 1 failed, 1 skipped\nerror: [S2] 1 node(s) failed the stress test and are now runwhere.ai/health=degraded: str-four-3\n", r.Stderr)
+
+	failed := node(t, nodes[2])
+	assert.Equal(t, policy.HealthDegraded, failed.Labels[policy.LabelHealth])
+	assert.Regexp(t, `^npu,hccs failed at \S+: exit 1 \(Error\): hccs link 3 down$`, failed.Annotations[policy.AnnotationStressResult])
+	assert.Equal(t, policy.NodeDegraded, policy.StateOfNode(failed))
+	assert.Equal(t, 1, eventsFor(t, nodes[2], "StressTestFailed"))
+	assert.Equal(t, policy.HealthHealthy, node(t, nodes[0]).Labels[policy.LabelHealth])
+	assert.Equal(t, policy.HealthHealthy, node(t, nodes[3]).Labels[policy.LabelHealth])
+	assert.NotContains(t, node(t, nodes[1]).Labels, policy.LabelHealth, "a skipped node is not judged")
+
+	// The pool shows the degraded node.
+	var pool struct {
+		Status struct {
+			Phase       string
+			FaultyNodes int
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(framework.C.MustLitepool(t, "get", "pool", "str-four", "-o", "json")), &pool))
+	assert.Equal(t, "Degraded", pool.Status.Phase)
+	assert.Equal(t, 1, pool.Status.FaultyNodes)
+
+	// The failing node's pod is kept for its logs; passing nodes' pods are gone.
+	pods, err := framework.C.Kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=stress-test"})
+	require.NoError(t, err)
+	var left []string
+	for _, p := range pods.Items {
+		if strings.HasPrefix(p.Spec.NodeName, "str-four-") && p.DeletionTimestamp == nil {
+			left = append(left, p.Spec.NodeName)
+		}
+	}
+	assert.Equal(t, []string{"str-four-3"}, left)
+}
+
+func TestStressScheduleCreatesACronJobWithItsOwnRBAC(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	makePool(t, "str-cron", 1, target, software)
+	r := framework.C.Litepool(t, "stress", "schedule", "--pool", "str-cron", "--cron", "61 2 * * 0", "--image", "npu-stress:1.0")
+	assert.Equal(t, 1, r.ExitCode)
+	assert.Equal(t, `error: [S1] invalid --cron "61 2 * * 0": end of range (61) above maximum (59): 61; want five fields (minute hour day-of-month month day-of-week) such as "0 2 * * 0", or @hourly/@daily/@weekly/@monthly`+"\n", r.Stderr)
+	r = framework.C.Litepool(t, "stress", "schedule", "--pool", "str-cron", "--cron", "0 2 * * 0", "--image", "npu-stress:1.0", "--tests", "npu,gpu")
+	assert.Equal(t, "error: [S1] unknown stress test \"gpu\": choose from npu, hccs, roce, storage\n", r.Stderr)
+	_, err := framework.C.Kube.BatchV1().CronJobs("default").Get(ctx, "litepool-stress-str-cron", metav1.GetOptions{})
+	assert.Error(t, err, "refused schedules create nothing")
+
+	out := framework.C.MustLitepool(t, "stress", "schedule", "--pool", "str-cron", "--cron", "0 2 * * 0", "--image", "npu-stress:1.0",
+		"--tests", "npu,hccs", "--plugin-image", "litepool:test", "-n", "default")
+	assert.Equal(t, `serviceaccount/litepool-stress-str-cron configured
+clusterrole/litepool-stress configured
+clusterrolebinding/litepool-stress-str-cron configured
+cronjob/litepool-stress-str-cron configured
+pool/str-cron spec.stressTest: schedule "0 2 * * 0", image npu-stress:1.0, tests npu,hccs
+`, out)
+	cj, err := framework.C.Kube.BatchV1().CronJobs("default").Get(ctx, "litepool-stress-str-cron", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "0 2 * * 0", cj.Spec.Schedule)
+	pod := cj.Spec.JobTemplate.Spec.Template.Spec
+	assert.Equal(t, "litepool-stress-str-cron", pod.ServiceAccountName)
+	assert.Equal(t, []string{"kubectl-litepool", "stress", "run", "--pool", "str-cron", "--namespace", "default", "--tests", "npu,hccs",
+		"--image", "npu-stress:1.0", "--timeout", "30m0s"}, pod.Containers[0].Command)
+
+	// The ServiceAccount may do what a stress run does, and no more than that.
+	sa := "system:serviceaccount:default:litepool-stress-str-cron"
+	for _, check := range [][]string{{"patch", "nodes", "yes"}, {"create", "pods", "yes"}, {"get", "pools.runwhere.ai", "yes"}, {"delete", "nodes", "no"}} {
+		r := framework.C.Kubectl(t, "", "auth", "can-i", check[0], check[1], "--as", sa)
+		assert.Equal(t, check[2]+"\n", r.Stdout, "%s %s", check[0], check[1])
+	}
+	pool, err := poolclient.New(framework.C.Dynamic).Get(ctx, "str-cron")
+	require.NoError(t, err)
+	require.NotNil(t, pool.Spec.StressTest)
+	assert.Equal(t, "0 2 * * 0", pool.Spec.StressTest.Schedule)
+
+	// Scheduling again updates the CronJob.
+	framework.C.MustLitepool(t, "stress", "schedule", "--pool", "str-cron", "--cron", "@daily", "--image", "npu-stress:1.1", "-n", "default")
+	cj, err = framework.C.Kube.BatchV1().CronJobs("default").Get(ctx, "litepool-stress-str-cron", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "@daily", cj.Spec.Schedule)
+}
