@@ -172,6 +172,24 @@ func TestWebhook(t *testing.T) {
 		assert.Equal(t, map[string]string{policy.LabelPool: "npu-noretry"}, got.Spec.NodeSelector)
 		assert.Empty(t, got.Spec.Containers[0].Env, "a pool without HCCL retry injects no HCCL env")
 	})
+	t.Run("P1 HCCL env follows `kubectl litepool hccl set`", func(t *testing.T) {
+		// The operator turns retry on for npu-noretry with the plugin; the webhook's cache
+		// sees the Pool change and new NPU pods of that pool get the env.
+		framework.C.MustLitepool(t, "hccl", "set", "npu-noretry", "--op-retry=true", "--max-retries", "5", "--retry-timeout", "100s")
+		t.Cleanup(func() { framework.C.MustLitepool(t, "hccl", "set", "npu-noretry", "--op-retry=false") })
+		want := []corev1.EnvVar{{Name: "HCCL_OP_RETRY_ENABLE", Value: "L0:0, L1:1, L2:1"}, {Name: "HCCL_OP_RETRY_PARAMS", Value: "MaxCnt:5,HoldTime:20000,IntervalTime:1000"}}
+		var env []corev1.EnvVar
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 15*time.Second, true, func(ctx context.Context) (bool, error) {
+			got, err := kube.CoreV1().Pods(ns).Create(ctx, newPod("npu-retry-on", training("npu-noretry"), npu), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			if err != nil {
+				return false, err
+			}
+			env = got.Spec.Containers[0].Env
+			return len(env) > 0, nil
+		})
+		require.NoError(t, err, "the webhook never injected the HCCL env after hccl set")
+		assert.Equal(t, want, env)
+	})
 	t.Run("P1 exclusive pool toleration and namespace default pool", func(t *testing.T) {
 		got, err := createPod(kube, "nb-team", newPod("notebook", map[string]string{policy.LabelWorkloadType: "development"}, nil))
 		require.NoError(t, err)
