@@ -344,7 +344,7 @@ func ascendCANNLink(m *CompatMatrix, hws []hwMatch, rels []relMatch, driver, can
 	}
 	if len(rels) > 0 && cannKnown(m, cann) {
 		reason := fmt.Sprintf("driver %s is published with CANN %s, and no CANN/HDK statement pairs CANN %s with it",
-			driver, orNone(dedupe(listed)), cann)
+			driver, listOrNone(dedupe(listed)), cann)
 		return link("cann", cann, Incompatible, reason, rels[0].rel.Source)
 	}
 	if !cannKnown(m, cann) {
@@ -353,7 +353,7 @@ func ascendCANNLink(m *CompatMatrix, hws []hwMatch, rels []relMatch, driver, can
 	return link("cann", cann, Unknown, "no statement pairs this CANN with driver "+driver, "")
 }
 
-func orNone(items []string) string {
+func listOrNone(items []string) string {
 	if len(items) == 0 {
 		return "(none)"
 	}

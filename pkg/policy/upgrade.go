@@ -196,7 +196,7 @@ func PlanUpgradeWave(nodes []UpgradeNode, maxUnavailable int, canary string) Wav
 		}
 	}
 	if len(plan.Failed) > 0 {
-		plan.Continue, plan.Waiting = nil, names(pending)
+		plan.Continue, plan.Waiting = nil, upgradeNodeNames(pending)
 		return plan
 	}
 	sort.SliceStable(pending, func(i, j int) bool {
@@ -233,7 +233,7 @@ func PlanUpgradeWave(nodes []UpgradeNode, maxUnavailable int, canary string) Wav
 	return plan
 }
 
-func names(nodes []UpgradeNode) []string {
+func upgradeNodeNames(nodes []UpgradeNode) []string {
 	var out []string
 	for _, n := range nodes {
 		out = append(out, n.Name)
