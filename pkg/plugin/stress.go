@@ -208,7 +208,7 @@ func (o *StressRunOptions) Run(ctx context.Context) error {
 	}
 	fmt.Fprintf(o.ErrOut, "pool %s: %d passed, %d failed, %d skipped\n", o.Pool, passed, len(failed), len(skipped))
 	if len(failed) > 0 {
-		return fmt.Errorf("[S2] %d node(s) failed the stress test and are now %s=%s: %s", len(failed), policy.LabelHealth, policy.HealthDegraded, strings.Join(failed, ", "))
+		return fmt.Errorf("[T2] %d node(s) failed the stress test and are now %s=%s: %s", len(failed), policy.LabelHealth, policy.HealthDegraded, strings.Join(failed, ", "))
 	}
 	return nil
 }
@@ -289,7 +289,7 @@ func (o *StressScheduleOptions) Validate() error {
 		return err
 	}
 	if _, err := cron.ParseStandard(o.Cron); err != nil {
-		return fmt.Errorf("[S1] invalid --cron %q: %v; want five fields (minute hour day-of-month month day-of-week) such as \"0 2 * * 0\", or @hourly/@daily/@weekly/@monthly", o.Cron, err)
+		return fmt.Errorf("[T1] invalid --cron %q: %v; want five fields (minute hour day-of-month month day-of-week) such as \"0 2 * * 0\", or @hourly/@daily/@weekly/@monthly", o.Cron, err)
 	}
 	if o.Image == "" {
 		return fmt.Errorf("--image is required: the stress-test image")

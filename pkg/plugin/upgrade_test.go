@@ -73,9 +73,9 @@ func TestStressScheduleValidate(t *testing.T) {
 	o := &StressScheduleOptions{Pool: "train-snt9b", Cron: "0 2 * * 0", Image: "s:1", Tests: []string{"npu"}, Timeout: time.Minute}
 	assert.NoError(t, o.Validate())
 	for cron, msg := range map[string]string{
-		"0 2 * *":    `[S1] invalid --cron "0 2 * *": expected exactly 5 fields, found 4: [0 2 * *]`,
-		"0 25 * * *": `[S1] invalid --cron "0 25 * * *": end of range (25) above maximum (23): 25`,
-		"@fortnight": `[S1] invalid --cron "@fortnight": unrecognized descriptor: @fortnight`,
+		"0 2 * *":    `[T1] invalid --cron "0 2 * *": expected exactly 5 fields, found 4: [0 2 * *]`,
+		"0 25 * * *": `[T1] invalid --cron "0 25 * * *": end of range (25) above maximum (23): 25`,
+		"@fortnight": `[T1] invalid --cron "@fortnight": unrecognized descriptor: @fortnight`,
 	} {
 		o.Cron = cron
 		err := o.Validate()

@@ -41,10 +41,10 @@ const (
 // Tests are the known stress tests.
 var Tests = []string{"npu", "hccs", "roce", "storage"}
 
-// ValidateTests checks --tests ([S1]).
+// ValidateTests checks --tests ([T1]).
 func ValidateTests(tests []string) error {
 	if len(tests) == 0 {
-		return fmt.Errorf("[S1] no stress tests given: choose from %s", strings.Join(Tests, ", "))
+		return fmt.Errorf("[T1] no stress tests given: choose from %s", strings.Join(Tests, ", "))
 	}
 	for _, t := range tests {
 		ok := false
@@ -52,7 +52,7 @@ func ValidateTests(tests []string) error {
 			ok = ok || t == k
 		}
 		if !ok {
-			return fmt.Errorf("[S1] unknown stress test %q: choose from %s", t, strings.Join(Tests, ", "))
+			return fmt.Errorf("[T1] unknown stress test %q: choose from %s", t, strings.Join(Tests, ", "))
 		}
 	}
 	return nil

@@ -43,8 +43,8 @@ func TestTestPodHoldsTheNodesAccelerators(t *testing.T) {
 
 func TestValidateTests(t *testing.T) {
 	assert.NoError(t, ValidateTests([]string{"npu", "roce"}))
-	assert.EqualError(t, ValidateTests([]string{"npu", "gpu"}), `[S1] unknown stress test "gpu": choose from npu, hccs, roce, storage`)
-	assert.EqualError(t, ValidateTests(nil), "[S1] no stress tests given: choose from npu, hccs, roce, storage")
+	assert.EqualError(t, ValidateTests([]string{"npu", "gpu"}), `[T1] unknown stress test "gpu": choose from npu, hccs, roce, storage`)
+	assert.EqualError(t, ValidateTests(nil), "[T1] no stress tests given: choose from npu, hccs, roce, storage")
 }
 
 func TestFailureDetail(t *testing.T) {

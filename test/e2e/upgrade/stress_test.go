@@ -78,7 +78,7 @@ str-four-2   skipped   busy: 1 workload pod(s): default/str-busy-job
 str-four-3   failed    exit 1 (Error): hccs link 3 down
 str-four-4   passed    exit 0
 `)
-	assert.Equal(t, "pool str-four: 2 passed, 1 failed, 1 skipped\nerror: [S2] 1 node(s) failed the stress test and are now runwhere.ai/health=degraded: str-four-3\n", r.Stderr)
+	assert.Equal(t, "pool str-four: 2 passed, 1 failed, 1 skipped\nerror: [T2] 1 node(s) failed the stress test and are now runwhere.ai/health=degraded: str-four-3\n", r.Stderr)
 
 	failed := node(t, nodes[2])
 	assert.Equal(t, policy.HealthDegraded, failed.Labels[policy.LabelHealth])
@@ -118,9 +118,9 @@ func TestStressScheduleCreatesACronJobWithItsOwnRBAC(t *testing.T) {
 	makePool(t, "str-cron", 1, target, software)
 	r := framework.C.Litepool(t, "stress", "schedule", "--pool", "str-cron", "--cron", "61 2 * * 0", "--image", "npu-stress:1.0")
 	assert.Equal(t, 1, r.ExitCode)
-	assert.Equal(t, `error: [S1] invalid --cron "61 2 * * 0": end of range (61) above maximum (59): 61; want five fields (minute hour day-of-month month day-of-week) such as "0 2 * * 0", or @hourly/@daily/@weekly/@monthly`+"\n", r.Stderr)
+	assert.Equal(t, `error: [T1] invalid --cron "61 2 * * 0": end of range (61) above maximum (59): 61; want five fields (minute hour day-of-month month day-of-week) such as "0 2 * * 0", or @hourly/@daily/@weekly/@monthly`+"\n", r.Stderr)
 	r = framework.C.Litepool(t, "stress", "schedule", "--pool", "str-cron", "--cron", "0 2 * * 0", "--image", "npu-stress:1.0", "--tests", "npu,gpu")
-	assert.Equal(t, "error: [S1] unknown stress test \"gpu\": choose from npu, hccs, roce, storage\n", r.Stderr)
+	assert.Equal(t, "error: [T1] unknown stress test \"gpu\": choose from npu, hccs, roce, storage\n", r.Stderr)
 	_, err := framework.C.Kube.BatchV1().CronJobs("default").Get(ctx, "litepool-stress-str-cron", metav1.GetOptions{})
 	assert.Error(t, err, "refused schedules create nothing")
 
