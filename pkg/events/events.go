@@ -30,11 +30,25 @@ type Recorder struct {
 type Ref struct {
 	Kind, Namespace, Name, APIVersion string
 	UID                               string
+	// Related is a second object the event is about (the pool a node leaves), so that
+	// `describe pool` finds the events of nodes that are no longer members.
+	Related *Ref
 }
 
 // NodeRef refers to a node.
 func NodeRef(node *corev1.Node) Ref {
 	return Ref{Kind: "Node", Name: node.Name, APIVersion: "v1", UID: string(node.UID)}
+}
+
+// PoolRef refers to a Pool (cluster-scoped; it may have no object).
+func PoolRef(name string) Ref {
+	return Ref{Kind: "Pool", Name: name, APIVersion: "runwhere.ai/v1alpha1"}
+}
+
+// About returns ref with related set.
+func (r Ref) About(related Ref) Ref {
+	r.Related = &related
+	return r
 }
 
 // Normal records a Normal event. Failures to record are returned but are not meant to
@@ -65,6 +79,10 @@ func (r *Recorder) record(ctx context.Context, ref Ref, eventType, reason, messa
 		Source:         corev1.EventSource{Component: Component},
 		FirstTimestamp: now, LastTimestamp: now, Count: 1,
 		ReportingController: "runwhere.ai/litepool", ReportingInstance: Component,
+	}
+	if rel := ref.Related; rel != nil {
+		ev.Related = &corev1.ObjectReference{Kind: rel.Kind, Namespace: rel.Namespace, Name: rel.Name,
+			APIVersion: rel.APIVersion, UID: typesUID(rel.UID)}
 	}
 	_, err := r.Client.CoreV1().Events(ns).Create(ctx, ev, metav1.CreateOptions{})
 	return err
