@@ -32,7 +32,12 @@ func (o *PrintOptions) AddFlags(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&o.NoHeaders, "no-headers", false, "Don't print headers in table output")
 }
 
-func (o *PrintOptions) format() string { return *o.Flags.OutputFormat }
+func (o *PrintOptions) format() string {
+	if o.Flags == nil || o.Flags.OutputFormat == nil {
+		return ""
+	}
+	return *o.Flags.OutputFormat
+}
 
 // IsTable says whether the output is a table (default or wide).
 func (o *PrintOptions) IsTable() bool { return o.format() == "" || o.format() == "wide" }
