@@ -70,7 +70,8 @@ func (r *Recorder) record(ctx context.Context, ref Ref, eventType, reason, messa
 	if ns == "" {
 		ns = metav1.NamespaceDefault // cluster-scoped objects' events live in default, as the kubelet's do
 	}
-	now := metav1.NewTime(time.Now())
+	t := time.Now()
+	now := metav1.NewTime(t)
 	ev := &corev1.Event{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: ref.Name + ".", Namespace: ns},
 		InvolvedObject: corev1.ObjectReference{Kind: ref.Kind, Namespace: ref.Namespace, Name: ref.Name,
@@ -78,6 +79,9 @@ func (r *Recorder) record(ctx context.Context, ref Ref, eventType, reason, messa
 		Reason: reason, Message: message, Type: eventType,
 		Source:         corev1.EventSource{Component: Component},
 		FirstTimestamp: now, LastTimestamp: now, Count: 1,
+		// EventTime keeps microseconds, so that the steps of one operation sort in the
+		// order they happened; with it set the API server wants an action too.
+		EventTime: metav1.NewMicroTime(t), Action: reason,
 		ReportingController: "runwhere.ai/litepool", ReportingInstance: Component,
 	}
 	if rel := ref.Related; rel != nil {

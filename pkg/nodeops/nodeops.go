@@ -114,6 +114,9 @@ type DrainOptions struct {
 	Out, ErrOut        io.Writer
 }
 
+// serverDryRunTimeout bounds a server dry-run drain.
+const serverDryRunTimeout = 2 * time.Second
+
 // BlockedError is a drain that stopped because pods could not be evicted in time
 // (usually a PodDisruptionBudget): it names them.
 type BlockedError struct {
@@ -147,13 +150,18 @@ func Drain(ctx context.Context, client kubernetes.Interface, name string, o Drai
 			_, _ = patchNode(context.WithoutCancel(ctx), client, name, nil, map[string]*string{policy.AnnotationDraining: nil}, o.DryRun)
 		}()
 	}
+	if o.DryRun == cmdutil.DryRunServer && (o.Timeout == 0 || o.Timeout > serverDryRunTimeout) {
+		// A dry run changes nothing, so an eviction a PDB refuses now stays refused:
+		// report it rather than retry until a timeout that may be infinite.
+		o.Timeout = serverDryRunTimeout
+	}
 	tracker := newEvictionTracker(orDiscard(o.ErrOut))
 	helper := &drain.Helper{
 		Ctx: ctx, Client: client, Force: o.Force, GracePeriodSeconds: o.GracePeriodSeconds,
 		IgnoreAllDaemonSets: o.IgnoreDaemonSets, Timeout: o.Timeout, DeleteEmptyDirData: o.DeleteEmptyDirData,
 		PodSelector: o.PodSelector, DisableEviction: o.DisableEviction, DryRunStrategy: o.DryRun,
 		EvictErrorRetryDelay: 500 * time.Millisecond,
-		Out:                  orDiscard(o.Out), ErrOut: tracker,
+		Out:                  &onceWriter{out: orDiscard(o.Out), seen: map[string]bool{}}, ErrOut: tracker,
 		OnPodDeletionOrEvictionStarted: func(pod *corev1.Pod, _ bool) { tracker.started(pod) },
 		OnPodDeletionOrEvictionFinished: func(pod *corev1.Pod, eviction bool, err error) {
 			if err != nil {
@@ -183,6 +191,19 @@ func Drain(ctx context.Context, client kubernetes.Interface, name string, o Drai
 	return nil
 }
 
+// CheckDrain says whether a drain of the node can start: the pods kubectl's drain
+// refuses without a flag (unmanaged pods without Force, DaemonSet pods without
+// IgnoreDaemonSets, emptyDir pods without DeleteEmptyDirData) make it fail before
+// anything changed.
+func CheckDrain(ctx context.Context, client kubernetes.Interface, name string, o DrainOptions) error {
+	helper := &drain.Helper{Ctx: ctx, Client: client, Force: o.Force, IgnoreAllDaemonSets: o.IgnoreDaemonSets,
+		DeleteEmptyDirData: o.DeleteEmptyDirData, PodSelector: o.PodSelector, Out: io.Discard, ErrOut: io.Discard}
+	if _, errs := helper.GetPodsForDeletion(name); errs != nil {
+		return fmt.Errorf("node %q cannot be drained: %w", name, utilerrors.NewAggregate(errs))
+	}
+	return nil
+}
+
 // listForDrain is a client dry run: the pods a drain would evict, or why it could not.
 func listForDrain(helper *drain.Helper, name string, out io.Writer) error {
 	list, errs := helper.GetPodsForDeletion(name)
@@ -206,11 +227,12 @@ type evictionTracker struct {
 	mu      sync.Mutex
 	out     io.Writer
 	pending map[string]bool
+	done    map[string]bool
 	reasons map[string]string
 }
 
 func newEvictionTracker(out io.Writer) *evictionTracker {
-	return &evictionTracker{out: out, pending: map[string]bool{}, reasons: map[string]string{}}
+	return &evictionTracker{out: out, pending: map[string]bool{}, done: map[string]bool{}, reasons: map[string]string{}}
 }
 
 func (t *evictionTracker) started(pod *corev1.Pod) {
@@ -223,6 +245,7 @@ func (t *evictionTracker) finished(pod *corev1.Pod) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.pending, pod.Namespace+"/"+pod.Name)
+	t.done[pod.Namespace+"/"+pod.Name] = true
 }
 
 // retryLine matches the drain helper's `error when evicting pods/"NAME" -n "NS" (will
@@ -242,17 +265,50 @@ func (t *evictionTracker) Write(p []byte) (int, error) {
 		if _, seen := t.reasons[key]; !seen {
 			fmt.Fprintf(t.out, "pod %s: eviction refused, retrying: %s\n", key, m[3])
 		}
-		t.reasons[key] = m[3]
+		t.reasons[key] = strings.TrimSuffix(m[3], ".")
 	}
 	return len(p), nil
 }
 
-// left returns the pods not evicted, sorted, with the distinct reasons given.
+// onceWriter passes lines through, but each "evicting pod ..." line only once: the
+// drain helper prints it again on every retry of a refused eviction.
+type onceWriter struct {
+	mu   sync.Mutex
+	out  io.Writer
+	seen map[string]bool
+}
+
+func (w *onceWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, line := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+		if strings.HasPrefix(line, "evicting pod ") {
+			if w.seen[line] {
+				continue
+			}
+			w.seen[line] = true
+		}
+		fmt.Fprintln(w.out, line)
+	}
+	return len(p), nil
+}
+
+// left returns the pods not evicted (started and not finished, or refused and not
+// finished: a server dry run reports no start), sorted, with the distinct reasons given.
 func (t *evictionTracker) left() (pods, reasons []string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	seen := map[string]bool{}
+	all := map[string]bool{}
 	for p := range t.pending {
+		all[p] = true
+	}
+	for p := range t.reasons {
+		if !t.done[p] {
+			all[p] = true
+		}
+	}
+	for p := range all {
 		pods = append(pods, p)
 		if r := t.reasons[p]; r != "" && !seen[r] {
 			seen[r] = true

@@ -240,7 +240,7 @@ func parsePoolDocument(doc []byte) (poolDoc, error) {
 	case head.APIVersion == v1alpha1.GroupVersion.String() && head.Kind == "Pool":
 		var p v1alpha1.Pool
 		if err := yaml.UnmarshalStrict(doc, &p); err != nil {
-			return poolDoc{}, fmt.Errorf("not a valid Pool: %s", strings.ReplaceAll(strings.ReplaceAll(err.Error(), "error unmarshaling JSON: while decoding JSON: ", ""), "json: ", ""))
+			return poolDoc{}, fmt.Errorf("not a valid Pool: %s", policy.DecodeErrorMessage(err))
 		}
 		p.Status = v1alpha1.PoolStatus{}
 		p.ResourceVersion, p.UID = "", ""
@@ -263,7 +263,11 @@ func (o *CreateOptions) check(ctx context.Context, docs []poolDoc) (*createPlan,
 	plan := &createPlan{docs: docs, nodes: map[string]*corev1.Node{}}
 	seenPool, seenNode := map[string]string{}, map[string]string{}
 	for _, d := range docs {
-		fail := func(err error) { errs = append(errs, fmt.Errorf("%s: %w", d.source, err)) }
+		fail := func(err error) {
+			for _, line := range strings.Split(err.Error(), "\n") {
+				errs = append(errs, fmt.Errorf("%s: %s", d.source, line))
+			}
+		}
 		p := d.pool
 		if err := policy.ValidatePool(p, nil, 0); err != nil {
 			fail(err)
@@ -387,6 +391,9 @@ func (o *CreateOptions) apply(ctx context.Context, plan *createPlan) error {
 			return o.clients.pools.Delete(ctx, name, metav1.DeleteOptions{DryRun: serverDryRun(o.DryRun)})
 		})
 		fmt.Fprintf(o.Out, "pool.runwhere.ai/%s created%s\n", name, o.suffix())
+		if err := o.adopt(ctx, d.pool, &undo); err != nil {
+			return rollback(err)
+		}
 		for _, gn := range d.nodes {
 			changed, err := o.join(ctx, d.pool, gn)
 			if err != nil {
@@ -408,6 +415,40 @@ func (o *CreateOptions) createPool(ctx context.Context, p *v1alpha1.Pool) error 
 	}
 	_, err := o.clients.pools.Create(ctx, p, metav1.CreateOptions{DryRun: serverDryRun(o.DryRun)})
 	return err
+}
+
+// adopt gives the nodes of a pool that existed only as labels what membership of the new
+// object means beyond the label: the taint of an exclusive pool.
+func (o *CreateOptions) adopt(ctx context.Context, p *v1alpha1.Pool, undo *[]func(context.Context) error) error {
+	if !p.Spec.Exclusive {
+		return nil
+	}
+	members, err := o.clients.kube.CoreV1().Nodes().List(ctx, listBySelector(poolSelector(p.Name)))
+	if err != nil {
+		return err
+	}
+	taint := policy.ExclusiveTaint(p.Name)
+	for _, m := range members.Items {
+		_, changed, err := updateNode(ctx, o.clients, m.Name, o.DryRun, func(n *corev1.Node) error {
+			policy.SetTaint(n, taint)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if changed {
+			name := m.Name
+			*undo = append(*undo, func(ctx context.Context) error {
+				_, _, err := updateNode(ctx, o.clients, name, o.DryRun, func(n *corev1.Node) error {
+					policy.RemoveTaints(n, func(t corev1.Taint) bool { return t == taint })
+					return nil
+				})
+				return err
+			})
+			fmt.Fprintf(o.Out, "node/%s tainted%s\n", m.Name, o.suffix())
+		}
+	}
+	return nil
 }
 
 // join makes a gpuctl file's node a member of the pool.

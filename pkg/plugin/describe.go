@@ -54,11 +54,14 @@ const (
 
 // prefixWriter writes describe output at indentation levels, as kubectl describe's
 // PrefixWriter does (that package would pull half of kubectl into the plugin).
-type prefixWriter struct{ out io.Writer }
+type prefixWriter struct{ out *tabwriter.Writer }
 
 func (w prefixWriter) Write(level int, format string, a ...any) {
 	fmt.Fprintf(w.out, strings.Repeat("  ", level)+format, a...)
 }
+
+// Flush ends a block of aligned columns: a nested table is aligned on its own.
+func (w prefixWriter) Flush() { _ = w.out.Flush() }
 
 // tabbed renders describe output through a tabwriter, as kubectl describe does.
 func tabbed(out io.Writer, fn func(w prefixWriter)) error {
@@ -150,6 +153,7 @@ func describeEvents(w prefixWriter, list *corev1.EventList, self string) {
 
 // writeEvents writes events oldest first in kubectl describe's layout.
 func writeEvents(w prefixWriter, list *corev1.EventList, now time.Time) {
+	w.Flush()
 	if len(list.Items) == 0 {
 		w.Write(level0, "Events:\t<none>\n")
 		return

@@ -159,6 +159,7 @@ func describeNodePools(w prefixWriter, pool *v1alpha1.Pool, sum *inventory.Pool)
 		w.Write(level0, "Node Pools:\t<none>\n")
 		return
 	}
+	w.Flush()
 	w.Write(level0, "Node Pools:\n")
 	w.Write(level1, "Name\tNodes\tLabels\tTaints\n")
 	w.Write(level1, "----\t-----\t------\t------\n")
@@ -172,6 +173,7 @@ func describeMembers(w prefixWriter, sum *inventory.Pool) {
 		w.Write(level0, "Members:\t<none>\n")
 		return
 	}
+	w.Flush()
 	w.Write(level0, "Members:\n")
 	w.Write(level1, "Name\tNode Pool\tStatus\tGPU Type\tTotal\tUsed\tFree\tDriver\tWorkload Pods\n")
 	w.Write(level1, "----\t---------\t------\t--------\t-----\t----\t----\t------\t-------------\n")

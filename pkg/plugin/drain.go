@@ -3,7 +3,6 @@ package plugin
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -40,7 +39,9 @@ func NewCmdDrain(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.C
 
 			While a drain runs the node shows as Draining. A drain a PodDisruptionBudget
 			blocks stops at --timeout and names the pods that could not be evicted; the
-			node stays cordoned. Events are recorded on the node.`),
+			node stays cordoned, as with kubectl. A drain that cannot start (pods
+			that need --force, --ignore-daemonsets or --delete-emptydir-data) is
+			refused before the node is cordoned. Events are recorded on the node.`),
 		Example: templates.Examples(`
 			# Drain a node, leaving DaemonSet pods in place
 			kubectl litepool drain a100-node-3 --ignore-daemonsets
@@ -90,6 +91,9 @@ func (o *DrainOptions) Run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		if err := nodeops.CheckDrain(ctx, o.clients.kube, name, d); err != nil {
+			return err
+		}
 		if !node.Spec.Unschedulable {
 			if node, err = nodeops.OperatorCordon(ctx, o.clients.kube, name, o.DryRun); err != nil {
 				return err
@@ -97,12 +101,11 @@ func (o *DrainOptions) Run(ctx context.Context) error {
 			fmt.Fprintf(o.Out, "node/%s cordoned%s\n", name, o.suffix())
 		}
 		o.nodeEvent(ctx, node, false, "Draining", "draining node %s (kubectl litepool drain)", name)
-		start := time.Now()
 		if err := nodeops.Drain(ctx, o.clients.kube, name, d); err != nil {
 			o.nodeEvent(ctx, node, true, "DrainFailed", "%v", err)
 			return err
 		}
-		o.nodeEvent(ctx, node, false, "Drained", "node %s drained in %s", name, time.Since(start).Round(time.Second))
+		o.nodeEvent(ctx, node, false, "Drained", "node %s drained", name)
 		fmt.Fprintf(o.Out, "node/%s drained%s\n", name, o.suffix())
 	}
 	return nil

@@ -259,7 +259,7 @@ func (o *EditPoolOptions) edit(old *v1alpha1.Pool) (*v1alpha1.Pool, error) {
 	}
 	var p v1alpha1.Pool
 	if err := yaml.UnmarshalStrict(edited, &p); err != nil {
-		return nil, fmt.Errorf("pool %q was not changed: the edited file is not a valid Pool: %s; your changes are in %s", o.Name, cleanJSONError(err), path)
+		return nil, fmt.Errorf("pool %q was not changed: the edited file is not a valid Pool: %s; your changes are in %s", o.Name, policy.DecodeErrorMessage(err), path)
 	}
 	if p.Name != old.Name {
 		return nil, fmt.Errorf("pool %q was not changed: the name cannot change (to %q); your changes are in %s", o.Name, p.Name, path)
@@ -278,14 +278,6 @@ func stripComments(b []byte) []byte {
 		}
 	}
 	return bytes.TrimSpace(bytes.Join(out, []byte("\n")))
-}
-
-func cleanJSONError(err error) string {
-	msg := err.Error()
-	for _, p := range []string{"error unmarshaling JSON: ", "while decoding JSON: ", "json: "} {
-		msg = strings.ReplaceAll(msg, p, "")
-	}
-	return msg
 }
 
 // retaint adds or removes the exclusive taint on the pool's members.

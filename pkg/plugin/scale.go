@@ -262,6 +262,13 @@ func (o *ScaleOptions) scaleDown(ctx context.Context, pool *v1alpha1.Pool, membe
 	} else if remove, err = policy.PlanScaleDown(pool, candidates, count); err != nil {
 		return err
 	}
+	var errs []error
+	for _, name := range remove {
+		errs = append(errs, nodeops.CheckDrain(ctx, o.clients.kube, name, o.Drain))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("pool %q was not scaled:\n%w", pool.Name, err)
+	}
 	if err := confirm(o.IOStreams, &o.Mutation, o.risk(pool, len(members), remove, pods), ""); err != nil {
 		return err
 	}

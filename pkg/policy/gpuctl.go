@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -73,7 +74,7 @@ func IsGpuctlDocument(kind, apiVersion string) bool {
 func ParseGpuctlPool(doc []byte) (*GpuctlPool, error) {
 	var f gpuctlFile
 	if err := yaml.UnmarshalStrict(doc, &f); err != nil {
-		return nil, fmt.Errorf("not a valid gpuctl pool file: %s; expected the fields kind, version, pool.name, pool.description, pool.nodes.<node>.gpu-type", cleanYAMLError(err))
+		return nil, fmt.Errorf("not a valid gpuctl pool file: %s; expected the fields kind, version, pool.name, pool.description, pool.nodes.<node>.gpu-type", DecodeErrorMessage(err))
 	}
 	if f.Kind != GpuctlKind {
 		return nil, fmt.Errorf("gpuctl pool file: kind %q: must be %q", f.Kind, GpuctlKind)
@@ -137,12 +138,57 @@ func (d *gpuctlNodeDef) gpuType(pool, node string) (string, error) {
 	return *t, nil
 }
 
-// cleanYAMLError drops the decoder's "error unmarshaling JSON: while decoding JSON: "
-// preamble so the user sees what is wrong.
-func cleanYAMLError(err error) string {
+// DecodeErrorMessage turns a strict YAML/JSON decoding error into words for the user:
+// no decoder preamble, no Go type names ("field pool.nodes must be a mapping, not an
+// array").
+func DecodeErrorMessage(err error) string {
 	msg := err.Error()
 	for _, p := range []string{"error unmarshaling JSON: ", "while decoding JSON: ", "json: "} {
 		msg = strings.ReplaceAll(msg, p, "")
 	}
+	if m := typeErrorPattern.FindStringSubmatch(msg); m != nil {
+		field := m[2]
+		if i := strings.Index(field, "."); i >= 0 && strings.HasPrefix(m[2], m[3]) {
+			field = field[i+1:]
+		}
+		return fmt.Sprintf("field %s must be %s, not %s", field, goTypeWords(m[4]), articled(m[1]))
+	}
 	return msg
+}
+
+// typeErrorPattern matches encoding/json's "cannot unmarshal array into Go struct field
+// gpuctlPoolDef.pool.nodes of type map[string]*policy.gpuctlNodeDef".
+var typeErrorPattern = regexp.MustCompile(`cannot unmarshal (\w+) into Go struct field ((\w+)\.[\w.]+) of type (\S+)`)
+
+func goTypeWords(t string) string {
+	t = strings.TrimPrefix(t, "*")
+	switch {
+	case strings.HasPrefix(t, "map["):
+		return "a mapping"
+	case strings.HasPrefix(t, "[]"):
+		return "a list"
+	case t == "string" || strings.HasSuffix(t, ".ResourceName") || strings.HasSuffix(t, "Type"):
+		return "a string"
+	case t == "bool":
+		return "true or false"
+	case strings.HasPrefix(t, "int") || strings.HasPrefix(t, "uint") || strings.HasPrefix(t, "float"):
+		return "a number"
+	}
+	return "a mapping"
+}
+
+func articled(jsonType string) string {
+	switch jsonType {
+	case "array":
+		return "a list"
+	case "object":
+		return "a mapping"
+	case "number":
+		return "a number"
+	case "string":
+		return "a string"
+	case "bool":
+		return "true or false"
+	}
+	return jsonType
 }
