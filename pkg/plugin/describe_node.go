@@ -127,8 +127,8 @@ func DescribeNode(out interface{ Write([]byte) (int, error) }, node *corev1.Node
 		if len(pods) == 0 {
 			w.Write(level0, "Pods:\t<none>\n")
 		} else {
-			w.Flush()
 			w.Write(level0, "Pods:\t(%d non-terminated)\n", len(pods))
+			w.Flush()
 			w.Write(level1, "Namespace\tName\tWorkload Type\tAccelerators\tPhase\n")
 			w.Write(level1, "---------\t----\t-------------\t------------\t-----\n")
 			for i := range pods {

@@ -37,8 +37,8 @@ cpu-node-1    default   <none>   Running   <none>     0     0     0
 cpu-node-2    default   <none>   Running   <none>     0     0     0
 `, must(t, "get", "nodes", "--pool", "default", "--no-headers"))
 	assert.Equal(t, `NAME           POOL          NODE POOL   STATUS     GPU TYPE   GPU TOTAL   GPU USED   GPU FREE
-snt9b-node-2   train-snt9b   <none>      Running    Snt9B      8           0          8
 a100-node-3    train-a100    a100-np1    Running    A100-80G   8           0          8
+snt9b-node-2   train-snt9b   <none>      Running    Snt9B      8           0          8
 a10-node-2     infer-a10     <none>      Cordoned   A10-24G    4           0          4
 `, must(t, "get", "nodes", "snt9b-node-2", "a100-node-3", "a10-node-2", "--sort-by=gpu-free"))
 	assert.Equal(t, "node/a100-node-1\nnode/a100-node-2\nnode/a100-node-3\n", must(t, "get", "nodes", "--pool", "train-a100", "-o", "name"))
@@ -85,8 +85,8 @@ snt9b-node-3   NotReady
 func TestGetPoolsFormatsAndSorting(t *testing.T) {
 	assert.Equal(t, `POOL NAME     STATUS     GPU TOTAL   GPU USED   GPU FREE   NODE COUNT
 train-a100    Running    24          12         12         3
-default       Running    8           0          8          3
 train-snt9b   Degraded   16          8          8          3
+default       Running    8           0          8          3
 infer-a10     Degraded   8           2          6          2
 dev-sandbox   Empty      0           0          0          0
 `, must(t, "get", "pools", "--sort-by=gpu-free"))
@@ -125,7 +125,13 @@ a10-node-1    runwhere.ai/pool        infer-a10
 `, must(t, "get", "labels", "a100-node-1", "a10-node-1"))
 	assert.Equal(t, "NODE          KEY                VALUE\na100-node-1   runwhere.ai/pool   train-a100\n",
 		must(t, "get", "labels", "a100-node-1", "--key=runwhere.ai/pool"))
-	assert.Contains(t, must(t, "get", "labels", "cpu-node-1", "--all", "--no-headers"), "cpu-node-1   kubernetes.io/hostname   cpu-node-1\n")
+	assert.Equal(t, `cpu-node-1   beta.kubernetes.io/arch   amd64
+cpu-node-1   beta.kubernetes.io/os     linux
+cpu-node-1   kubernetes.io/arch        amd64
+cpu-node-1   kubernetes.io/hostname    cpu-node-1
+cpu-node-1   kubernetes.io/os          linux
+cpu-node-1   type                      kwok
+`, must(t, "get", "labels", "cpu-node-1", "--all", "--no-headers"))
 	// gpuctl's habit of short keys gets the right key, never a doubled prefix.
 	assert.Equal(t, "error: [N1] label key \"pool\" has no \"runwhere.ai/\" prefix: did you mean \"runwhere.ai/pool\"?\n",
 		fails(t, "get", "labels", "a100-node-1", "--key=pool"))
@@ -140,10 +146,11 @@ func columns(table string, idx ...int) string {
 	var rows [][]string
 	width := map[int]int{}
 	for _, line := range strings.Split(strings.TrimRight(table, "\n"), "\n") {
-		f := strings.Fields(strings.ReplaceAll(line, "GPU ", "GPU_"))
+		line = strings.NewReplacer("GPU ", "GPU_", "NODE POOL", "NODE_POOL").Replace(line)
+		f := strings.Fields(line)
 		var row []string
 		for j, i := range idx {
-			cell := strings.ReplaceAll(f[i], "GPU_", "GPU ")
+			cell := strings.NewReplacer("GPU_", "GPU ", "NODE_POOL", "NODE POOL").Replace(f[i])
 			row = append(row, cell)
 			width[j] = max(width[j], len(cell))
 		}

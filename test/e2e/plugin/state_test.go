@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
@@ -88,7 +89,9 @@ func stateOf(n *corev1.Node) nodeState {
 	for i := range taints {
 		taints[i].TimeAdded = nil
 	}
-	sort.Slice(taints, func(i, j int) bool { return taints[i].Key+string(taints[i].Effect) < taints[j].Key+string(taints[j].Effect) })
+	sort.Slice(taints, func(i, j int) bool {
+		return taints[i].Key+string(taints[i].Effect) < taints[j].Key+string(taints[j].Effect)
+	})
 	if len(taints) == 0 {
 		taints = nil
 	}
@@ -266,3 +269,7 @@ func fails(t *testing.T, args ...string) string {
 var metaUpdate = metav1.UpdateOptions{}
 
 func framework() *fw.Cluster { return fw.C }
+
+func resourceQ(s string) resource.Quantity { return resource.MustParse(s) }
+
+func isNotFound(err error) bool { return apierrors.IsNotFound(err) }
