@@ -85,9 +85,14 @@ func stateOf(n *corev1.Node) nodeState {
 			ann[k] = v
 		}
 	}
-	taints := append([]corev1.Taint(nil), n.Spec.Taints...)
-	for i := range taints {
-		taints[i].TimeAdded = nil
+	// Taints under node.kubernetes.io/ are the node controllers' (they mirror a cordon
+	// or readiness, a moment later): not litepool's to change.
+	var taints []corev1.Taint
+	for _, t := range n.Spec.Taints {
+		if !strings.HasPrefix(t.Key, "node.kubernetes.io/") {
+			t.TimeAdded = nil
+			taints = append(taints, t)
+		}
 	}
 	sort.Slice(taints, func(i, j int) bool {
 		return taints[i].Key+string(taints[i].Effect) < taints[j].Key+string(taints[j].Effect)
@@ -143,7 +148,13 @@ func restore(t *testing.T, s clusterState) {
 			for k, v := range want.Annotations {
 				cur.Annotations[k] = v
 			}
-			cur.Spec.Taints, cur.Spec.Unschedulable = want.Taints, want.Unschedulable
+			var taints []corev1.Taint
+			for _, t := range cur.Spec.Taints {
+				if strings.HasPrefix(t.Key, "node.kubernetes.io/") {
+					taints = append(taints, t)
+				}
+			}
+			cur.Spec.Taints, cur.Spec.Unschedulable = append(taints, want.Taints...), want.Unschedulable
 			_, err = kube.CoreV1().Nodes().Update(ctx(), cur, metav1.UpdateOptions{})
 			return err
 		})
