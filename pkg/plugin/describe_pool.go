@@ -120,37 +120,41 @@ func poolNotFound(name string) error {
 
 // DescribePool writes the description of a pool.
 func DescribePool(out io.Writer, pool *v1alpha1.Pool, sum *inventory.Pool, evs *corev1.EventList) error {
-	spec, s := pool.Spec, pool.Status
 	return tabbed(out, func(w prefixWriter) {
-		w.Write(level0, "Name:\t%s\n", pool.Name)
-		if !HasObject(pool) {
-			for _, c := range s.Conditions {
-				if c.Type == ConditionPoolObject {
-					w.Write(level0, "Pool Object:\t<none> (%s)\n", c.Message)
-				}
-			}
-		} else {
-			w.Write(level0, "Type:\t%s\n", poolTypeCell(pool))
-			w.Write(level0, "Description:\t%s\n", none(spec.Description))
-			writeMap(w, "Tags", spec.Tags)
-			w.Write(level0, "Workloads:\t%s\n", joinTypes(policy.AcceptedWorkloads(spec)))
-			w.Write(level0, "Min Nodes:\t%d\n", policy.MinNodes(spec))
-			w.Write(level0, "Exclusive:\t%v\n", spec.Exclusive)
-			w.Write(level0, "Namespaces:\t%s\n", namespacesCell(spec))
-			w.Write(level0, "Software:\t%s\n", softwareCell(spec.Software))
-			w.Write(level0, "HCCL Op Retry:\t%s\n", hcclCell(spec.HCCL.OpRetry))
-		}
-		w.Write(level0, "Accelerator:\t%s\n", acceleratorDescription(pool))
-		w.Write(level0, "Status:\t%s\n", s.Phase)
-		w.Write(level0, "Nodes:\t%d (%d healthy, %d faulty)\n", s.NodeCount, s.HealthyNodes, s.FaultyNodes)
-		w.Write(level0, "Accelerators:\t%d total, %d used, %d free\n", s.AcceleratorTotal, s.AcceleratorUsed, s.AcceleratorFree)
-		w.Write(level0, "Driver Versions:\t%s\n", joinOrNone(s.DriverVersions))
-		describeNodePools(w, pool, sum)
-		describeMembers(w, sum)
+		describePoolBody(w, pool, sum)
 		if evs != nil {
 			describeEvents(w, evs, pool.Name)
 		}
 	})
+}
+
+func describePoolBody(w prefixWriter, pool *v1alpha1.Pool, sum *inventory.Pool) {
+	spec, s := pool.Spec, pool.Status
+	w.Write(level0, "Name:\t%s\n", pool.Name)
+	if !HasObject(pool) {
+		for _, c := range s.Conditions {
+			if c.Type == ConditionPoolObject {
+				w.Write(level0, "Pool Object:\t<none> (%s)\n", c.Message)
+			}
+		}
+	} else {
+		w.Write(level0, "Type:\t%s\n", poolTypeCell(pool))
+		w.Write(level0, "Description:\t%s\n", none(spec.Description))
+		writeMap(w, "Tags", spec.Tags)
+		w.Write(level0, "Workloads:\t%s\n", joinTypes(policy.AcceptedWorkloads(spec)))
+		w.Write(level0, "Min Nodes:\t%d\n", policy.MinNodes(spec))
+		w.Write(level0, "Exclusive:\t%v\n", spec.Exclusive)
+		w.Write(level0, "Namespaces:\t%s\n", namespacesCell(spec))
+		w.Write(level0, "Software:\t%s\n", softwareCell(spec.Software))
+		w.Write(level0, "HCCL Op Retry:\t%s\n", hcclCell(spec.HCCL.OpRetry))
+	}
+	w.Write(level0, "Accelerator:\t%s\n", acceleratorDescription(pool))
+	w.Write(level0, "Status:\t%s\n", s.Phase)
+	w.Write(level0, "Nodes:\t%d (%d healthy, %d faulty)\n", s.NodeCount, s.HealthyNodes, s.FaultyNodes)
+	w.Write(level0, "Accelerators:\t%d total, %d used, %d free\n", s.AcceleratorTotal, s.AcceleratorUsed, s.AcceleratorFree)
+	w.Write(level0, "Driver Versions:\t%s\n", joinOrNone(s.DriverVersions))
+	describeNodePools(w, pool, sum)
+	describeMembers(w, sum)
 }
 
 func describeNodePools(w prefixWriter, pool *v1alpha1.Pool, sum *inventory.Pool) {
