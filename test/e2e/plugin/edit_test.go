@@ -19,6 +19,7 @@ func editorScript(t *testing.T, sed string) []string {
 
 func edit(t *testing.T, env []string, args ...string) (string, string, int) {
 	t.Helper()
+	env = append([]string{"KUBECONFIG=" + framework().Kubeconfig}, env...)
 	r := framework().KubectlEnv(t, env, "", append([]string{"litepool", "edit", "pool"}, args...)...)
 	return r.Stdout, r.Stderr, r.ExitCode
 }

@@ -41,8 +41,8 @@ func TestNodePoolMembership(t *testing.T) {
 	n := node(t, "a100-node-3")
 	assert.Equal(t, []string{"a100-np2", "training", "llm"}, []string{n.Labels["runwhere.ai/node-pool"], n.Labels["runwhere.ai/workload-type"], n.Labels["team"]})
 	assert.Equal(t, "dedicated=llm:NoSchedule", n.Spec.Taints[0].ToString())
-	assert.Equal(t, `POOL         NODE POOL   STATUS    NODES   GPU TOTAL   GPU USED   GPU FREE   LABELS                                            TAINTS
-train-a100   a100-np1    Running   2       16          12         4          <none>                                            <none>
+	assert.Equal(t, `POOL         NODE POOL   STATUS    NODES   GPU TOTAL   GPU USED   GPU FREE   LABELS                                        TAINTS
+train-a100   a100-np1    Running   2       16          12         4          <none>                                        <none>
 train-a100   a100-np2    Running   1       8           0          8          runwhere.ai/workload-type=training,team=llm   dedicated=llm:NoSchedule
 `, must(t, "get", "nodepools", "-o", "wide"))
 
