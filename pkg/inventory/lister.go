@@ -1,6 +1,7 @@
 package inventory
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -26,6 +27,8 @@ const ActivePodsSelector = "status.phase!=Succeeded,status.phase!=Failed,spec.no
 type Options struct {
 	// NodeSelector is a label selector for nodes (e.g. runwhere.ai/pool=train-a100).
 	NodeSelector string
+	// WithoutLabels leaves Node.Labels empty (see Builder.WithoutLabels).
+	WithoutLabels bool
 }
 
 // Collect lists pods, then nodes, page by page and builds the inventory. Pool names in
@@ -37,12 +40,14 @@ type Options struct {
 // typed, fully decoded lists.
 func Collect(ctx context.Context, client kubernetes.Interface, opts Options, extraPools ...string) (*Inventory, error) {
 	b := NewBuilder()
+	b.WithoutLabels = opts.WithoutLabels
 	podOpts := metav1.ListOptions{FieldSelector: ActivePodsSelector}
 	nodeOpts := metav1.ListOptions{LabelSelector: opts.NodeSelector}
 	if rc := restClient(client); rc != nil {
 		var pod corev1.Pod
+		names := map[string]string{}
 		err := scanList(ctx, rc, "pods", podOpts, func(item []byte) error {
-			if err := scanPod(item, &pod); err != nil {
+			if err := scanPod(item, &pod, names); err != nil {
 				return err
 			}
 			b.AddPod(&pod)
@@ -65,6 +70,7 @@ func Collect(ctx context.Context, client kubernetes.Interface, opts Options, ext
 			return nil, err
 		}
 		b = NewBuilder()
+		b.WithoutLabels = opts.WithoutLabels
 	}
 	return collectTyped(ctx, client, b, podOpts, nodeOpts, extraPools)
 }
@@ -78,16 +84,22 @@ func restClient(client kubernetes.Interface) rest.Interface {
 	return rc
 }
 
-// scanList pages through a list as protobuf, passing each item's bytes to fn.
+// scanList pages through a list as protobuf, passing each item's bytes to fn. Each
+// page is read as a stream, one item at a time, into the same small buffer: a list
+// costs one item of memory however long it is.
 func scanList(ctx context.Context, rc rest.Interface, resource string, opts metav1.ListOptions, fn func([]byte) error) error {
 	opts.Limit = PageSize
+	r := bufio.NewReaderSize(nil, 64<<10)
+	var item []byte
 	for {
 		body, err := rc.Get().Resource(resource).VersionedParams(&opts, scheme.ParameterCodec).
-			SetHeader("Accept", runtime.ContentTypeProtobuf).DoRaw(ctx)
+			SetHeader("Accept", runtime.ContentTypeProtobuf).Stream(ctx)
 		if err != nil {
 			return fmt.Errorf("listing %s: %w", resource, err)
 		}
-		cont, err := listItems(body, fn)
+		r.Reset(body)
+		cont, err := streamItems(r, &item, fn)
+		body.Close()
 		if err != nil {
 			if errors.Is(err, errNotProtobuf) {
 				return err

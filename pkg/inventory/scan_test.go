@@ -137,7 +137,7 @@ func TestScannersAgreeWithFullDecoding(t *testing.T) {
 	scanned := NewBuilder()
 	var pod corev1.Pod
 	cont, err := listItems(encode(t, pods), func(b []byte) error {
-		if err := scanPod(b, &pod); err != nil {
+		if err := scanPod(b, &pod, map[string]string{}); err != nil {
 			return err
 		}
 		scanned.AddPod(&pod)
@@ -173,9 +173,20 @@ func TestScannersAgreeWithFullDecoding(t *testing.T) {
 func TestScannerRejectsWhatItCannotRead(t *testing.T) {
 	_, err := listItems([]byte(`{"kind":"PodList"}`), func([]byte) error { return nil })
 	assert.ErrorIs(t, err, errNotProtobuf)
-	body := encode(t, &corev1.PodList{Items: []corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "p"}}}})
-	_, err = listItems(body[:len(body)-3], func(b []byte) error { return scanPod(b, &corev1.Pod{}) })
-	assert.Error(t, err, "a truncated body is an error, not a shorter list")
+	body := encode(t, &corev1.PodList{Items: []corev1.Pod{
+		{ObjectMeta: metav1.ObjectMeta{Name: "p1"}, Spec: corev1.PodSpec{NodeName: "n1"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "p2"}, Spec: corev1.PodSpec{NodeName: "n1"}},
+	}})
+	items := 0
+	_, err = listItems(body, func(b []byte) error { items++; return scanPod(b, &corev1.Pod{}, map[string]string{}) })
+	require.NoError(t, err)
+	assert.Equal(t, 2, items)
+	// Cut anywhere before the envelope's two trailing empty strings (4 bytes), the body
+	// is an error, never a shorter list: not even cut between two items.
+	for cut := 0; cut < len(body)-4; cut++ {
+		_, err = listItems(body[:cut], func(b []byte) error { return scanPod(b, &corev1.Pod{}, map[string]string{}) })
+		assert.Error(t, err, "cut at %d of %d", cut, len(body))
+	}
 }
 
 func BenchmarkScanPods(b *testing.B) {
@@ -189,8 +200,9 @@ func BenchmarkScanPods(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			bu := NewBuilder()
 			var pod corev1.Pod
+			names := map[string]string{}
 			_, _ = listItems(body, func(item []byte) error {
-				_ = scanPod(item, &pod)
+				_ = scanPod(item, &pod, names)
 				bu.AddPod(&pod)
 				return nil
 			})

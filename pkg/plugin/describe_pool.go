@@ -98,7 +98,7 @@ func loadPool(ctx context.Context, c *clients, name string) (*v1alpha1.Pool, *in
 			return nil, nil, err
 		}
 	}
-	inv, err := inventory.Collect(ctx, c.kube, inventory.Options{NodeSelector: poolSelector(name)}, name)
+	inv, err := inventory.Collect(ctx, c.kube, inventory.Options{NodeSelector: poolSelector(name), WithoutLabels: true}, name)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -78,7 +78,7 @@ func (o *GetNodePoolsOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listing Pool objects: %w", err)
 	}
-	inv, err := inventory.Collect(ctx, o.clients.kube, inventory.Options{NodeSelector: poolSelector(o.Pool)})
+	inv, err := inventory.Collect(ctx, o.clients.kube, inventory.Options{NodeSelector: poolSelector(o.Pool), WithoutLabels: true})
 	if err != nil {
 		return err
 	}

@@ -111,7 +111,7 @@ func (o *GetNodesOptions) Run(ctx context.Context) error {
 	if !o.Print.IsTable() {
 		return o.printObjects(ctx)
 	}
-	inv, err := inventory.Collect(ctx, o.clients.kube, inventory.Options{NodeSelector: poolSelector(o.Pool)})
+	inv, err := inventory.Collect(ctx, o.clients.kube, inventory.Options{NodeSelector: poolSelector(o.Pool), WithoutLabels: true})
 	if err != nil {
 		return err
 	}
