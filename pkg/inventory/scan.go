@@ -159,8 +159,15 @@ func (w *wireReader) each(fn func(num protowire.Number, length int64) error) err
 	}
 }
 
+// maxItem bounds one list item. etcd stores objects of at most 1.5 MiB; a larger length
+// is a corrupt stream, and must not become an allocation of that size.
+const maxItem = 32 << 20
+
 // read reads n bytes into *buf (grown as needed) and returns them.
 func (w *wireReader) read(n int64, buf *[]byte) ([]byte, error) {
+	if n > maxItem {
+		return nil, fmt.Errorf("list item of %d bytes: larger than any object the API server stores", n)
+	}
 	if int64(cap(*buf)) < n {
 		*buf = make([]byte, n)
 	}

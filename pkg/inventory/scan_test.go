@@ -219,3 +219,28 @@ func BenchmarkScanPods(b *testing.B) {
 		}
 	})
 }
+
+// FuzzListItems: whatever the bytes, the scanner returns an error or items, never
+// panics or loops.
+func FuzzListItems(f *testing.F) {
+	r := rand.New(rand.NewSource(2))
+	pods := &corev1.PodList{ListMeta: metav1.ListMeta{Continue: "c"}}
+	for i := 0; i < 3; i++ {
+		pods.Items = append(pods.Items, randomPod(r, i))
+	}
+	nodes := &corev1.NodeList{Items: []corev1.Node{randomNode(r, 0)}}
+	f.Add(encode(f, pods))
+	f.Add(encode(f, nodes))
+	f.Add([]byte("k8s\x00"))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var pod corev1.Pod
+		var node corev1.Node
+		names := map[string]string{}
+		_, _ = listItems(body, func(b []byte) error {
+			if err := scanPod(b, &pod, names); err != nil {
+				return err
+			}
+			return scanNode(b, &node)
+		})
+	})
+}
