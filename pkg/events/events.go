@@ -30,11 +30,25 @@ type Recorder struct {
 type Ref struct {
 	Kind, Namespace, Name, APIVersion string
 	UID                               string
+	// Related is a second object the event is about (the pool a node leaves), so that
+	// `describe pool` finds the events of nodes that are no longer members.
+	Related *Ref
 }
 
 // NodeRef refers to a node.
 func NodeRef(node *corev1.Node) Ref {
 	return Ref{Kind: "Node", Name: node.Name, APIVersion: "v1", UID: string(node.UID)}
+}
+
+// PoolRef refers to a Pool (cluster-scoped; it may have no object).
+func PoolRef(name string) Ref {
+	return Ref{Kind: "Pool", Name: name, APIVersion: "runwhere.ai/v1alpha1"}
+}
+
+// About returns ref with related set.
+func (r Ref) About(related Ref) Ref {
+	r.Related = &related
+	return r
 }
 
 // Normal records a Normal event. Failures to record are returned but are not meant to
@@ -56,7 +70,8 @@ func (r *Recorder) record(ctx context.Context, ref Ref, eventType, reason, messa
 	if ns == "" {
 		ns = metav1.NamespaceDefault // cluster-scoped objects' events live in default, as the kubelet's do
 	}
-	now := metav1.NewTime(time.Now())
+	t := time.Now()
+	now := metav1.NewTime(t)
 	ev := &corev1.Event{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: ref.Name + ".", Namespace: ns},
 		InvolvedObject: corev1.ObjectReference{Kind: ref.Kind, Namespace: ref.Namespace, Name: ref.Name,
@@ -64,7 +79,14 @@ func (r *Recorder) record(ctx context.Context, ref Ref, eventType, reason, messa
 		Reason: reason, Message: message, Type: eventType,
 		Source:         corev1.EventSource{Component: Component},
 		FirstTimestamp: now, LastTimestamp: now, Count: 1,
+		// EventTime keeps microseconds, so that the steps of one operation sort in the
+		// order they happened; with it set the API server wants an action too.
+		EventTime: metav1.NewMicroTime(t), Action: reason,
 		ReportingController: "runwhere.ai/litepool", ReportingInstance: Component,
+	}
+	if rel := ref.Related; rel != nil {
+		ev.Related = &corev1.ObjectReference{Kind: rel.Kind, Namespace: rel.Namespace, Name: rel.Name,
+			APIVersion: rel.APIVersion, UID: typesUID(rel.UID)}
 	}
 	_, err := r.Client.CoreV1().Events(ns).Create(ctx, ev, metav1.CreateOptions{})
 	return err

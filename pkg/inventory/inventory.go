@@ -61,6 +61,9 @@ type usage struct {
 type Builder struct {
 	usage map[string]usage
 	nodes []*Node
+	// WithoutLabels leaves Node.Labels empty: listings of thousands of nodes do not
+	// need a copy of every node's litepool labels.
+	WithoutLabels bool
 }
 
 // NewBuilder returns an empty Builder.
@@ -84,6 +87,10 @@ func (b *Builder) AddPod(pod *corev1.Pod) {
 func (b *Builder) AddNode(node *corev1.Node) {
 	resource, total := policy.NodeAccelerators(node)
 	u := b.usage[node.Name]
+	var labels map[string]string
+	if !b.WithoutLabels {
+		labels = litepoolLabels(node.Labels)
+	}
 	b.nodes = append(b.nodes, &Node{
 		Name:          node.Name,
 		Pool:          policy.PoolOf(node),
@@ -96,7 +103,7 @@ func (b *Builder) AddNode(node *corev1.Node) {
 		Total:         total,
 		Used:          u.accelerators,
 		WorkloadPods:  u.workloadPods,
-		Labels:        litepoolLabels(node.Labels),
+		Labels:        labels,
 	})
 }
 

@@ -1,18 +1,24 @@
 package inventory
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/pager"
 )
 
-// PageSize is the number of objects fetched per list call.
-const PageSize = 500
+// PageSize is the number of objects fetched per list call. The scanners keep memory per
+// page small (the response body), so pages can be larger than client-go's usual 500:
+// fewer round trips.
+var PageSize int64 = 1000
 
 // ActivePodsSelector keeps terminal and unbound pods on the server side of the wire.
 const ActivePodsSelector = "status.phase!=Succeeded,status.phase!=Failed,spec.nodeName!="
@@ -21,18 +27,99 @@ const ActivePodsSelector = "status.phase!=Succeeded,status.phase!=Failed,spec.no
 type Options struct {
 	// NodeSelector is a label selector for nodes (e.g. runwhere.ai/pool=train-a100).
 	NodeSelector string
+	// WithoutLabels leaves Node.Labels empty (see Builder.WithoutLabels).
+	WithoutLabels bool
 }
 
 // Collect lists pods, then nodes, page by page and builds the inventory. Pool names in
 // extraPools get an entry even with no members.
+//
+// Lists go through the REST client as protobuf and are read by the scanners (scan.go),
+// which decode only the fields the inventory uses. A client without a REST client (the
+// fake clientset of unit tests) or a response that is not protobuf falls back to the
+// typed, fully decoded lists.
 func Collect(ctx context.Context, client kubernetes.Interface, opts Options, extraPools ...string) (*Inventory, error) {
 	b := NewBuilder()
+	b.WithoutLabels = opts.WithoutLabels
+	podOpts := metav1.ListOptions{FieldSelector: ActivePodsSelector}
+	nodeOpts := metav1.ListOptions{LabelSelector: opts.NodeSelector}
+	if rc := restClient(client); rc != nil {
+		var pod corev1.Pod
+		names := map[string]string{}
+		err := scanList(ctx, rc, "pods", podOpts, func(item []byte) error {
+			if err := scanPod(item, &pod, names); err != nil {
+				return err
+			}
+			b.AddPod(&pod)
+			return nil
+		})
+		if err == nil {
+			var node corev1.Node
+			err = scanList(ctx, rc, "nodes", nodeOpts, func(item []byte) error {
+				if err := scanNode(item, &node); err != nil {
+					return err
+				}
+				b.AddNode(&node)
+				return nil
+			})
+			if err == nil {
+				return b.Build(extraPools...), nil
+			}
+		}
+		if !errors.Is(err, errNotProtobuf) {
+			return nil, err
+		}
+		b = NewBuilder()
+		b.WithoutLabels = opts.WithoutLabels
+	}
+	return collectTyped(ctx, client, b, podOpts, nodeOpts, extraPools)
+}
+
+// restClient returns the core/v1 REST client, or nil when there is none (fakes).
+func restClient(client kubernetes.Interface) rest.Interface {
+	rc := client.CoreV1().RESTClient()
+	if c, ok := rc.(*rest.RESTClient); ok && c == nil {
+		return nil
+	}
+	return rc
+}
+
+// scanList pages through a list as protobuf, passing each item's bytes to fn. Each
+// page is read as a stream, one item at a time, into the same small buffer: a list
+// costs one item of memory however long it is.
+func scanList(ctx context.Context, rc rest.Interface, resource string, opts metav1.ListOptions, fn func([]byte) error) error {
+	opts.Limit = PageSize
+	r := bufio.NewReaderSize(nil, 64<<10)
+	var item []byte
+	for {
+		body, err := rc.Get().Resource(resource).VersionedParams(&opts, scheme.ParameterCodec).
+			SetHeader("Accept", runtime.ContentTypeProtobuf).Stream(ctx)
+		if err != nil {
+			return fmt.Errorf("listing %s: %w", resource, err)
+		}
+		r.Reset(body)
+		cont, err := streamItems(r, &item, fn)
+		body.Close()
+		if err != nil {
+			if errors.Is(err, errNotProtobuf) {
+				return err
+			}
+			return fmt.Errorf("reading the list of %s: %w", resource, err)
+		}
+		if cont == "" {
+			return nil
+		}
+		opts.Continue = cont
+	}
+}
+
+// collectTyped is Collect with client-go's typed lists and full decoding.
+func collectTyped(ctx context.Context, client kubernetes.Interface, b *Builder, podOpts, nodeOpts metav1.ListOptions, extraPools []string) (*Inventory, error) {
 	podPager := pager.New(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-		o.FieldSelector = ActivePodsSelector
 		return client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, o)
 	})
-	podPager.PageSize, podPager.PageBufferSize = PageSize, 1
-	err := podPager.EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
+	podPager.PageSize = PageSize
+	err := podPager.EachListItem(ctx, podOpts, func(obj runtime.Object) error {
 		b.AddPod(obj.(*corev1.Pod))
 		return nil
 	})
@@ -40,11 +127,10 @@ func Collect(ctx context.Context, client kubernetes.Interface, opts Options, ext
 		return nil, fmt.Errorf("listing pods: %w", err)
 	}
 	nodePager := pager.New(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-		o.LabelSelector = opts.NodeSelector
 		return client.CoreV1().Nodes().List(ctx, o)
 	})
-	nodePager.PageSize, nodePager.PageBufferSize = PageSize, 1
-	err = nodePager.EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
+	nodePager.PageSize = PageSize
+	err = nodePager.EachListItem(ctx, nodeOpts, func(obj runtime.Object) error {
 		b.AddNode(obj.(*corev1.Node))
 		return nil
 	})

@@ -9,13 +9,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"regexp"
+	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/kubernetes"
 	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 	"k8s.io/kubectl/pkg/drain"
@@ -64,9 +67,38 @@ func Uncordon(ctx context.Context, client kubernetes.Interface, name string, dry
 
 // ForceUncordon makes a node schedulable whatever its history (the `uncordon` command:
 // an operator's explicit word).
-func ForceUncordon(ctx context.Context, client kubernetes.Interface, name string, dryRun cmdutil.DryRunStrategy) error {
-	_, err := patchNode(ctx, client, name, ptr(false), map[string]*string{policy.AnnotationWasCordoned: nil}, dryRun)
-	return err
+func ForceUncordon(ctx context.Context, client kubernetes.Interface, name string, dryRun cmdutil.DryRunStrategy) (*corev1.Node, error) {
+	node, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	annotations := map[string]*string{}
+	if _, ok := node.Annotations[policy.AnnotationWasCordoned]; ok {
+		annotations[policy.AnnotationWasCordoned] = nil
+	}
+	if !node.Spec.Unschedulable && len(annotations) == 0 {
+		return node, nil
+	}
+	return patchNode(ctx, client, name, ptr(false), annotations, dryRun)
+}
+
+// OperatorCordon marks a node unschedulable on an operator's explicit word (the cordon
+// and drain commands). It records nothing for itself, but when a litepool operation
+// already remembers the node's earlier state, it updates that memory to "cordoned", so
+// the operation does not uncordon the node when it ends.
+func OperatorCordon(ctx context.Context, client kubernetes.Interface, name string, dryRun cmdutil.DryRunStrategy) (*corev1.Node, error) {
+	node, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	annotations := map[string]*string{}
+	if v, ok := node.Annotations[policy.AnnotationWasCordoned]; ok && v != "true" {
+		annotations[policy.AnnotationWasCordoned] = ptr("true")
+	}
+	if node.Spec.Unschedulable && len(annotations) == 0 {
+		return node, nil
+	}
+	return patchNode(ctx, client, name, ptr(true), annotations, dryRun)
 }
 
 // DrainOptions are `kubectl drain`'s knobs.
@@ -82,9 +114,33 @@ type DrainOptions struct {
 	Out, ErrOut        io.Writer
 }
 
+// serverDryRunTimeout bounds a server dry-run drain.
+const serverDryRunTimeout = 2 * time.Second
+
+// BlockedError is a drain that stopped because pods could not be evicted in time
+// (usually a PodDisruptionBudget): it names them.
+type BlockedError struct {
+	Node    string
+	Pods    []string // namespace/name, sorted
+	Reasons []string // the API server's last answer per pod
+	Err     error
+}
+
+func (e *BlockedError) Error() string {
+	reason := "they were not evicted in time"
+	if len(e.Reasons) > 0 {
+		reason = strings.Join(e.Reasons, "; ")
+	}
+	return fmt.Sprintf("drain of node %q stopped: %d pod(s) could not be evicted (%s): %s; wait until the PodDisruptionBudget allows it, scale the workload up, or raise --timeout",
+		e.Node, len(e.Pods), strings.Join(e.Pods, ", "), reason)
+}
+
+func (e *BlockedError) Unwrap() error { return e.Err }
+
 // Drain evicts the node's pods (the node should be cordoned first). While it runs the
 // node carries runwhere.ai/draining, so listings show it as Draining. An eviction a PDB
-// refuses is retried until Timeout; then Drain fails naming the pods that did not leave.
+// refuses is retried until Timeout; then Drain fails with a *BlockedError naming the
+// pods that did not leave.
 func Drain(ctx context.Context, client kubernetes.Interface, name string, o DrainOptions) error {
 	if o.DryRun != cmdutil.DryRunClient {
 		if _, err := patchNode(ctx, client, name, nil, map[string]*string{policy.AnnotationDraining: ptr("true")}, o.DryRun); err != nil {
@@ -94,18 +150,24 @@ func Drain(ctx context.Context, client kubernetes.Interface, name string, o Drai
 			_, _ = patchNode(context.WithoutCancel(ctx), client, name, nil, map[string]*string{policy.AnnotationDraining: nil}, o.DryRun)
 		}()
 	}
-	var failed []string
+	if o.DryRun == cmdutil.DryRunServer && (o.Timeout == 0 || o.Timeout > serverDryRunTimeout) {
+		// A dry run changes nothing, so an eviction a PDB refuses now stays refused:
+		// report it rather than retry until a timeout that may be infinite.
+		o.Timeout = serverDryRunTimeout
+	}
+	tracker := newEvictionTracker(orDiscard(o.ErrOut))
 	helper := &drain.Helper{
 		Ctx: ctx, Client: client, Force: o.Force, GracePeriodSeconds: o.GracePeriodSeconds,
 		IgnoreAllDaemonSets: o.IgnoreDaemonSets, Timeout: o.Timeout, DeleteEmptyDirData: o.DeleteEmptyDirData,
 		PodSelector: o.PodSelector, DisableEviction: o.DisableEviction, DryRunStrategy: o.DryRun,
 		EvictErrorRetryDelay: 500 * time.Millisecond,
-		Out:                  orDiscard(o.Out), ErrOut: orDiscard(o.ErrOut),
+		Out:                  &onceWriter{out: orDiscard(o.Out), seen: map[string]bool{}}, ErrOut: tracker,
+		OnPodDeletionOrEvictionStarted: func(pod *corev1.Pod, _ bool) { tracker.started(pod) },
 		OnPodDeletionOrEvictionFinished: func(pod *corev1.Pod, eviction bool, err error) {
 			if err != nil {
-				failed = append(failed, pod.Namespace+"/"+pod.Name)
 				return
 			}
+			tracker.finished(pod)
 			if o.Out != nil {
 				verb := "evicted"
 				if !eviction {
@@ -115,18 +177,147 @@ func Drain(ctx context.Context, client kubernetes.Interface, name string, o Drai
 			}
 		},
 	}
+	if o.DryRun == cmdutil.DryRunClient {
+		// The helper has no client dry run (kubectl's command handles it before calling
+		// it): list what would go and stop there.
+		return listForDrain(helper, name, orDiscard(o.Out))
+	}
 	if err := drain.RunNodeDrain(helper, name); err != nil {
-		return describeDrainError(name, err, failed)
+		if pods, reasons := tracker.left(); len(pods) > 0 {
+			return &BlockedError{Node: name, Pods: pods, Reasons: reasons, Err: err}
+		}
+		return fmt.Errorf("drain of node %q failed: %w", name, err)
 	}
 	return nil
 }
 
-func describeDrainError(node string, err error, failed []string) error {
-	msg := err.Error()
-	if strings.Contains(msg, "global timeout") || strings.Contains(msg, "disruption budget") || apierrors.IsTooManyRequests(err) {
-		return fmt.Errorf("drain of node %q stopped: pods %s could not be evicted: a PodDisruptionBudget does not allow it (%v); wait for the budget to allow it, scale the workload, or raise --timeout", node, strings.Join(failed, ", "), err)
+// CheckDrain says whether a drain of the node can start: the pods kubectl's drain
+// refuses without a flag (unmanaged pods without Force, DaemonSet pods without
+// IgnoreDaemonSets, emptyDir pods without DeleteEmptyDirData) make it fail before
+// anything changed.
+func CheckDrain(ctx context.Context, client kubernetes.Interface, name string, o DrainOptions) error {
+	helper := &drain.Helper{Ctx: ctx, Client: client, Force: o.Force, IgnoreAllDaemonSets: o.IgnoreDaemonSets,
+		DeleteEmptyDirData: o.DeleteEmptyDirData, PodSelector: o.PodSelector, Out: io.Discard, ErrOut: io.Discard}
+	if _, errs := helper.GetPodsForDeletion(name); errs != nil {
+		return fmt.Errorf("node %q cannot be drained: %w", name, utilerrors.NewAggregate(errs))
 	}
-	return fmt.Errorf("drain of node %q failed: %w", node, err)
+	return nil
+}
+
+// listForDrain is a client dry run: the pods a drain would evict, or why it could not.
+func listForDrain(helper *drain.Helper, name string, out io.Writer) error {
+	list, errs := helper.GetPodsForDeletion(name)
+	if errs != nil {
+		return fmt.Errorf("drain of node %q failed: %w", name, utilerrors.NewAggregate(errs))
+	}
+	if w := list.Warnings(); w != "" {
+		fmt.Fprintf(helper.ErrOut, "WARNING: %s\n", w)
+	}
+	for _, pod := range list.Pods() {
+		fmt.Fprintf(out, "evicting pod %s/%s (dry run)\n", pod.Namespace, pod.Name)
+	}
+	return nil
+}
+
+// evictionTracker remembers which pods an eviction started on and has not finished,
+// and the last reason the API server gave for refusing each. It is the drain helper's
+// ErrOut: the helper prints a refused eviction every retry; the tracker prints the first
+// refusal of each pod and keeps the rest for the final report.
+type evictionTracker struct {
+	mu      sync.Mutex
+	out     io.Writer
+	pending map[string]bool
+	done    map[string]bool
+	reasons map[string]string
+}
+
+func newEvictionTracker(out io.Writer) *evictionTracker {
+	return &evictionTracker{out: out, pending: map[string]bool{}, done: map[string]bool{}, reasons: map[string]string{}}
+}
+
+func (t *evictionTracker) started(pod *corev1.Pod) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.pending[pod.Namespace+"/"+pod.Name] = true
+}
+
+func (t *evictionTracker) finished(pod *corev1.Pod) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.pending, pod.Namespace+"/"+pod.Name)
+	t.done[pod.Namespace+"/"+pod.Name] = true
+}
+
+// retryLine matches the drain helper's `error when evicting pods/"NAME" -n "NS" (will
+// retry after 500ms): REASON`.
+var retryLine = regexp.MustCompile(`^error when evicting pods/"([^"]+)" -n "([^"]+)" \(will retry after [^)]*\): (.*)$`)
+
+func (t *evictionTracker) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, line := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+		m := retryLine.FindStringSubmatch(line)
+		if m == nil {
+			fmt.Fprintln(t.out, line)
+			continue
+		}
+		key := m[2] + "/" + m[1]
+		if _, seen := t.reasons[key]; !seen {
+			fmt.Fprintf(t.out, "pod %s: eviction refused, retrying: %s\n", key, m[3])
+		}
+		t.reasons[key] = strings.TrimSuffix(m[3], ".")
+	}
+	return len(p), nil
+}
+
+// onceWriter passes lines through, but each "evicting pod ..." line only once: the
+// drain helper prints it again on every retry of a refused eviction.
+type onceWriter struct {
+	mu   sync.Mutex
+	out  io.Writer
+	seen map[string]bool
+}
+
+func (w *onceWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, line := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+		if strings.HasPrefix(line, "evicting pod ") {
+			if w.seen[line] {
+				continue
+			}
+			w.seen[line] = true
+		}
+		fmt.Fprintln(w.out, line)
+	}
+	return len(p), nil
+}
+
+// left returns the pods not evicted (started and not finished, or refused and not
+// finished: a server dry run reports no start), sorted, with the distinct reasons given.
+func (t *evictionTracker) left() (pods, reasons []string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	seen := map[string]bool{}
+	all := map[string]bool{}
+	for p := range t.pending {
+		all[p] = true
+	}
+	for p := range t.reasons {
+		if !t.done[p] {
+			all[p] = true
+		}
+	}
+	for p := range all {
+		pods = append(pods, p)
+		if r := t.reasons[p]; r != "" && !seen[r] {
+			seen[r] = true
+			reasons = append(reasons, r)
+		}
+	}
+	sort.Strings(pods)
+	sort.Strings(reasons)
+	return pods, reasons
 }
 
 // patchNode sets spec.unschedulable (when unschedulable is not nil) and annotations

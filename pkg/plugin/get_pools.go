@@ -117,7 +117,7 @@ func LoadPools(ctx context.Context, c *clients, nodeSelector string) ([]v1alpha1
 	for i := range objects {
 		names[i] = objects[i].Name
 	}
-	inv, err := inventory.Collect(ctx, c.kube, inventory.Options{NodeSelector: nodeSelector}, names...)
+	inv, err := inventory.Collect(ctx, c.kube, inventory.Options{NodeSelector: nodeSelector, WithoutLabels: true}, names...)
 	if err != nil {
 		return nil, err
 	}

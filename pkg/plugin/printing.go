@@ -32,7 +32,12 @@ func (o *PrintOptions) AddFlags(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&o.NoHeaders, "no-headers", false, "Don't print headers in table output")
 }
 
-func (o *PrintOptions) format() string { return *o.Flags.OutputFormat }
+func (o *PrintOptions) format() string {
+	if o.Flags == nil || o.Flags.OutputFormat == nil {
+		return ""
+	}
+	return *o.Flags.OutputFormat
+}
 
 // IsTable says whether the output is a table (default or wide).
 func (o *PrintOptions) IsTable() bool { return o.format() == "" || o.format() == "wide" }
@@ -53,12 +58,7 @@ func Print[T any, P interface {
 	runtime.Object
 }](o *PrintOptions, out io.Writer, items []T, single bool, toTable func([]T) *metav1.Table) error {
 	if o.IsTable() {
-		table := toTable(items)
-		if len(table.Rows) == 0 {
-			return nil
-		}
-		p := printers.NewTablePrinter(printers.PrintOptions{Wide: o.format() == "wide", NoHeaders: o.NoHeaders})
-		return p.PrintObj(table, out)
+		return PrintTable(o, out, toTable(items))
 	}
 	p, err := o.Flags.ToPrinter()
 	if err != nil {
@@ -80,6 +80,16 @@ func Print[T any, P interface {
 		list.Items = append(list.Items, runtime.RawExtension{Object: P(&items[i])})
 	}
 	return p.PrintObj(list, out)
+}
+
+// PrintTable prints a table (nothing when it has no rows) honouring -o wide and
+// --no-headers.
+func PrintTable(o *PrintOptions, out io.Writer, table *metav1.Table) error {
+	if len(table.Rows) == 0 {
+		return nil
+	}
+	p := printers.NewTablePrinter(printers.PrintOptions{Wide: o.format() == "wide", NoHeaders: o.NoHeaders})
+	return p.PrintObj(table, out)
 }
 
 // column is shorthand for a table column definition; wide columns have priority 1.

@@ -143,5 +143,27 @@ func ToUnstructured(p *v1alpha1.Pool) (*unstructured.Unstructured, error) {
 	if err != nil {
 		return nil, err
 	}
+	if spec, ok := obj["spec"].(map[string]any); ok {
+		pruneEmpty(spec)
+	}
+	delete(obj, "status") // computed by litepool, never stored
 	return &unstructured.Unstructured{Object: obj}, nil
+}
+
+// pruneEmpty drops empty objects (hccl: {opRetry: {}}, software: {}) that Go structs
+// without omitempty produce. Sent as they are, the API server would fill them with the
+// CRD's defaults (hccl.opRetry.maxRetries: 3, ...) on every update, changing pools
+// nobody meant to change.
+// An empty namespaceSelector is kept: it means "every namespace".
+func pruneEmpty(m map[string]any) {
+	for k, v := range m {
+		child, ok := v.(map[string]any)
+		if !ok || k == "namespaceSelector" {
+			continue
+		}
+		pruneEmpty(child)
+		if len(child) == 0 {
+			delete(m, k)
+		}
+	}
 }

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# bench/getpools: `kubectl litepool get pools` on a cluster of 5,000 accelerator nodes
+# and 40,000 pods, side by side in one run with two yardsticks on the same cluster:
+#   floor    a minimal client-go program that pages through every node and pod and sums
+#            accelerator requests (bench/getpools/floor): what any tool pays
+#   kubectl  `kubectl get nodes -o json` plus `kubectl get pods -A -o json`
+# Each tool runs BENCH_ROUNDS times (default 3), interleaved; the table shows the
+# median wall time and the median peak RSS (/usr/bin/time). The cluster is built with
+# bench/getpools/populate (many goroutines, one high-QPS client) and torn down at exit.
+#
+#   BENCH_NODES=5000 BENCH_PODS=40000 BENCH_ROUNDS=3 bench/getpools/run.sh
+#
+# While optimising: BENCH_KEEP=1 leaves the cluster running at the end, and
+# BENCH_REUSE=1 measures on that cluster instead of building a new one (then
+# `hack/cluster.sh down bench-getpools` removes it).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+bin=$root/_output/bin
+out=$root/_output/bench/getpools
+nodes=${BENCH_NODES:-5000} pods=${BENCH_PODS:-40000} rounds=${BENCH_ROUNDS:-3}
+name=bench-getpools
+export KWOK_WORKDIR=$root/_output/kwok
+mkdir -p "$out" "$KWOK_WORKDIR"
+
+say() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*"; }
+
+say "building the plugin, the floor and the populator"
+make build >/dev/null
+go build -trimpath -ldflags '-s -w' -o "$out/floor" ./bench/getpools/floor
+go build -trimpath -ldflags '-s -w' -o "$out/populate" ./bench/getpools/populate
+hack/build-control-plane.sh >/dev/null
+
+teardown() { hack/cluster.sh down "$name" >/dev/null 2>&1 || true; }
+export KUBECONFIG=$out/kubeconfig
+if [ -n "${BENCH_REUSE:-}" ] && kubectl get --raw /readyz >/dev/null 2>&1; then
+  say "reusing the running cluster $name"
+  [ -n "${BENCH_KEEP:-}" ] || trap teardown EXIT
+else
+[ -n "${BENCH_KEEP:-}" ] || trap teardown EXIT
+teardown
+
+say "starting cluster $name"
+"$bin/kwokctl" create cluster --name "$name" --runtime binary --config bench/getpools/kwokctl.yaml \
+  --kube-apiserver-binary "$bin/kube-apiserver" --kube-controller-manager-binary "$bin/kube-controller-manager" \
+  --kube-scheduler-binary "$bin/kube-scheduler" --kwok-controller-binary "$bin/kwok" --etcd-binary "$bin/etcd" \
+  --disable kube-controller-manager,kube-scheduler --kube-admission=false --disable-qps-limits \
+  --kubeconfig "" --wait 120s --quiet-pull >"$out/create.log" 2>&1 || { cat "$out/create.log" >&2; exit 1; }
+"$bin/kwokctl" get kubeconfig --name "$name" >"$KUBECONFIG"
+kubectl apply -f deploy/webhook/crd >/dev/null
+until kubectl wait --for=condition=Established --timeout=60s crd/pools.runwhere.ai >/dev/null 2>&1; do sleep 1; done
+
+say "populating: $nodes nodes, $pods pods"
+start=$(date +%s)
+"$out/populate" -nodes "$nodes" -pods "$pods" | grep -v '^populate: [0-9]* pods (' || exit 1
+say "populated in $(( $(date +%s) - start ))s"
+fi
+
+# measure NAME CMD...: one run; appends "wall_seconds max_rss_kb" to $out/NAME.times.
+measure() {
+  local label=$1; shift
+  /usr/bin/time -f '%e %M' -o "$out/time.tmp" "$@" >"$out/$label.out" 2>"$out/$label.err" \
+    || { echo "$label failed:"; cat "$out/$label.err"; exit 1; }
+  cat "$out/time.tmp" >>"$out/$label.times"
+}
+export PATH=$bin:$PATH
+rm -f "$out"/*.times
+for round in $(seq "$rounds"); do
+  say "round $round/$rounds"
+  measure floor "$out/floor"
+  measure litepool kubectl litepool get pools
+  measure plugin-direct "$bin/kubectl-litepool" get pools
+  measure kubectl-nodes kubectl get nodes -o json
+  measure kubectl-pods kubectl get pods -A -o json
+done
+
+# median FILE COLUMN
+median() { cut -d' ' -f"$2" "$1" | sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
+# kubectl's two commands make one row: per round, wall times add and the peak is the larger.
+paste -d' ' "$out/kubectl-nodes.times" "$out/kubectl-pods.times" | awk '{printf "%.2f %d\n", $1+$3, ($2>$4?$2:$4)}' >"$out/kubectl.times"
+
+floor_wall=$(median "$out/floor.times" 1)
+echo
+echo "get pools on $nodes nodes and $pods pods ($rounds rounds, medians; $(nproc) cores)"
+printf '%-50s %10s %16s %10s\n' "command" "wall (s)" "peak RSS (MiB)" "vs floor"
+row() {
+  local label=$1 title=$2 wall rss
+  wall=$(median "$out/$label.times" 1); rss=$(median "$out/$label.times" 2)
+  printf '%-50s %10.2f %16.1f %9.2fx\n' "$title" "$wall" "$(echo "$rss" | awk '{print $1/1024}')" "$(echo "$wall $floor_wall" | awk '{print $1/$2}')"
+}
+row floor "floor (client-go pager, bench/getpools/floor)"
+row litepool "kubectl litepool get pools"
+row plugin-direct "kubectl-litepool get pools (without kubectl)"
+row kubectl "kubectl get nodes -o json + get pods -A -o json"
+echo
+lp_wall=$(median "$out/litepool.times" 1); lp_rss=$(median "$out/litepool.times" 2)
+echo "$lp_wall $floor_wall $lp_rss" | awk '{
+  printf "goal: wall within 1.25x of the floor: %.2fx %s\n", $1/$2, ($1 <= 1.25*$2 ? "(met)" : "(missed)");
+  printf "goal: peak under 64 MiB: %.1f MiB %s\n", $3/1024, ($3 < 65536 ? "(met)" : "(missed)") }'
+echo
+echo "floor: $(cat "$out/floor.out")"
+echo "kubectl litepool get pools (first and last lines):"
+head -3 "$out/litepool.out"; echo "..."; tail -2 "$out/litepool.out"

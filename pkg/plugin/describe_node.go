@@ -1,0 +1,147 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	cmdutil "k8s.io/kubectl/pkg/cmd/util"
+	"k8s.io/kubectl/pkg/util/templates"
+
+	"github.com/runwhere-ai/litepool/pkg/inventory"
+	"github.com/runwhere-ai/litepool/pkg/policy"
+)
+
+func init() { describers = append(describers, NewCmdDescribeNode) }
+
+// DescribeNodeOptions is `describe node`.
+type DescribeNodeOptions struct {
+	Names []string
+
+	clients *clients
+	genericiooptions.IOStreams
+}
+
+// NewCmdDescribeNode is `kubectl litepool describe node NAME...`.
+func NewCmdDescribeNode(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &DescribeNodeOptions{IOStreams: streams}
+	cmd := &cobra.Command{
+		Use:     "node NAME...",
+		Aliases: []string{"nodes", "no"},
+		Short:   "Show a node's pool, status, accelerators, pods and events",
+		Long: templates.LongDesc(`
+			Show what litepool knows of a node: its pool and node pool, its status in
+			litepool's model, its accelerators (total, used by non-terminated pods,
+			free), driver version, litepool labels and annotations (upgrade state,
+			scale-down, drain), taints, the pods on it and its recent events.`),
+		Example: templates.Examples(`
+			kubectl litepool describe node a100-node-1`),
+		Args:              cobra.MinimumNArgs(1),
+		ValidArgsFunction: nodeNameCompletion(f),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Names = args
+			c, err := newClients(f)
+			if err != nil {
+				return err
+			}
+			o.clients = c
+			return o.Run(cmd.Context())
+		},
+	}
+	return cmd
+}
+
+// Run describes each node in turn.
+func (o *DescribeNodeOptions) Run(ctx context.Context) error {
+	for i, name := range o.Names {
+		if i > 0 {
+			fmt.Fprintln(o.Out)
+		}
+		if err := o.describe(ctx, name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (o *DescribeNodeOptions) describe(ctx context.Context, name string) error {
+	node, err := o.clients.kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	pods, err := o.clients.kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
+		FieldSelector: fields.Set{"spec.nodeName": name}.AsSelector().String() + ",status.phase!=Succeeded,status.phase!=Failed"})
+	if err != nil {
+		return err
+	}
+	evs, err := nodeEvents(ctx, o.clients, node)
+	if err != nil {
+		return err
+	}
+	return DescribeNode(o.Out, node, pods.Items, evs)
+}
+
+// DescribeNode writes the description of a node with its non-terminated pods.
+func DescribeNode(out interface{ Write([]byte) (int, error) }, node *corev1.Node, pods []corev1.Pod, evs *corev1.EventList) error {
+	b := inventory.NewBuilder()
+	for i := range pods {
+		b.AddPod(&pods[i])
+	}
+	b.AddNode(node)
+	n := b.Build().Nodes[0]
+	sort.Slice(pods, func(i, j int) bool {
+		if pods[i].Namespace != pods[j].Namespace {
+			return pods[i].Namespace < pods[j].Namespace
+		}
+		return pods[i].Name < pods[j].Name
+	})
+	return tabbed(out, func(w prefixWriter) {
+		w.Write(level0, "Name:\t%s\n", node.Name)
+		w.Write(level0, "Pool:\t%s\n", n.Pool)
+		w.Write(level0, "Node Pool:\t%s\n", none(n.NodePool))
+		w.Write(level0, "Status:\t%s\n", n.State)
+		w.Write(level0, "Ready:\t%v\n", n.Ready)
+		w.Write(level0, "Unschedulable:\t%v\n", node.Spec.Unschedulable)
+		w.Write(level0, "GPU Type:\t%s\n", none(n.GPUType))
+		w.Write(level0, "Driver Version:\t%s\n", none(n.DriverVersion))
+		if n.Resource == "" {
+			w.Write(level0, "Accelerators:\t<none>\n")
+		} else {
+			w.Write(level0, "Accelerators:\t%s: %d total, %d used, %d free\n", n.Resource, n.Total, n.Used, n.Free())
+		}
+		writeMap(w, "Litepool Labels", n.Labels)
+		annotations := map[string]string{}
+		for k, v := range node.Annotations {
+			if strings.HasPrefix(k, policy.Prefix) {
+				annotations[k] = v
+			}
+		}
+		writeMap(w, "Litepool Annotations", annotations)
+		writeLines(w, "Taints", taintStrings(node.Spec.Taints))
+		if len(pods) == 0 {
+			w.Write(level0, "Pods:\t<none>\n")
+		} else {
+			w.Write(level0, "Pods:\t(%d non-terminated)\n", len(pods))
+			w.Flush()
+			w.Write(level1, "Namespace\tName\tWorkload Type\tAccelerators\tPhase\n")
+			w.Write(level1, "---------\t----\t-------------\t------------\t-----\n")
+			for i := range pods {
+				p := &pods[i]
+				wt := string(policy.WorkloadTypeOf(p))
+				if !inventory.IsWorkloadPod(p) {
+					wt = "(daemon)"
+				}
+				w.Write(level1, "%s\t%s\t%s\t%d\t%s\n", p.Namespace, p.Name, none(wt), policy.PodAccelerators(p), p.Status.Phase)
+			}
+		}
+		if evs != nil {
+			describeEvents(w, evs, node.Name)
+		}
+	})
+}

@@ -1,0 +1,112 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	cmdutil "k8s.io/kubectl/pkg/cmd/util"
+	"k8s.io/kubectl/pkg/util/templates"
+
+	"github.com/runwhere-ai/litepool/pkg/nodeops"
+)
+
+var _ = register(NewCmdDrain)
+
+// DrainOptions is `drain`.
+type DrainOptions struct {
+	Mutation
+	Names []string
+	Drain nodeops.DrainOptions
+
+	clients *clients
+	genericiooptions.IOStreams
+}
+
+// NewCmdDrain is `kubectl litepool drain NODE...`.
+func NewCmdDrain(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &DrainOptions{IOStreams: streams}
+	cmd := &cobra.Command{
+		Use:   "drain NODE...",
+		Short: "Cordon nodes and evict their pods, respecting PodDisruptionBudgets",
+		Long: templates.LongDesc(`
+			Cordon nodes and evict their pods, exactly as kubectl drain does (it is
+			built on kubectl's drain library): evictions respect PodDisruptionBudgets
+			and are retried until --timeout; DaemonSet pods need --ignore-daemonsets;
+			pods with emptyDir data need --delete-emptydir-data; pods no controller
+			manages need --force (they are deleted and not recreated).
+
+			While a drain runs the node shows as Draining. A drain a PodDisruptionBudget
+			blocks stops at --timeout and names the pods that could not be evicted; the
+			node stays cordoned, as with kubectl. A drain that cannot start (pods
+			that need --force, --ignore-daemonsets or --delete-emptydir-data) is
+			refused before the node is cordoned. Events are recorded on the node.`),
+		Example: templates.Examples(`
+			# Drain a node, leaving DaemonSet pods in place
+			kubectl litepool drain a100-node-3 --ignore-daemonsets
+
+			# Give up after two minutes if a PodDisruptionBudget blocks an eviction
+			kubectl litepool drain a100-node-3 --ignore-daemonsets --timeout=2m
+
+			# Show what would be evicted
+			kubectl litepool drain a100-node-3 --ignore-daemonsets --dry-run=server`),
+		Args:              cobra.MinimumNArgs(1),
+		ValidArgsFunction: nodeNameCompletion(f),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Names = args
+			c, err := newClients(f)
+			if err != nil {
+				return err
+			}
+			o.clients = c
+			if err := o.Mutation.complete(cmd, c); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	addDrainFlags(cmd, &o.Drain)
+	addDryRunFlag(cmd)
+	return cmd
+}
+
+// addDrainFlags adds kubectl drain's flags, with kubectl's defaults.
+func addDrainFlags(cmd *cobra.Command, d *nodeops.DrainOptions) {
+	cmd.Flags().BoolVar(&d.Force, "force", false, "Continue even if there are pods that do not declare a controller (they are deleted and not recreated)")
+	cmd.Flags().BoolVar(&d.IgnoreDaemonSets, "ignore-daemonsets", false, "Ignore DaemonSet-managed pods")
+	cmd.Flags().BoolVar(&d.DeleteEmptyDirData, "delete-emptydir-data", false, "Continue even if there are pods using emptyDir (local data that will be deleted when the node is drained)")
+	cmd.Flags().IntVar(&d.GracePeriodSeconds, "grace-period", -1, "Period of time in seconds given to each pod to terminate gracefully. If negative, the default value specified in the pod will be used")
+	cmd.Flags().DurationVar(&d.Timeout, "timeout", 0, "The length of time to wait before giving up, zero means infinite")
+	cmd.Flags().StringVar(&d.PodSelector, "pod-selector", "", "Label selector to filter pods on the node")
+	cmd.Flags().BoolVar(&d.DisableEviction, "disable-eviction", false, "Force drain to use delete, even if eviction is supported. This will bypass checking PodDisruptionBudgets, use with caution")
+}
+
+// Run cordons and drains each node in turn; it stops at the first failure.
+func (o *DrainOptions) Run(ctx context.Context) error {
+	d := o.Drain
+	d.DryRun, d.Out, d.ErrOut = o.DryRun, o.Out, o.ErrOut
+	for _, name := range o.Names {
+		node, err := o.clients.kube.CoreV1().Nodes().Get(ctx, name, getOpts)
+		if err != nil {
+			return err
+		}
+		if err := nodeops.CheckDrain(ctx, o.clients.kube, name, d); err != nil {
+			return err
+		}
+		if !node.Spec.Unschedulable {
+			if node, err = nodeops.OperatorCordon(ctx, o.clients.kube, name, o.DryRun); err != nil {
+				return err
+			}
+			fmt.Fprintf(o.Out, "node/%s cordoned%s\n", name, o.suffix())
+		}
+		o.nodeEvent(ctx, node, false, "Draining", "draining node %s (kubectl litepool drain)", name)
+		if err := nodeops.Drain(ctx, o.clients.kube, name, d); err != nil {
+			o.nodeEvent(ctx, node, true, "DrainFailed", "%v", err)
+			return err
+		}
+		o.nodeEvent(ctx, node, false, "Drained", "node %s drained", name)
+		fmt.Fprintf(o.Out, "node/%s drained%s\n", name, o.suffix())
+	}
+	return nil
+}

@@ -1,0 +1,479 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	cmdutil "k8s.io/kubectl/pkg/cmd/util"
+	"k8s.io/kubectl/pkg/util/templates"
+
+	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/events"
+	"github.com/runwhere-ai/litepool/pkg/inventory"
+	"github.com/runwhere-ai/litepool/pkg/nodeops"
+	"github.com/runwhere-ai/litepool/pkg/policy"
+)
+
+var _ = register(NewCmdScale)
+
+// ScaleOptions is `scale`.
+type ScaleOptions struct {
+	Mutation
+	Pool       string
+	Nodes      int
+	Add        []string
+	Remove     []string
+	DeleteNode bool
+	Drain      nodeops.DrainOptions
+
+	clients *clients
+	genericiooptions.IOStreams
+}
+
+// NewCmdScale is `kubectl litepool scale POOL --nodes N | --add NODE... | --remove NODE...`.
+func NewCmdScale(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &ScaleOptions{IOStreams: streams, Nodes: -1}
+	cmd := &cobra.Command{
+		Use:   "scale POOL (--nodes N | --add NODE... | --remove NODE...)",
+		Short: "Grow or shrink a pool safely",
+		Long: templates.LongDesc(`
+			Grow or shrink a pool: --nodes N sets its size, --add and --remove name
+			the nodes.
+
+			Scale-up takes nodes from the default pool (nodes that belong to no pool)
+			whose accelerator model is the pool's (runwhere.ai/gpu-type; rule N2), that
+			are Ready, schedulable and healthy, by name. A node of another model, or of
+			another pool, is refused. Joining an exclusive pool taints the node.
+
+			Scale-down (risk: high; it asks for "yes", or pass --yes) never goes below
+			the pool's minNodes (rule N3) and, with --nodes, takes idle nodes first
+			(no workload pods), then the least busy. Each node is cordoned, drained as
+			kubectl drain does (PodDisruptionBudgets respected, up to --timeout), then
+			leaves the pool and is uncordoned in the default pool (or deleted, with
+			--delete-node). If a drain is blocked (a PodDisruptionBudget refuses an
+			eviction until --timeout) the scale-down stops, reports the pods that
+			could not be evicted, and puts every node it touched back as it was
+			(uncordoned unless it was cordoned before); no node leaves the pool.
+
+			Events are recorded on the nodes ("removing node X from pool P", "node X
+			removed from pool P", "node X added to pool P"). A scale-down that was
+			interrupted leaves its nodes marked (runwhere.ai/scale-down); running the
+			command again resumes with them.`),
+		Example: templates.Examples(`
+			# Grow train-a100 to 4 nodes with A100 nodes from the default pool
+			kubectl litepool scale train-a100 --nodes 4
+
+			# Add two named nodes
+			kubectl litepool scale train-a100 --add a100-node-4 --add a100-node-5
+
+			# Shrink to 2 nodes, idle nodes first, giving each drain 10 minutes
+			kubectl litepool scale train-a100 --nodes 2 --timeout 10m --yes
+
+			# Remove one node and delete its Node object
+			kubectl litepool scale train-a100 --remove a100-node-3 --delete-node --yes
+
+			# See what a scale-down would do
+			kubectl litepool scale train-a100 --nodes 2 --dry-run=client`),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completePoolNames(f),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Pool = args[0]
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			c, err := newClients(f)
+			if err != nil {
+				return err
+			}
+			o.clients = c
+			if err := o.Mutation.complete(cmd, c); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	cmd.Flags().IntVar(&o.Nodes, "nodes", -1, "The number of nodes the pool should have")
+	cmd.Flags().StringSliceVar(&o.Add, "add", nil, "Nodes of the default pool to add (repeatable, or comma-separated)")
+	cmd.Flags().StringSliceVar(&o.Remove, "remove", nil, "Member nodes to remove (repeatable, or comma-separated)")
+	cmd.Flags().BoolVar(&o.DeleteNode, "delete-node", false, "Delete the Node objects of removed nodes")
+	cmd.Flags().DurationVar(&o.Drain.Timeout, "timeout", 5*time.Minute, "How long each node's drain may wait for evictions (PodDisruptionBudgets) before the scale-down stops")
+	cmd.Flags().BoolVar(&o.Drain.IgnoreDaemonSets, "ignore-daemonsets", true, "Leave DaemonSet pods on drained nodes")
+	cmd.Flags().BoolVar(&o.Drain.DeleteEmptyDirData, "delete-emptydir-data", false, "Drain pods that use emptyDir (their local data is lost)")
+	cmd.Flags().BoolVar(&o.Drain.Force, "force", false, "Drain pods no controller manages (they are deleted and not recreated)")
+	cmd.Flags().IntVar(&o.Drain.GracePeriodSeconds, "grace-period", -1, "Seconds each evicted pod gets to terminate; negative: the pod's own")
+	addYesFlag(cmd, &o.Mutation)
+	addDryRunFlag(cmd)
+	_ = cmd.RegisterFlagCompletionFunc("add", nodeNameCompletion(f))
+	_ = cmd.RegisterFlagCompletionFunc("remove", nodeNameCompletion(f))
+	return cmd
+}
+
+// Validate checks that exactly one way of scaling is given.
+func (o *ScaleOptions) Validate() error {
+	given := 0
+	for _, b := range []bool{o.Nodes >= 0, len(o.Add) > 0, len(o.Remove) > 0} {
+		if b {
+			given++
+		}
+	}
+	if given != 1 {
+		return fmt.Errorf("give exactly one of --nodes N, --add NODE... or --remove NODE...")
+	}
+	if o.Pool == policy.DefaultPool {
+		return fmt.Errorf("the default pool cannot be scaled: it is the nodes that belong to no pool; scale the pool you want the nodes in or out of")
+	}
+	return nil
+}
+
+// Run plans the change and carries it out.
+func (o *ScaleOptions) Run(ctx context.Context) error {
+	pool, members, err := o.load(ctx)
+	if err != nil {
+		return err
+	}
+	current := len(members)
+	switch {
+	case len(o.Add) > 0:
+		return o.scaleUp(ctx, pool, current, o.Add, 0)
+	case len(o.Remove) > 0:
+		return o.scaleDown(ctx, pool, members, o.Remove, 0)
+	case o.Nodes > current:
+		return o.scaleUp(ctx, pool, current, nil, o.Nodes-current)
+	case o.Nodes < current:
+		return o.scaleDown(ctx, pool, members, nil, current-o.Nodes)
+	}
+	fmt.Fprintf(o.Out, "pool.runwhere.ai/%s already has %d node(s)%s\n", o.Pool, current, o.suffix())
+	return nil
+}
+
+// load reads the pool and its members. A pool that exists only as labels gets a
+// synthesized object whose accelerator is its members' model (minNodes 1).
+func (o *ScaleOptions) load(ctx context.Context) (*v1alpha1.Pool, []corev1.Node, error) {
+	pool, err := poolObject(ctx, o.clients, o.Pool)
+	if err != nil {
+		return nil, nil, err
+	}
+	list, err := o.clients.kube.CoreV1().Nodes().List(ctx, listBySelector(poolSelector(o.Pool)))
+	if err != nil {
+		return nil, nil, err
+	}
+	if pool == nil {
+		if len(list.Items) == 0 {
+			return nil, nil, poolNotFound(o.Pool)
+		}
+		pool = synthesizedMember(o.Pool)
+		pool.Spec.Accelerator.Type = policy.GPUType(&list.Items[0])
+	}
+	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
+	return pool, list.Items, nil
+}
+
+// scaleUp adds the named nodes, or count nodes the plan picks, to the pool.
+func (o *ScaleOptions) scaleUp(ctx context.Context, pool *v1alpha1.Pool, current int, named []string, count int) error {
+	var picked []*corev1.Node
+	if len(named) > 0 {
+		var errs []error
+		for _, name := range dedupe(named) {
+			n, err := o.clients.kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if err := policy.CheckScaleUpCandidate(pool, n); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			picked = append(picked, n)
+		}
+		if len(errs) > 0 {
+			return fmt.Errorf("pool %q was not scaled:\n%w", pool.Name, errors.Join(errs...))
+		}
+	} else {
+		list, err := o.clients.kube.CoreV1().Nodes().List(ctx, listBySelector(poolSelector(policy.DefaultPool)))
+		if err != nil {
+			return err
+		}
+		nodes := make([]*corev1.Node, len(list.Items))
+		for i := range list.Items {
+			nodes[i] = &list.Items[i]
+		}
+		if picked, err = policy.PlanScaleUp(pool, nodes, count); err != nil {
+			return err
+		}
+	}
+	var joined []string
+	for _, n := range picked {
+		node, _, err := updateNode(ctx, o.clients, n.Name, o.DryRun, func(n *corev1.Node) error {
+			if err := policy.CheckScaleUpCandidate(pool, n); err != nil { // it may have changed since the plan
+				return err
+			}
+			policy.ApplyJoin(pool, n)
+			return nil
+		})
+		if err != nil {
+			return o.undoJoins(ctx, pool, joined, fmt.Errorf("adding node %q to pool %q: %w", n.Name, pool.Name, err))
+		}
+		joined = append(joined, n.Name)
+		o.poolEvent(ctx, node, pool.Name, false, "AddedToPool", "node %s added to pool %s", n.Name, pool.Name)
+		fmt.Fprintf(o.Out, "node/%s added to pool %s%s\n", n.Name, pool.Name, o.suffix())
+	}
+	fmt.Fprintf(o.Out, "pool.runwhere.ai/%s scaled from %d to %d node(s)%s\n", pool.Name, current, current+len(picked), o.suffix())
+	return nil
+}
+
+func (o *ScaleOptions) undoJoins(ctx context.Context, pool *v1alpha1.Pool, joined []string, cause error) error {
+	ctx = context.WithoutCancel(ctx)
+	for _, name := range joined {
+		if _, _, err := updateNode(ctx, o.clients, name, o.DryRun, func(n *corev1.Node) error {
+			policy.ApplyLeave(pool, n)
+			return nil
+		}); err != nil {
+			return fmt.Errorf("%w; putting node %q back in the default pool also failed: %v", cause, name, err)
+		}
+	}
+	if len(joined) > 0 {
+		return fmt.Errorf("%w; node(s) %s were put back in the default pool", cause, strings.Join(joined, ", "))
+	}
+	return cause
+}
+
+// scaleDown removes the named nodes, or count nodes the plan picks: cordon all, drain
+// each, and only when every drain succeeded, take them out of the pool.
+func (o *ScaleOptions) scaleDown(ctx context.Context, pool *v1alpha1.Pool, members []corev1.Node, named []string, count int) error {
+	candidates, pods, err := o.candidates(ctx, pool, members)
+	if err != nil {
+		return err
+	}
+	var remove []string
+	if len(named) > 0 {
+		if err := policy.CheckScaleDownNodes(pool, candidates, named); err != nil {
+			return err
+		}
+		remove = named
+	} else if remove, err = policy.PlanScaleDown(pool, candidates, count); err != nil {
+		return err
+	}
+	var errs []error
+	for _, name := range remove {
+		errs = append(errs, nodeops.CheckDrain(ctx, o.clients.kube, name, o.Drain))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("pool %q was not scaled:\n%w", pool.Name, err)
+	}
+	if err := confirm(o.IOStreams, &o.Mutation, o.risk(pool, len(members), remove, pods), ""); err != nil {
+		return err
+	}
+	touched, err := o.cordonAll(ctx, pool, remove)
+	if err != nil {
+		return o.putBack(ctx, pool, touched, err)
+	}
+	d := o.Drain
+	d.DryRun, d.Out, d.ErrOut = o.DryRun, o.Out, o.ErrOut
+	for _, name := range remove {
+		if err := nodeops.Drain(ctx, o.clients.kube, name, d); err != nil {
+			return o.putBack(ctx, pool, touched, err)
+		}
+		fmt.Fprintf(o.Out, "node/%s drained%s\n", name, o.suffix())
+	}
+	for _, name := range remove {
+		if err := o.leave(ctx, pool, name); err != nil {
+			return fmt.Errorf("scale-down of pool %q: %w; run the command again to finish it", pool.Name, err)
+		}
+	}
+	fmt.Fprintf(o.Out, "pool.runwhere.ai/%s scaled from %d to %d node(s)%s\n", pool.Name, len(members), len(members)-len(remove), o.suffix())
+	return nil
+}
+
+// candidates describes the members for the plan: workload pods, accelerators in use,
+// and whether an interrupted scale-down of this pool started on them.
+func (o *ScaleOptions) candidates(ctx context.Context, pool *v1alpha1.Pool, members []corev1.Node) ([]policy.ScaleCandidate, map[string][]string, error) {
+	names := map[string]bool{}
+	for _, m := range members {
+		names[m.Name] = true
+	}
+	active, err := activePods(ctx, o.clients, names)
+	if err != nil {
+		return nil, nil, err
+	}
+	b := inventory.NewBuilder()
+	pods := map[string][]string{}
+	for i := range active {
+		p := &active[i]
+		b.AddPod(p)
+		if inventory.IsWorkloadPod(p) {
+			pods[p.Spec.NodeName] = append(pods[p.Spec.NodeName], p.Namespace+"/"+p.Name)
+		}
+	}
+	resuming := map[string]bool{}
+	for i := range members {
+		b.AddNode(&members[i])
+		resuming[members[i].Name] = members[i].Annotations[policy.AnnotationScaleDown] == pool.Name
+	}
+	inv := b.Build()
+	out := make([]policy.ScaleCandidate, len(inv.Nodes))
+	for i, n := range inv.Nodes {
+		out[i] = policy.ScaleCandidate{Name: n.Name, State: n.State, WorkloadPods: n.WorkloadPods, Used: n.Used, Resuming: resuming[n.Name]}
+	}
+	return out, pods, nil
+}
+
+func (o *ScaleOptions) risk(pool *v1alpha1.Pool, current int, remove []string, pods map[string][]string) Risk {
+	var evicted []string
+	for _, n := range remove {
+		evicted = append(evicted, pods[n]...)
+	}
+	fate := "leave the pool and return, uncordoned, to the default pool"
+	if o.DeleteNode {
+		fate = "leave the pool and their Node objects are deleted"
+	}
+	impact := []string{fmt.Sprintf("node(s) %s are cordoned and drained, then %s", strings.Join(remove, ", "), fate)}
+	if len(evicted) > 0 {
+		impact = append(impact, fmt.Sprintf("%d workload pod(s) are evicted: %s", len(evicted), summarize(evicted, 5)))
+	} else {
+		impact = append(impact, "no workload pods run on them")
+	}
+	return Risk{
+		Level:      "high",
+		Operation:  fmt.Sprintf("scale down pool %q from %d to %d node(s)", pool.Name, current, current-len(remove)),
+		Impact:     impact,
+		Precaution: []string{"let jobs checkpoint first; PodDisruptionBudgets are respected, and a blocked drain puts everything back"},
+	}
+}
+
+// cordonAll marks each node as being scaled down and cordons it, remembering whether it
+// was cordoned before. It returns the nodes it touched.
+func (o *ScaleOptions) cordonAll(ctx context.Context, pool *v1alpha1.Pool, remove []string) ([]string, error) {
+	var touched []string
+	for _, name := range remove {
+		node, _, err := updateNode(ctx, o.clients, name, o.DryRun, func(n *corev1.Node) error {
+			if n.Annotations == nil {
+				n.Annotations = map[string]string{}
+			}
+			n.Annotations[policy.AnnotationScaleDown] = pool.Name
+			return nil
+		})
+		if err != nil {
+			return touched, err
+		}
+		touched = append(touched, name)
+		o.poolEvent(ctx, node, pool.Name, false, "RemovingFromPool", "removing node %s from pool %s", name, pool.Name)
+		if _, err := nodeops.Cordon(ctx, o.clients.kube, name, o.DryRun); err != nil {
+			return touched, err
+		}
+		fmt.Fprintf(o.Out, "node/%s cordoned%s\n", name, o.suffix())
+	}
+	return touched, nil
+}
+
+// putBack undoes cordonAll after a failure: each node is uncordoned unless it was
+// cordoned before, and loses its scale-down mark. Pods already evicted are not brought
+// back; their controllers recreate them.
+func (o *ScaleOptions) putBack(ctx context.Context, pool *v1alpha1.Pool, touched []string, cause error) error {
+	ctx = context.WithoutCancel(ctx)
+	var restored, failed []string
+	for _, name := range touched {
+		stay, err := nodeops.Uncordon(ctx, o.clients.kube, name, o.DryRun)
+		if err == nil {
+			var node *corev1.Node
+			node, _, err = updateNode(ctx, o.clients, name, o.DryRun, func(n *corev1.Node) error {
+				delete(n.Annotations, policy.AnnotationScaleDown)
+				return nil
+			})
+			o.poolEvent(ctx, node, pool.Name, true, "ScaleDownStopped", "scale-down of pool %s stopped: node %s stays in the pool: %v", pool.Name, name, cause)
+		}
+		if err != nil {
+			failed = append(failed, fmt.Sprintf("%s (%v)", name, err))
+			continue
+		}
+		if stay {
+			restored = append(restored, name+" (stays cordoned, as it was before)")
+		} else {
+			restored = append(restored, name+" (uncordoned)")
+		}
+	}
+	msg := fmt.Sprintf("scale-down of pool %q stopped: %v\nno node left the pool; put back: %s", pool.Name, cause, orNoneList(restored))
+	if len(failed) > 0 {
+		msg += fmt.Sprintf("\ncould not put back: %s; run kubectl litepool uncordon on them", strings.Join(failed, ", "))
+	}
+	return errors.New(msg)
+}
+
+// leave takes a drained node out of the pool, then uncordons it in the default pool
+// (as it was before the scale-down) or deletes it.
+func (o *ScaleOptions) leave(ctx context.Context, pool *v1alpha1.Pool, name string) error {
+	node, _, err := updateNode(ctx, o.clients, name, o.DryRun, func(n *corev1.Node) error {
+		policy.ApplyLeave(pool, n)
+		delete(n.Annotations, policy.AnnotationScaleDown)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("removing node %q from the pool: %w", name, err)
+	}
+	o.poolEvent(ctx, node, pool.Name, false, "RemovedFromPool", "node %s removed from pool %s", name, pool.Name)
+	fmt.Fprintf(o.Out, "node/%s removed from pool %s%s\n", name, pool.Name, o.suffix())
+	if o.DeleteNode {
+		if o.DryRun != cmdutil.DryRunClient {
+			err := o.clients.kube.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{DryRun: serverDryRun(o.DryRun)})
+			if err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("deleting node %q: %w", name, err)
+			}
+		}
+		fmt.Fprintf(o.Out, "node/%s deleted%s\n", name, o.suffix())
+		return nil
+	}
+	stay, err := nodeops.Uncordon(ctx, o.clients.kube, name, o.DryRun)
+	if err != nil {
+		return fmt.Errorf("uncordoning node %q: %w", name, err)
+	}
+	if !stay {
+		fmt.Fprintf(o.Out, "node/%s uncordoned%s\n", name, o.suffix())
+	}
+	return nil
+}
+
+func (o *ScaleOptions) poolEvent(ctx context.Context, node *corev1.Node, pool string, warning bool, reason, format string, args ...any) {
+	if o.recorder == nil || node == nil {
+		return
+	}
+	ref := events.NodeRef(node).About(events.PoolRef(pool))
+	if warning {
+		_ = o.recorder.Warning(ctx, ref, reason, format, args...)
+		return
+	}
+	_ = o.recorder.Normal(ctx, ref, reason, format, args...)
+}
+
+func dedupe(s []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, v := range s {
+		if !seen[v] {
+			seen[v] = true
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func summarize(items []string, n int) string {
+	if len(items) <= n {
+		return strings.Join(items, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(items[:n], ", "), len(items)-n)
+}
+
+func orNoneList(items []string) string {
+	if len(items) == 0 {
+		return "nothing had changed"
+	}
+	return strings.Join(items, ", ")
+}
