@@ -76,7 +76,13 @@ fixtures() {
   local k=(kubectl --kubeconfig "$kubeconfig")
   "${k[@]}" apply -f "$root/hack/fixtures/nodes.yaml" >/dev/null
   "${k[@]}" apply -f "$root/deploy/webhook/crd" >/dev/null
-  "${k[@]}" wait --for=condition=Established --timeout=60s crd/pools.runwhere.ai >/dev/null
+  # `kubectl wait --for=condition` fails at once if the CRD has no status yet; poll instead.
+  local i
+  for i in $(seq 1 120); do
+    [ "$("${k[@]}" get crd pools.runwhere.ai -o jsonpath='{.status.conditions[?(@.type=="Established")].status}' 2>/dev/null)" = True ] && break
+    [ "$i" = 120 ] && die "the Pool CRD was not established within 60s"
+    sleep 0.5
+  done
   "${k[@]}" apply -f "$root/hack/fixtures/pools.yaml" >/dev/null
   "${k[@]}" wait --for=create --timeout=60s serviceaccount/default -n default >/dev/null
   "${k[@]}" apply -f "$root/hack/fixtures/workloads.yaml" >/dev/null
