@@ -62,7 +62,7 @@ func NewCmdUncordon(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobr
 func newCordonCommand(f cmdutil.Factory, streams genericiooptions.IOStreams, uncordon bool, cmd *cobra.Command) *cobra.Command {
 	o := &CordonOptions{IOStreams: streams, Uncordon: uncordon}
 	cmd.Args = cobra.MinimumNArgs(1)
-	cmd.ValidArgsFunction = nodeNameCompletion(f)
+	cmd.ValidArgsFunction = completeNodeNames(f)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		o.Names = args
 		c, err := newClients(f)

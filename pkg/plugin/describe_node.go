@@ -43,7 +43,7 @@ func NewCmdDescribeNode(f cmdutil.Factory, streams genericiooptions.IOStreams) *
 		Example: templates.Examples(`
 			kubectl litepool describe node a100-node-1`),
 		Args:              cobra.MinimumNArgs(1),
-		ValidArgsFunction: nodeNameCompletion(f),
+		ValidArgsFunction: completeNodeNames(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Names = args
 			c, err := newClients(f)

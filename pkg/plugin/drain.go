@@ -52,7 +52,7 @@ func NewCmdDrain(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.C
 			# Show what would be evicted
 			kubectl litepool drain a100-node-3 --ignore-daemonsets --dry-run=server`),
 		Args:              cobra.MinimumNArgs(1),
-		ValidArgsFunction: nodeNameCompletion(f),
+		ValidArgsFunction: completeNodeNames(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Names = args
 			c, err := newClients(f)

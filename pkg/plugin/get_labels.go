@@ -45,7 +45,7 @@ func NewCmdGetLabels(f cmdutil.Factory, streams genericiooptions.IOStreams) *cob
 			# The pool label only (gpuctl's "get labels NODE --key=runwhere.ai/pool")
 			kubectl litepool get labels gpu-node-6 --key=runwhere.ai/pool`),
 		Args:              cobra.MinimumNArgs(1),
-		ValidArgsFunction: nodeNameCompletion(f),
+		ValidArgsFunction: completeNodeNames(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Nodes = args
 			if o.Key != "" {

@@ -59,7 +59,7 @@ func NewCmdGetNodes(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobr
 
 			# Nodes with the most free accelerators first
 			kubectl litepool get nodes --sort-by=gpu-free`),
-		ValidArgsFunction: nodeNameCompletion(f),
+		ValidArgsFunction: completeNodeNames(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.Complete(f, args); err != nil {
 				return err

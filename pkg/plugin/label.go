@@ -79,7 +79,7 @@ func NewCmdLabelNode(f cmdutil.Factory, streams genericiooptions.IOStreams) *cob
 			# Record its accelerator model, and remove it from its pool
 			kubectl litepool label node gpu-node-6 runwhere.ai/gpu-type=A100-100G runwhere.ai/pool-`),
 		Args:              cobra.MinimumNArgs(2),
-		ValidArgsFunction: nodeNameCompletion(f),
+		ValidArgsFunction: completeNodeNames(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.Complete(f, cmd, args); err != nil {
 				return err

@@ -112,8 +112,8 @@ func NewCmdScale(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.C
 	cmd.Flags().IntVar(&o.Drain.GracePeriodSeconds, "grace-period", -1, "Seconds each evicted pod gets to terminate; negative: the pod's own")
 	addYesFlag(cmd, &o.Mutation)
 	addDryRunFlag(cmd)
-	_ = cmd.RegisterFlagCompletionFunc("add", nodeNameCompletion(f))
-	_ = cmd.RegisterFlagCompletionFunc("remove", nodeNameCompletion(f))
+	_ = cmd.RegisterFlagCompletionFunc("add", completeNodeNames(f))
+	_ = cmd.RegisterFlagCompletionFunc("remove", completeNodeNames(f))
 	return cmd
 }
 
