@@ -1,10 +1,8 @@
 package plugin
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"sort"
 	"strings"
 	"time"
@@ -267,7 +265,7 @@ func (o *UpgradeDriverOptions) Run(ctx context.Context) error {
 	if o.dryRun != cmdutil.DryRunNone {
 		return o.printPlan(ctx, u, run, need)
 	}
-	if err := upgradeConfirm(o.In, o.Out, o.Yes, o.riskText(len(need))); err != nil {
+	if err := confirm(o.IOStreams, &Mutation{Yes: o.Yes, DryRun: o.dryRun}, o.risk(len(need)), ""); err != nil {
 		return err
 	}
 	if err := u.Mark(ctx, need, run, cmdutil.DryRunNone); err != nil {
@@ -344,7 +342,7 @@ func (o *UpgradeDriverOptions) preflight(ctx context.Context, pool *v1alpha1.Poo
 	return nil
 }
 
-func (o *UpgradeDriverOptions) riskText(n int) string {
+func (o *UpgradeDriverOptions) risk(n int) Risk {
 	scope, pace := "node "+o.Node, ""
 	if o.Pool != "" {
 		scope = fmt.Sprintf("%d node(s) of pool %s", n, o.Pool)
@@ -353,10 +351,13 @@ func (o *UpgradeDriverOptions) riskText(n int) string {
 			pace += ", canary " + o.Canary + " first"
 		}
 	}
-	return fmt.Sprintf(`Driver upgrade to %s — risk: HIGH
-Impact: %s will be cordoned, drained and have the driver reinstalled by %s%s; workload pods still running after %s are evicted.
-Precaution: make sure running jobs checkpoint or can restart, and that the installer image fits the nodes' OS.`,
-		o.Version, scope, o.InstallerImage, pace, o.WaitTimeout)
+	return Risk{
+		Level:     "high",
+		Operation: "driver upgrade to " + o.Version,
+		Impact: []string{fmt.Sprintf("%s will be cordoned, drained and have the driver reinstalled by %s%s; workload pods still running after %s are evicted",
+			scope, o.InstallerImage, pace, o.WaitTimeout)},
+		Precaution: []string{"make sure running jobs checkpoint or can restart, and that the installer image fits the nodes' OS"},
+	}
 }
 
 func (o *UpgradeDriverOptions) printPlan(ctx context.Context, u *upgrade.Upgrader, run policy.UpgradeRun, need []string) error {
@@ -389,21 +390,6 @@ func (o *UpgradeDriverOptions) printPlan(ctx context.Context, u *upgrade.Upgrade
 	}
 	fmt.Fprintf(o.Out, "(dry run: nothing changed)\n")
 	return nil
-}
-
-// upgradeConfirm prints the risk and asks; --yes answers for the operator.
-func upgradeConfirm(in io.Reader, out io.Writer, yes bool, risk string) error {
-	fmt.Fprintln(out, risk)
-	if yes {
-		return nil
-	}
-	fmt.Fprint(out, "Continue? Type 'yes' to proceed: ")
-	answer, _ := bufio.NewReader(in).ReadString('\n')
-	switch strings.ToLower(strings.TrimSpace(answer)) {
-	case "yes", "y":
-		return nil
-	}
-	return fmt.Errorf("not confirmed: nothing changed (answer 'yes', or pass --yes)")
 }
 
 func upgradeContains(items []string, s string) bool {

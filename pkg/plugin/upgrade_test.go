@@ -1,7 +1,6 @@
 package plugin
 
 import (
-	"bytes"
 	"strings"
 	"testing"
 	"time"
@@ -89,9 +88,9 @@ func TestOverlayChainAndConfirm(t *testing.T) {
 	got := overlayChain(policy.SoftwareChain{Hardware: "Snt9B", Driver: "23.0.6", CANN: "8.2.RC1"}, policy.SoftwareChain{Driver: "24.1.0.3"})
 	assert.Equal(t, policy.SoftwareChain{Hardware: "Snt9B", Driver: "24.1.0.3", CANN: "8.2.RC1"}, got)
 
-	var out bytes.Buffer
-	assert.NoError(t, upgradeConfirm(strings.NewReader("yes\n"), &out, false, "risk"))
-	assert.Equal(t, "risk\nContinue? Type 'yes' to proceed: ", out.String())
-	assert.EqualError(t, upgradeConfirm(strings.NewReader(""), &out, false, "risk"), "not confirmed: nothing changed (answer 'yes', or pass --yes)")
-	assert.NoError(t, upgradeConfirm(strings.NewReader(""), &out, true, "risk"))
+	o := &UpgradeDriverOptions{Pool: "upg", Version: "24.1.0.3", MaxUnavailable: "2", InstallerImage: "inst:1", WaitTimeout: 10 * time.Minute}
+	assert.Equal(t, Risk{Level: "high", Operation: "driver upgrade to 24.1.0.3",
+		Impact:     []string{"6 node(s) of pool upg will be cordoned, drained and have the driver reinstalled by inst:1, at most 2 unavailable at a time; workload pods still running after 10m0s are evicted"},
+		Precaution: []string{"make sure running jobs checkpoint or can restart, and that the installer image fits the nodes' OS"},
+	}, o.risk(6))
 }

@@ -51,8 +51,8 @@ func TestPoolRolloutInWavesOfMaxUnavailable(t *testing.T) {
 	r := framework.C.Kubectl(t, "no\n", "litepool", "upgrade", "driver", "--pool", "upg-six", "--version", target, "--max-unavailable", "2",
 		"--installer-image", installer)
 	assert.Equal(t, 1, r.ExitCode)
-	assert.Contains(t, r.Stdout, "Driver upgrade to 24.1.0.3 — risk: HIGH\nImpact: 6 node(s) of pool upg-six will be cordoned, drained and have the driver reinstalled by "+installer+", at most 2 unavailable at a time; workload pods still running after 10m0s are evicted.\n")
-	assert.Equal(t, "error: not confirmed: nothing changed (answer 'yes', or pass --yes)\n", r.Stderr)
+	assert.Contains(t, r.Stderr, "Risk: high: driver upgrade to 24.1.0.3\n  Impact: 6 node(s) of pool upg-six will be cordoned, drained and have the driver reinstalled by "+installer+", at most 2 unavailable at a time; workload pods still running after 10m0s are evicted\n")
+	assert.Contains(t, r.Stderr, "\nerror: driver upgrade to 24.1.0.3: not confirmed (typed \"no\", expected \"yes\"); nothing was changed\n")
 	assert.Empty(t, state(t, nodes[0]))
 
 	// Confirmed on stdin, with the installer command after "--".
