@@ -106,7 +106,9 @@ func (p PodPatch) Apply(pod *corev1.Pod) {
 // ExclusivePoolToleration is the toleration of the taint runwhere.ai/pool=<pool>:NoSchedule
 // that the members of an exclusive pool carry.
 func ExclusivePoolToleration(pool string) corev1.Toleration {
-	return corev1.Toleration{Key: LabelPool, Operator: corev1.TolerationOpEqual, Value: pool, Effect: corev1.TaintEffectNoSchedule}
+	// Derived from the taint scale and nodepool put on members, so the two cannot drift.
+	t := ExclusiveTaint(pool)
+	return corev1.Toleration{Key: t.Key, Operator: corev1.TolerationOpEqual, Value: t.Value, Effect: t.Effect}
 }
 
 // PodPoolName is the pool a pod asks for: its runwhere.ai/pool label, else the default
