@@ -293,6 +293,13 @@ func TestWebhook(t *testing.T) {
 
 		// train-a100 (minNodes 2) now has a100-node-2, -3 and -4: one more may go.
 		require.NoError(t, labelNode(kube, t, "a100-node-3", map[string]any{policy.LabelPool: nil}))
+		// The webhook answers from its informer cache: wait (with dry runs, which change
+		// nothing) until the cache has seen a100-node-3 leave before the real attempt.
+		leave := mergePatch(t, map[string]any{"metadata": map[string]any{"labels": map[string]any{policy.LabelPool: nil}}})
+		_ = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+			_, dryErr := kube.CoreV1().Nodes().Patch(ctx, "a100-node-4", types.MergePatchType, leave, metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+			return dryErr != nil, nil
+		})
 		err = labelNode(kube, t, "a100-node-4", map[string]any{policy.LabelPool: nil})
 		require.Error(t, err)
 		assert.Equal(t, denied("nodes.runwhere.ai", `[N3] node "a100-node-4" cannot leave pool "train-a100": the pool would have 1 node(s), below its minNodes 2; lower spec.minNodes first or add a node`), err.Error())
