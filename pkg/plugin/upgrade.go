@@ -3,7 +3,7 @@ package plugin
 import (
 	"context"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -238,7 +238,7 @@ func (o *UpgradeDriverOptions) Run(ctx context.Context) error {
 			need = append(need, targets[i].Name)
 		}
 	}
-	if o.Canary != "" && !upgradeContains(need, o.Canary) {
+	if o.Canary != "" && !slices.Contains(need, o.Canary) {
 		return fmt.Errorf("--canary %q is not a node of pool %q that needs the upgrade (nodes to upgrade: %s)", o.Canary, o.Pool, upgradeOrNone(need))
 	}
 	if len(already) > 0 {
@@ -317,7 +317,7 @@ func (o *UpgradeDriverOptions) preflight(ctx context.Context, pool *v1alpha1.Poo
 	}
 	var checks []CompatCheck
 	failed := false
-	for _, model := range upgradeSortedKeys(models) {
+	for _, model := range sortedKeys(models) {
 		chain := chainOf(declared)
 		chain.Hardware, chain.Driver = model, o.Version
 		res := policy.CheckCompat(m, chain)
@@ -371,7 +371,7 @@ func (o *UpgradeDriverOptions) printPlan(ctx context.Context, u *upgrade.Upgrade
 		return err
 	}
 	for i := range snap.Nodes {
-		if upgradeContains(need, snap.Nodes[i].Name) {
+		if slices.Contains(need, snap.Nodes[i].Name) {
 			snap.Nodes[i].State = policy.UpgradeRequired
 		}
 	}
@@ -392,27 +392,9 @@ func (o *UpgradeDriverOptions) printPlan(ctx context.Context, u *upgrade.Upgrade
 	return nil
 }
 
-func upgradeContains(items []string, s string) bool {
-	for _, i := range items {
-		if i == s {
-			return true
-		}
-	}
-	return false
-}
-
 func upgradeOrNone(items []string) string {
 	if len(items) == 0 {
 		return "none"
 	}
 	return strings.Join(items, ", ")
-}
-
-func upgradeSortedKeys(m map[string]bool) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
