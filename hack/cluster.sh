@@ -34,7 +34,10 @@ up() {
       "$kwokctl" delete cluster --name "$name" >/dev/null 2>&1 || true
     fi
     echo "starting cluster $name (kube-apiserver $("$bin/kube-apiserver" --version | awk '{print $2}'), kwok as the kubelet)"
-    create "$name"
+    # One cluster starts at a time: kwokctl picks free ports by probing, and two starts
+    # at once (e2e packages run side by side) can pick the same ones. kwokctl gets the
+    # lock's descriptor closed (9>&-) so the daemons it leaves running do not hold it.
+    (flock 9; create "$name") 9>"$KWOK_WORKDIR/.create.lock"
   fi
   mkdir -p "$(dirname "$kubeconfig")"
   "$kwokctl" get kubeconfig --name "$name" >"$kubeconfig"
@@ -65,7 +68,7 @@ create_once() {
       --kube-scheduler-binary "$bin/kube-scheduler" \
       --kwok-controller-binary "$bin/kwok" \
       --etcd-binary "$bin/etcd" \
-      --kubeconfig "" --wait 120s --quiet-pull >"$KWOK_WORKDIR/$name-create.log" 2>&1 || return 1
+      --kubeconfig "" --wait 120s --quiet-pull >"$KWOK_WORKDIR/$name-create.log" 2>&1 9>&- || return 1
   # kwokctl can report ready while kwok itself failed to bind its port: check it runs.
   sleep 1
   pgrep -f "$KWOK_WORKDIR/clusters/$name/bin/kwok-controller" >/dev/null || return 1
