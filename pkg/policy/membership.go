@@ -38,15 +38,20 @@ func CheckJoin(pool *v1alpha1.Pool, node *corev1.Node) error {
 
 // CheckLeave is rule N3: a node may leave its pool (or be deleted) only when it runs no
 // workload pods and the pool keeps at least minNodes members. remaining is the number of
-// members the pool would have afterwards; workloadPods are "namespace/name" of the
-// node's workload pods (not DaemonSet, not terminal). pool may be nil for a pool that
-// exists only as labels (then the floor is 1... of nothing: only pods count).
+// members the pool would have afterwards (RemainingAfterDeparture); workloadPods are
+// "namespace/name" of the node's workload pods (not DaemonSet, not terminal, not
+// terminating). pool is nil for a pool that exists only as labels: its floor is 1, so
+// that its last node goes only with the audited override (delete pool --force).
 func CheckLeave(pool *v1alpha1.Pool, poolName, node string, workloadPods []string, remaining int) error {
 	if len(workloadPods) > 0 {
 		return fmt.Errorf("[N3] node %q cannot leave pool %q: it runs %d workload pod(s) (%s); drain it first (kubectl litepool drain %s) or wait for them to finish",
 			node, poolName, len(workloadPods), summarize(workloadPods, 3), node)
 	}
 	if pool == nil {
+		if remaining < 1 {
+			return fmt.Errorf("[N3] node %q cannot leave pool %q: it is the last node of a pool of labels only (minNodes 1); to dissolve the pool, annotate the node %s=\"<who>: <why>\" (kubectl litepool delete pool %s --force does) or add a node first",
+				node, poolName, AnnotationForce, poolName)
+		}
 		return nil
 	}
 	if floor := MinNodes(pool.Spec); remaining < floor {
@@ -54,6 +59,21 @@ func CheckLeave(pool *v1alpha1.Pool, poolName, node string, workloadPods []strin
 			node, poolName, remaining, floor)
 	}
 	return nil
+}
+
+// RemainingAfterDeparture is N3's floor arithmetic under concurrent departures: the
+// members pool keeps once node leaves, counting neither node nor the departures already
+// granted (members is who the caller's cache sees labelled with the pool; granted are
+// the nodes whose departure was reserved and may or may not have committed yet, so a
+// granted node the cache still shows is not counted twice).
+func RemainingAfterDeparture(members []string, granted map[string]bool, node string) int {
+	n := 0
+	for _, m := range members {
+		if m != node && !granted[m] {
+			n++
+		}
+	}
+	return n
 }
 
 // CheckPoolDelete is rule R2: a pool may be deleted only when no workload pods run on

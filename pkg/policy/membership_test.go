@@ -36,7 +36,17 @@ func TestCheckLeave(t *testing.T) {
 		`[N3] node "n1" cannot leave pool "train-a100": the pool would have 1 node(s), below its minNodes 2; lower spec.minNodes first or add a node`)
 	assert.EqualError(t, CheckLeave(p, p.Name, "n1", []string{"ai/a", "ai/b", "ai/c", "ai/d"}, 5),
 		`[N3] node "n1" cannot leave pool "train-a100": it runs 4 workload pod(s) (ai/a, ai/b, ai/c and 1 more); drain it first (kubectl litepool drain n1) or wait for them to finish`)
-	assert.NoError(t, CheckLeave(nil, "labels-only", "n1", nil, 0), "a pool with no object has no floor")
+	assert.NoError(t, CheckLeave(nil, "labels-only", "n1", nil, 1), "a pool with no object keeps one node")
+	assert.EqualError(t, CheckLeave(nil, "labels-only", "n1", nil, 0),
+		`[N3] node "n1" cannot leave pool "labels-only": it is the last node of a pool of labels only (minNodes 1); to dissolve the pool, annotate the node runwhere.ai/force="<who>: <why>" (kubectl litepool delete pool labels-only --force does) or add a node first`)
+}
+
+func TestRemainingAfterDeparture(t *testing.T) {
+	members := []string{"n1", "n2", "n3", "n4"}
+	assert.Equal(t, 3, RemainingAfterDeparture(members, nil, "n1"))
+	assert.Equal(t, 1, RemainingAfterDeparture(members, map[string]bool{"n2": true, "n3": true}, "n1"), "granted departures no longer count")
+	assert.Equal(t, 2, RemainingAfterDeparture(members, map[string]bool{"n2": true, "gone": true}, "n1"), "a granted node the cache no longer shows is not subtracted twice")
+	assert.Equal(t, 4, RemainingAfterDeparture(members, nil, "n9"), "a leaver the cache has not seen join")
 }
 
 func TestCheckPoolDelete(t *testing.T) {

@@ -21,6 +21,13 @@ type NodeCatalog interface {
 	WorkloadPods(node string) []string
 }
 
+// DepartureCounter is a NodeCatalog that knows the departures already granted (the
+// webhook's reservation) and counts a pool's remaining members with
+// RemainingAfterDeparture; a catalog without it counts its own members minus one.
+type DepartureCounter interface {
+	RemainingAfter(pool, node string) int
+}
+
 // Force is a use of the runwhere.ai/force annotation: who overrode rule N3, why, and the
 // denial they overrode.
 type Force struct {
@@ -144,18 +151,32 @@ func checkJoin(node, old *corev1.Node, pools NodeCatalog, d *NodeDecision) error
 	return nil
 }
 
-// checkLeave is rule N3 for a node that leaves its pool (its pool label is removed or
-// changed) or is deleted while in one.
-func checkLeave(node, old *corev1.Node, pools NodeCatalog) error {
+// DepartsFrom names the pool old leaves when it becomes node (nil: deleted): its pool
+// label removed or changed, or the node deleted while in a pool; "" when no pool is
+// left. These are the changes that can break a pool's floor (N3).
+func DepartsFrom(node, old *corev1.Node) string {
 	if old == nil {
-		return nil
+		return ""
 	}
 	name := old.Labels[LabelPool]
 	if name == "" || name == DefaultPool || (node != nil && node.Labels[LabelPool] == name) {
+		return ""
+	}
+	return name
+}
+
+// checkLeave is rule N3 for a node that leaves its pool (its pool label is removed or
+// changed) or is deleted while in one.
+func checkLeave(node, old *corev1.Node, pools NodeCatalog) error {
+	name := DepartsFrom(node, old)
+	if name == "" {
 		return nil
 	}
 	info, _ := pools.Pool(name)
 	remaining := max(info.Members-1, 0)
+	if r, ok := pools.(DepartureCounter); ok {
+		remaining = r.RemainingAfter(name, old.Name)
+	}
 	return CheckLeave(info.Object, name, old.Name, pools.WorkloadPods(old.Name), remaining)
 }
 
