@@ -11,6 +11,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -27,6 +28,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -48,6 +50,8 @@ type options struct {
 	mutatingConfig, validatingConfig  string
 	extraDNSNames                     string
 	acceleratorResources              string
+	departureTTL                      time.Duration
+	enableHTTP2                       bool
 }
 
 const (
@@ -63,7 +67,9 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint (0 disables it)")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "", "address of Go's /debug/pprof endpoints (empty: off)")
-	fs.StringVar(&o.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace of the webhook's Service and certificate Secret (default $POD_NAMESPACE)")
+	fs.StringVar(&o.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "the webhook's namespace: its Service, certificate Secret and the ConfigMaps that reserve node departures (default $POD_NAMESPACE)")
+	fs.DurationVar(&o.departureTTL, "departure-ttl", admission.DefaultDepartureTTL, "how long a granted node departure counts against its pool's minNodes (longer than the informer caches' lag)")
+	fs.BoolVar(&o.enableHTTP2, "enable-http2", false, "serve HTTP/2 (off: one HTTP/2 connection would pin all of the API server's calls to one replica, and HTTP/2 rapid reset, CVE-2023-44487)")
 	fs.StringVar(&o.serviceName, "service-name", "litepool-webhook", "Service the API server calls (the certificate's DNS name)")
 	fs.StringVar(&o.secret, "cert-secret", "litepool-webhook-cert", "Secret the self-managed certificate is kept in (cert-mode self)")
 	fs.StringVar(&o.mutatingConfig, "mutating-webhook-configuration", "litepool-webhook", "MutatingWebhookConfiguration whose CA bundle is managed (cert-mode self)")
@@ -73,11 +79,14 @@ func (o *options) bind(fs *flag.FlagSet) {
 }
 
 func (o *options) validate() error {
+	if o.namespace == "" {
+		return errors.New("--namespace (or $POD_NAMESPACE) is needed: node departures are reserved in ConfigMaps there, and --cert-mode=self keeps its Secret there")
+	}
+	if o.departureTTL <= 0 {
+		return fmt.Errorf("--departure-ttl=%s: must be positive", o.departureTTL)
+	}
 	switch o.certMode {
 	case certModeSelf:
-		if o.namespace == "" {
-			return errors.New("--cert-mode=self needs --namespace (or $POD_NAMESPACE) for its Secret and DNS name")
-		}
 	case certModeFiles:
 	default:
 		return fmt.Errorf("--cert-mode=%q: must be %s or %s", o.certMode, certModeSelf, certModeFiles)
@@ -142,8 +151,18 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 
-	srv := webhook.NewServer(webhook.Options{Host: o.host, Port: o.port, CertDir: o.certDir})
-	admission.Register(srv, admission.Catalog{Reader: mgr.GetCache()})
+	// Departures are read and written live, never through the cache.
+	live, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return fmt.Errorf("creating the API client: %w", err)
+	}
+	var tlsOpts []func(*tls.Config)
+	if !o.enableHTTP2 {
+		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
+	}
+	srv := webhook.NewServer(webhook.Options{Host: o.host, Port: o.port, CertDir: o.certDir, TLSOpts: tlsOpts})
+	admission.Register(srv, admission.Catalog{Reader: mgr.GetCache()},
+		&admission.Departures{Client: live, Namespace: o.namespace, TTL: o.departureTTL})
 
 	certReady := make(chan struct{})
 	if o.certMode == certModeSelf {

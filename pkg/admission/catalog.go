@@ -67,7 +67,7 @@ func CacheByObject() map[client.Object]cache.ByObject {
 }
 
 // trimPod keeps what N3 and R2 read: identity, labels, owners, the mirror-pod
-// annotation, the node and the phase.
+// annotation, the deletion timestamp, the node and the phase.
 func trimPod(in any) (any, error) {
 	pod, ok := in.(*corev1.Pod)
 	if !ok {
@@ -79,6 +79,7 @@ func trimPod(in any) (any, error) {
 	if v, mirror := pod.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
 		out.Annotations = map[string]string{corev1.MirrorPodAnnotationKey: v}
 	}
+	out.DeletionTimestamp = pod.DeletionTimestamp
 	out.Spec.NodeName = pod.Spec.NodeName
 	out.Status.Phase = pod.Status.Phase
 	return out, nil
@@ -113,6 +114,9 @@ type requestCatalog struct {
 	ctx context.Context
 	r   client.Reader
 	err error
+	// granted are the departures already reserved from the pool being judged (nil when
+	// the request is no departure): N3 counts the members without them.
+	granted map[string]bool
 	// podRules: the pod rules read a pool's members only when it has no Pool object
 	// (to know it exists and which model its nodes are); skipping the member list for
 	// the common case keeps a pod request free of per-node work and garbage.
@@ -185,7 +189,20 @@ func (c *requestCatalog) PoolNames() []string {
 	return policy.DistinctSorted(names)
 }
 
-// WorkloadPods implements policy.NodeCatalog.
+// RemainingAfter implements policy.DepartureCounter: the members the cache sees in pool,
+// less node and the departures already granted.
+func (c *requestCatalog) RemainingAfter(pool, node string) int {
+	nodes := c.members(pool)
+	names := make([]string, len(nodes))
+	for i, n := range nodes {
+		names[i] = n.Name
+	}
+	return policy.RemainingAfterDeparture(names, c.granted, node)
+}
+
+// WorkloadPods implements policy.NodeCatalog. A terminating pod does not count: it is
+// on its way out, and the Node of a dead machine, whose pods never finish terminating,
+// must still be deletable.
 func (c *requestCatalog) WorkloadPods(node string) []string {
 	var list corev1.PodList
 	if err := c.r.List(c.ctx, &list, client.MatchingFields{IndexPodNode: node}, noCopy); err != nil {
@@ -194,7 +211,7 @@ func (c *requestCatalog) WorkloadPods(node string) []string {
 	}
 	var out []string
 	for i := range list.Items {
-		if p := &list.Items[i]; inventory.IsWorkloadPod(p) {
+		if p := &list.Items[i]; inventory.IsWorkloadPod(p) && p.DeletionTimestamp == nil {
 			out = append(out, p.Namespace+"/"+p.Name)
 		}
 	}

@@ -29,10 +29,11 @@ const (
 	PathPools = "/validate-pools"
 )
 
-// Register serves the three webhooks on srv, answering from c.
-func Register(srv webhook.Server, c Catalog) {
+// Register serves the webhooks on srv, answering from c; node departures are reserved
+// through d.
+func Register(srv webhook.Server, c Catalog, d *Departures) {
 	srv.Register(PathPods, &admission.Webhook{Handler: &PodHandler{Catalog: c}})
-	srv.Register(PathNodes, &admission.Webhook{Handler: &NodeHandler{Catalog: c}})
+	srv.Register(PathNodes, &admission.Webhook{Handler: &NodeHandler{Catalog: c, Departures: d}})
 	srv.Register(PathPools, &admission.Webhook{Handler: &PoolHandler{Catalog: c}})
 }
 
@@ -120,15 +121,23 @@ func (h *PodHandler) Handle(ctx context.Context, req admission.Request) admissio
 }
 
 // NodeHandler is the validating node webhook: rules N1-N3 with the audited override.
-type NodeHandler struct{ Catalog Catalog }
+// Two webhook configurations call it: one (failure policy Ignore) for label changes that
+// are no departure from a pool, one (Fail) for departures, which it reserves through
+// Departures so that concurrent departures cannot together break a pool's floor.
+type NodeHandler struct {
+	Catalog Catalog
+	// Departures reserves departures; nil judges them from the cache alone (tests).
+	Departures *Departures
+}
 
-// Handle implements admission.Handler. Its failure policy is Ignore, so a request it
-// cannot judge (cache error) is admitted with a warning rather than refused.
+// Handle implements admission.Handler. A request that is no departure is admitted with
+// a warning when it cannot be judged (cache error), as its failure policy Ignore
+// would; a departure that cannot be judged or reserved is refused.
 func (h *NodeHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
 	start := time.Now()
-	if req.SubResource != "" {
+	if req.SubResource != "" && req.SubResource != "status" {
 		observe(hookNodes, nil, OutcomeAllowed, start)
-		return admission.Allowed("litepool does not judge node subresources")
+		return admission.Allowed("litepool judges nodes and nodes/status only")
 	}
 	if req.Kind.Kind != "Node" {
 		return errorf(hookNodes, start, http.StatusBadRequest, "expected a Node, got %q", req.Kind.Kind)
@@ -152,10 +161,50 @@ func (h *NodeHandler) Handle(ctx context.Context, req admission.Request) admissi
 		}
 	}
 	cat := h.Catalog.forRequest(ctx)
+	if pool := policy.DepartsFrom(node, old); pool != "" {
+		return h.depart(ctx, req, start, cat, pool, node, old)
+	}
 	d, err := policy.AdmitNode(node, old, cat)
 	if cat.err != nil {
 		return allowUnjudged(ctx, hookNodes, start, cat.err)
 	}
+	return h.answer(ctx, req, start, d, err)
+}
+
+// depart judges a departure from pool and reserves it: fail closed.
+func (h *NodeHandler) depart(ctx context.Context, req admission.Request, start time.Time, cat *requestCatalog, pool string, node, old *corev1.Node) admission.Response {
+	var d policy.NodeDecision
+	judge := func(granted map[string]bool) error {
+		cat.granted = granted
+		var err error
+		d, err = policy.AdmitNode(node, old, cat)
+		if cat.err != nil {
+			return cat.err
+		}
+		return err
+	}
+	if h.Departures == nil {
+		err := judge(nil)
+		if cat.err != nil {
+			return errorf(hookNodes, start, http.StatusInternalServerError, "reading the informer cache: %v", cat.err)
+		}
+		return h.answer(ctx, req, start, d, err)
+	}
+	dryRun := req.DryRun != nil && *req.DryRun
+	err := h.Departures.Grant(ctx, pool, old.Name, dryRun, judge)
+	switch {
+	case cat.err != nil:
+		return errorf(hookNodes, start, http.StatusInternalServerError, "reading the informer cache: %v", cat.err)
+	case err != nil && !IsDenied(err):
+		return errorf(hookNodes, start, http.StatusInternalServerError, "could not reserve the departure of node %q from pool %q: %v; nothing was changed, retry", old.Name, pool, err)
+	case err != nil:
+		return h.answer(ctx, req, start, d, errors.Unwrap(err))
+	}
+	return h.answer(ctx, req, start, d, nil)
+}
+
+// answer turns the node rules' decision into the response.
+func (h *NodeHandler) answer(ctx context.Context, req admission.Request, start time.Time, d policy.NodeDecision, err error) admission.Response {
 	if err != nil {
 		return deny(ctx, hookNodes, start, err, d.Warnings)
 	}

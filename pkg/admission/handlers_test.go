@@ -2,6 +2,7 @@ package admission
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -266,11 +267,36 @@ func TestNodeHandler(t *testing.T) {
 		require.Len(t, resp.Warnings, 1)
 		assert.Contains(t, resp.Warnings[0], "[N3] forced by alice (PSU swap)")
 	})
-	t.Run("status subresource is not judged", func(t *testing.T) {
+	t.Run("a label change through nodes/status is judged like an update", func(t *testing.T) {
 		req := nodeRequest(t, admissionv1.Update, left, busy)
 		req.SubResource = "status"
-		assert.True(t, review(t, h, req).Allowed)
+		resp := review(t, h, req)
+		assert.False(t, resp.Allowed)
+		assert.Contains(t, resp.Result.Message, `[N3] node "a100-node-1" cannot leave pool "train-a100": it runs 1 workload pod(s)`)
+		req.SubResource = "proxy"
+		assert.True(t, review(t, h, req).Allowed, "other subresources are not judged")
 	})
+	t.Run("N3 last node of a pool of labels only", func(t *testing.T) {
+		old := testNode("a10-node-1", "A10-24G", "infer-a10")
+		resp := review(t, h, nodeRequest(t, admissionv1.Delete, nil, old))
+		assert.False(t, resp.Allowed)
+		assert.Equal(t, `[N3] node "a10-node-1" cannot leave pool "infer-a10": it is the last node of a pool of labels only (minNodes 1); to dissolve the pool, annotate the node runwhere.ai/force="<who>: <why>" (kubectl litepool delete pool infer-a10 --force does) or add a node first`, resp.Result.Message)
+	})
+}
+
+// TestNodeHandlerTerminatingPods: a terminating pod no longer holds its node in the pool
+// (the Node of a dead machine, whose pods never finish terminating, can be deleted).
+func TestNodeHandlerTerminatingPods(t *testing.T) {
+	c := fixture(t)
+	ctx := context.Background()
+	var p corev1.Pod
+	require.NoError(t, c.Reader.Get(ctx, client.ObjectKey{Namespace: "ai-team", Name: "llama-train-0"}, &p))
+	p.Finalizers = []string{"e2e/keep"} // the fake client deletes at once without one
+	require.NoError(t, c.Reader.(client.Client).Update(ctx, &p))
+	require.NoError(t, c.Reader.(client.Client).Delete(ctx, &p))
+	h := &NodeHandler{Catalog: c}
+	resp := review(t, h, nodeRequest(t, admissionv1.Delete, nil, testNode("a100-node-1", "A100-80G", "train-a100")))
+	assert.True(t, resp.Allowed, "%v", resp.Result)
 }
 
 func poolRequest(t testing.TB, op admissionv1.Operation, p, old *v1alpha1.Pool) admissionv1.AdmissionRequest {
