@@ -134,8 +134,11 @@ func launch(ctx context.Context, o options, dir, kubeconfigSum string, kube kube
 		return err
 	}
 	defer logFile.Close()
+	if err := localwebhook.EnsureNamespace(ctx, kube, localwebhook.Namespace); err != nil {
+		return err
+	}
 	p, err := localwebhook.Launch(localwebhook.Options{Binary: binary, Kubeconfig: kubeconfig, Output: logFile, Detach: true,
-		Flags: []string{"--cert-mode=files", "--cert-dir=" + certs.Dir}})
+		Namespace: localwebhook.Namespace, Flags: []string{"--cert-mode=files", "--cert-dir=" + certs.Dir}})
 	if err != nil {
 		return err
 	}

@@ -63,8 +63,9 @@ func startWebhook(t *testing.T, c *localwebhook.Certs) (webhookProc, *syncBuffer
 func launchWebhook(t *testing.T, flags ...string) (webhookProc, *syncBuffer) {
 	t.Helper()
 	logs := &syncBuffer{}
+	require.NoError(t, localwebhook.EnsureNamespace(context.Background(), framework.C.Kube, localwebhook.Namespace))
 	p, err := localwebhook.Launch(localwebhook.Options{Binary: filepath.Join(framework.BinDir, "litepool-webhook"),
-		Kubeconfig: framework.C.Kubeconfig, Flags: flags, Output: logs})
+		Kubeconfig: framework.C.Kubeconfig, Namespace: localwebhook.Namespace, Flags: flags, Output: logs})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		p.Kill()
@@ -106,7 +107,7 @@ func registerWebhooks(t *testing.T, kube kubernetes.Interface, addr string, caPE
 	cfgs, err := localwebhook.LoadConfigurations(filepath.Join(framework.Root, "deploy", "webhook", "webhooks.yaml"))
 	require.NoError(t, err)
 	require.Len(t, cfgs.Mutating.Webhooks, 2)
-	require.Len(t, cfgs.Validating.Webhooks, 2)
+	require.Len(t, cfgs.Validating.Webhooks, 3)
 	cfgs.ByURL(addr, caPEM)
 	t.Cleanup(func() { // leave the cluster usable, whatever the test did to the process
 		_ = cfgs.Unregister(context.Background(), kube)

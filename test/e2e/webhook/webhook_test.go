@@ -68,6 +68,12 @@ func labelNode(kube kubernetes.Interface, t *testing.T, node string, labels map[
 	return err
 }
 
+func labelNodeStatus(kube kubernetes.Interface, t *testing.T, node string, labels map[string]any) error {
+	_, err := kube.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType,
+		mergePatch(t, map[string]any{"metadata": map[string]any{"labels": labels}}), metav1.PatchOptions{}, "status")
+	return err
+}
+
 // TestDeployServerDryRun: the control plane accepts the kustomize base as shipped.
 func TestDeployServerDryRun(t *testing.T) {
 	c := framework.C
@@ -279,7 +285,7 @@ func TestWebhook(t *testing.T) {
 		busy := `[N3] node "a100-node-1" cannot leave pool "train-a100": it runs 1 workload pod(s) (ai-team/llama-train-0); drain it first (kubectl litepool drain a100-node-1) or wait for them to finish`
 		err := labelNode(kube, t, "a100-node-1", map[string]any{policy.LabelPool: nil})
 		require.Error(t, err)
-		assert.Equal(t, denied("nodes.runwhere.ai", busy), err.Error())
+		assert.Equal(t, denied("node-departures.runwhere.ai", busy), err.Error())
 
 		w := &warnings{}
 		wkube := warningClient(t, w)
@@ -302,12 +308,48 @@ func TestWebhook(t *testing.T) {
 		})
 		err = labelNode(kube, t, "a100-node-4", map[string]any{policy.LabelPool: nil})
 		require.Error(t, err)
-		assert.Equal(t, denied("nodes.runwhere.ai", `[N3] node "a100-node-4" cannot leave pool "train-a100": the pool would have 1 node(s), below its minNodes 2; lower spec.minNodes first or add a node`), err.Error())
+		assert.Equal(t, denied("node-departures.runwhere.ai", `[N3] node "a100-node-4" cannot leave pool "train-a100": the pool would have 1 node(s), below its minNodes 2; lower spec.minNodes first or add a node`), err.Error())
 
 		err = kube.CoreV1().Nodes().Delete(ctx, "a100-node-2", metav1.DeleteOptions{})
 		require.Error(t, err)
-		assert.Equal(t, denied("nodes.runwhere.ai", `[N3] node "a100-node-2" cannot leave pool "train-a100": it runs 1 workload pod(s) (ai-team/llama-train-1); drain it first (kubectl litepool drain a100-node-2) or wait for them to finish`), err.Error())
+		assert.Equal(t, denied("node-departures.runwhere.ai", `[N3] node "a100-node-2" cannot leave pool "train-a100": it runs 1 workload pod(s) (ai-team/llama-train-1); drain it first (kubectl litepool drain a100-node-2) or wait for them to finish`), err.Error())
 		require.NoError(t, kube.CoreV1().Nodes().Delete(ctx, "snt9b-node-3", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}), "an idle member of a pool above its floor may go")
+	})
+	t.Run("N3 judges a pool label removed through nodes/status", func(t *testing.T) {
+		_, err := kube.CoreV1().Nodes().Patch(ctx, "a100-node-4", types.MergePatchType,
+			mergePatch(t, map[string]any{"metadata": map[string]any{"labels": map[string]any{policy.LabelPool: nil}}}), metav1.PatchOptions{}, "status")
+		require.Error(t, err)
+		assert.Equal(t, denied("node-departures.runwhere.ai", `[N3] node "a100-node-4" cannot leave pool "train-a100": the pool would have 1 node(s), below its minNodes 2; lower spec.minNodes first or add a node`), err.Error())
+		err = labelNodeStatus(kube, t, "cpu-node-1", map[string]any{"runwhere.ai/zone": "a"})
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), `denied the request: [N1] unknown label key "runwhere.ai/zone"`)
+		node, err := kube.CoreV1().Nodes().Get(ctx, "a100-node-4", metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, "train-a100", node.Labels[policy.LabelPool], "the label stayed")
+	})
+	t.Run("N3 does not count terminating pods", func(t *testing.T) {
+		// A pod that never finishes terminating (a finalizer here; a dead machine's
+		// kubelet in real life) must not keep its node's Node object forever.
+		p := newPod("stuck", nil, nil)
+		p.Spec.NodeName, p.Finalizers = "snt9b-node-3", []string{"e2e.runwhere.ai/hold"}
+		_, err := createPod(kube, ns, p)
+		require.NoError(t, err)
+		release := func() {
+			_, _ = kube.CoreV1().Pods(ns).Patch(ctx, "stuck", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+		}
+		t.Cleanup(release)
+		dryDelete := func() error {
+			return kube.CoreV1().Nodes().Delete(ctx, "snt9b-node-3", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
+		}
+		require.NoError(t, wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+			err := dryDelete()
+			return err != nil && strings.Contains(err.Error(), "ai-team/stuck"), nil
+		}), "the running pod holds the node")
+		require.NoError(t, kube.CoreV1().Pods(ns).Delete(ctx, "stuck", metav1.DeleteOptions{}))
+		require.NoError(t, wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+			return dryDelete() == nil, nil
+		}), "a terminating pod no longer holds the node: %v", dryDelete())
+		release()
 	})
 	t.Run("node heartbeats and unrelated updates never reach the webhook", func(t *testing.T) {
 		before := proc.decisions(t, "nodes")
@@ -362,6 +404,10 @@ func TestWebhook(t *testing.T) {
 		_, err = kube.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
 		assert.NoError(t, err, "node status never depends on the webhook")
 		assert.NoError(t, labelNode(kube, t, "cpu-node-2", map[string]any{policy.LabelHealth: "healthy"}), "node webhook fails open")
+		// Fail (departures from a pool): refused rather than let through unreserved.
+		err = labelNode(kube, t, "snt9b-node-3", map[string]any{policy.LabelPool: nil})
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), `failed calling webhook "node-departures.runwhere.ai"`)
 		// Pods outside pools never reach the webhook.
 		_, err = createPod(kube, ns, newPod("plain-down", nil, nil))
 		assert.NoError(t, err, "pods outside pools do not depend on the webhook")
@@ -419,7 +465,7 @@ func TestSelfManagedCertificate(t *testing.T) {
 	require.NoError(t, err)
 	val, err := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, "litepool-webhook", metav1.GetOptions{})
 	require.NoError(t, err)
-	for _, cc := range []admissionregistrationv1.WebhookClientConfig{mut.Webhooks[0].ClientConfig, mut.Webhooks[1].ClientConfig, val.Webhooks[0].ClientConfig, val.Webhooks[1].ClientConfig} {
+	for _, cc := range []admissionregistrationv1.WebhookClientConfig{mut.Webhooks[0].ClientConfig, mut.Webhooks[1].ClientConfig, val.Webhooks[0].ClientConfig, val.Webhooks[1].ClientConfig, val.Webhooks[2].ClientConfig} {
 		assert.Equal(t, string(secret.Data["ca.crt"]), string(cc.CABundle), "CA bundle injected")
 	}
 	require.NoError(t, wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {

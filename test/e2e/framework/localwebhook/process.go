@@ -13,7 +13,11 @@ import (
 	"syscall"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 )
 
 // Options say how to run the webhook.
@@ -22,6 +26,11 @@ type Options struct {
 	Binary string
 	// Kubeconfig is the cluster the webhook reads pools, nodes and pods from.
 	Kubeconfig string
+	// Namespace is the webhook's namespace (--namespace): node departures are reserved
+	// in ConfigMaps there (EnsureNamespace creates it).
+	Namespace string
+	// Port is the webhook server's port; 0 picks a free one.
+	Port int
 	// Flags are added after the address flags (--cert-mode, --cert-dir, ...).
 	Flags []string
 	// Output receives the webhook's log. For Detach it must be an *os.File, so that
@@ -65,10 +74,16 @@ func Launch(o Options) (*Process, error) {
 		}
 		ports[i] = port
 	}
+	if o.Port != 0 {
+		ports[0] = o.Port
+	}
 	loop := func(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
 	p := &Process{Addr: loop(ports[0]), Metrics: loop(ports[1]), Probe: loop(ports[2]), done: make(chan struct{})}
 	args := append([]string{"--host=127.0.0.1", "--port=" + strconv.Itoa(ports[0]),
 		"--metrics-bind-address=" + p.Metrics, "--health-probe-bind-address=" + p.Probe, "--kubeconfig=" + o.Kubeconfig}, o.Flags...)
+	if o.Namespace != "" {
+		args = append(args, "--namespace="+o.Namespace)
+	}
 	p.Cmd = exec.Command(o.Binary, args...)
 	p.Cmd.Stdout, p.Cmd.Stderr = o.Output, o.Output
 	if o.Detach {
@@ -84,6 +99,24 @@ func Launch(o Options) (*Process, error) {
 	// inherits it once we exit.
 	go func() { _ = p.Cmd.Wait(); close(p.done) }()
 	return p, nil
+}
+
+func (p *Process) port() int {
+	_, port, _ := net.SplitHostPort(p.Addr)
+	n, _ := strconv.Atoi(port)
+	return n
+}
+
+// Namespace is the webhook's namespace in local runs, as in deploy/webhook.
+const Namespace = "litepool-system"
+
+// EnsureNamespace creates the webhook's namespace unless it exists.
+func EnsureNamespace(ctx context.Context, kube kubernetes.Interface, name string) error {
+	_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating namespace %s: %w", name, err)
+	}
+	return nil
 }
 
 // Done is closed when the process has exited (while the caller is its parent).
