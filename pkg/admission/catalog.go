@@ -260,3 +260,24 @@ func (c *requestCatalog) Namespace(name string) *corev1.Namespace {
 }
 
 func ptrTrue() *bool { t := true; return &t }
+
+// ExclusiveMembers lists the nodes of exclusive pools with their pool (P6).
+func (c *requestCatalog) ExclusiveMembers() []policy.ExclusiveMember {
+	var pools v1alpha1.PoolList
+	if err := c.r.List(c.ctx, &pools, noCopy); err != nil {
+		c.fail(err)
+		return nil
+	}
+	var out []policy.ExclusiveMember
+	for i := range pools.Items {
+		p := &pools.Items[i]
+		if !p.Spec.Exclusive {
+			continue
+		}
+		info := policy.PoolInfo{Name: p.Name, Object: p}
+		for _, n := range c.members(p.Name) {
+			out = append(out, policy.ExclusiveMember{Node: n, Pool: info})
+		}
+	}
+	return out
+}

@@ -13,7 +13,9 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -27,11 +29,14 @@ const (
 	PathPods  = "/mutate-pods"
 	PathNodes = "/validate-nodes"
 	PathPools = "/validate-pools"
+	// PathPlacement judges where pods may run (P6).
+	PathPlacement = "/validate-pod-placement"
 )
 
 // Register serves the webhooks on srv, answering from c; node departures are reserved
 // through d.
 func Register(srv webhook.Server, c Catalog, d *Departures) {
+	srv.Register(PathPlacement, &admission.Webhook{Handler: &PlacementHandler{Catalog: c, Live: liveReader(d)}})
 	srv.Register(PathPods, &admission.Webhook{Handler: &PodHandler{Catalog: c}})
 	srv.Register(PathNodes, &admission.Webhook{Handler: &NodeHandler{Catalog: c, Departures: d}})
 	srv.Register(PathPools, &admission.Webhook{Handler: &PoolHandler{Catalog: c}})
@@ -41,10 +46,18 @@ const kindPool = "Pool"
 
 // Webhook names in metrics.
 const (
-	hookPods  = "pods"
-	hookNodes = "nodes"
-	hookPools = "pools"
+	hookPods      = "pods"
+	hookNodes     = "nodes"
+	hookPools     = "pools"
+	hookPlacement = "placement"
 )
+
+func liveReader(d *Departures) client.Reader {
+	if d == nil {
+		return nil
+	}
+	return d.Client
+}
 
 // errorf answers a request that could not be judged. The API server treats an answer
 // with allowed=false as a denial whatever the failure policy, so callers whose policy is
@@ -281,4 +294,68 @@ func (h *PoolHandler) Handle(ctx context.Context, req admission.Request) admissi
 	}
 	observe(hookPools, nil, OutcomeAllowed, start)
 	return admission.Allowed("").WithWarnings(warnings...)
+}
+
+// PlacementHandler is the validating pod webhook of rule P6: pods created with
+// spec.nodeName, pods that tolerate an exclusive pool's taint or name nodes in
+// matchFields, and pods/binding by anyone but the scheduler (matchConditions send only
+// these).
+type PlacementHandler struct {
+	Catalog Catalog
+	// Live reads a pod a binding names when the cache does not hold it yet (a binding
+	// right after the create); nil: such a binding is answered with an error to retry.
+	Live client.Reader
+}
+
+// Handle implements admission.Handler. Its failure policy is Fail: a pod it could not
+// judge is refused with the reason, and its creator retries.
+func (h *PlacementHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
+	start := time.Now()
+	if req.Operation != admissionv1.Create || (req.SubResource != "" && req.SubResource != "binding") {
+		observe(hookPlacement, nil, OutcomeAllowed, start)
+		return admission.Allowed("litepool judges pod placement on create and binding only")
+	}
+	cat := h.Catalog.forRequest(ctx)
+	pod, target, err := h.podAndTarget(ctx, req)
+	if err != nil {
+		return errorf(hookPlacement, start, http.StatusBadRequest, "%v", err)
+	}
+	ns := cat.Namespace(pod.Namespace)
+	members := cat.ExclusiveMembers()
+	if cat.err != nil {
+		return errorf(hookPlacement, start, http.StatusInternalServerError, "reading the informer cache: %v", cat.err)
+	}
+	if err := policy.CheckExclusivePlacement(pod, ns, target, members); err != nil {
+		return deny(ctx, hookPlacement, start, err, nil)
+	}
+	observe(hookPlacement, nil, OutcomeAllowed, start)
+	return admission.Allowed("")
+}
+
+// podAndTarget is the pod being placed and the node it is bound to ("" when none).
+func (h *PlacementHandler) podAndTarget(ctx context.Context, req admission.Request) (*corev1.Pod, string, error) {
+	if req.SubResource == "binding" {
+		var b corev1.Binding
+		if err := decode(req.Object, &b); err != nil {
+			return nil, "", fmt.Errorf("decoding the binding: %w", err)
+		}
+		pod := &corev1.Pod{}
+		key := client.ObjectKey{Namespace: req.Namespace, Name: req.Name}
+		err := h.Catalog.Reader.Get(ctx, key, pod)
+		if apierrors.IsNotFound(err) && h.Live != nil {
+			err = h.Live.Get(ctx, key, pod)
+		}
+		if err != nil {
+			return nil, "", fmt.Errorf("reading pod %s of the binding: %w", key, err)
+		}
+		return pod, b.Target.Name, nil
+	}
+	pod := &corev1.Pod{}
+	if err := decode(req.Object, pod); err != nil {
+		return nil, "", fmt.Errorf("decoding the pod: %w", err)
+	}
+	if pod.Namespace == "" {
+		pod.Namespace = req.Namespace
+	}
+	return pod, pod.Spec.NodeName, nil
 }

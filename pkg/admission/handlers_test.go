@@ -341,3 +341,30 @@ func TestPoolHandler(t *testing.T) {
 		assert.True(t, review(t, h, poolRequest(t, admissionv1.Delete, nil, empty)).Allowed)
 	})
 }
+
+// TestPlacementHandler (P6): a pod bound to a node of the exclusive pool dev-sandbox by
+// spec.nodeName or by a binding is denied unless it is the pool's.
+func TestPlacementHandler(t *testing.T) {
+	c := fixture(t)
+	require.NoError(t, c.Reader.(client.Client).Create(context.Background(), testNode("a10-node-9", "A10-24G", "dev-sandbox")))
+	h := &PlacementHandler{Catalog: c}
+	foreign := pod("squatter", nil, nil)
+	foreign.Spec.NodeName = "a10-node-9"
+	req := podRequest(t, foreign)
+	resp := review(t, h, req)
+	assert.False(t, resp.Allowed)
+	assert.Contains(t, resp.Result.Message, `[P6] pod ai-team/squatter may not run on node "a10-node-9": it is bound to the node`)
+
+	own := pod("nb", map[string]string{policy.LabelPool: "dev-sandbox"}, nil)
+	own.Namespace, own.Spec.NodeName = "notebooks", "a10-node-9"
+	assert.True(t, review(t, h, podRequest(t, own)).Allowed)
+
+	binding := admissionv1.AdmissionRequest{Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Binding"}, Name: "queued", Namespace: "ai-team",
+		Resource: metav1.GroupVersionResource{Version: "v1", Resource: "pods"}, SubResource: "binding", Operation: admissionv1.Create,
+		Object: raw(t, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "queued"}, Target: corev1.ObjectReference{Kind: "Node", Name: "a10-node-9"}})}
+	resp = review(t, h, binding)
+	assert.False(t, resp.Allowed)
+	assert.Contains(t, resp.Result.Message, `[P6] pod ai-team/queued may not run on node "a10-node-9": it is bound to the node, but the node belongs to exclusive pool "dev-sandbox"`)
+	binding.Object = raw(t, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "queued"}, Target: corev1.ObjectReference{Kind: "Node", Name: "a100-node-2"}})
+	assert.True(t, review(t, h, binding).Allowed)
+}

@@ -465,7 +465,7 @@ func TestSelfManagedCertificate(t *testing.T) {
 	require.NoError(t, err)
 	val, err := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, "litepool-webhook", metav1.GetOptions{})
 	require.NoError(t, err)
-	for _, cc := range []admissionregistrationv1.WebhookClientConfig{mut.Webhooks[0].ClientConfig, mut.Webhooks[1].ClientConfig, val.Webhooks[0].ClientConfig, val.Webhooks[1].ClientConfig, val.Webhooks[2].ClientConfig} {
+	for _, cc := range []admissionregistrationv1.WebhookClientConfig{mut.Webhooks[0].ClientConfig, mut.Webhooks[1].ClientConfig, val.Webhooks[0].ClientConfig, val.Webhooks[1].ClientConfig, val.Webhooks[2].ClientConfig, val.Webhooks[3].ClientConfig} {
 		assert.Equal(t, string(secret.Data["ca.crt"]), string(cc.CABundle), "CA bundle injected")
 	}
 	require.NoError(t, wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {

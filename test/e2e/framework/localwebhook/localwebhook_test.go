@@ -36,6 +36,7 @@ func TestLoadConfigurationsByURL(t *testing.T) {
 		"pods-namespace-default.runwhere.ai https://127.0.0.1:1234/mutate-pods",
 		"nodes.runwhere.ai https://127.0.0.1:1234/validate-nodes",
 		"node-departures.runwhere.ai https://127.0.0.1:1234/validate-nodes",
+		"pod-placement.runwhere.ai https://127.0.0.1:1234/validate-pod-placement",
 		"pools.runwhere.ai https://127.0.0.1:1234/validate-pools",
 	}, got)
 }

@@ -1,0 +1,105 @@
+package policy
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	"k8s.io/klog/v2"
+)
+
+// ExclusiveMember is a node of an exclusive pool, as P6 needs it.
+type ExclusiveMember struct {
+	Node *corev1.Node
+	Pool PoolInfo
+}
+
+// CheckExclusivePlacement is rule P6: a pod that is not an exclusive pool's (DaemonSet
+// pods excepted) never lands on that pool's nodes, however it gets there. The pool's
+// taint stops the scheduler; P6 closes the bypasses: a pod bound to a node directly
+// (spec.nodeName, a pods/binding by someone other than the scheduler: target is that
+// node), and a pod that tolerates the taint (an empty key with operator Exists, or the
+// key runwhere.ai/pool) whose required node affinity (nodeSelector, matchExpressions,
+// matchFields) lets it be scheduled onto a member. A pod is a pool's pod when it asks
+// for the pool (label, or its namespace's default pool) and the pool admits its
+// namespace (P4). members are the nodes of exclusive pools, target the node the pod is
+// bound to ("" when it is not).
+func CheckExclusivePlacement(pod *corev1.Pod, ns *corev1.Namespace, target string, members []ExclusiveMember) error {
+	if isDaemonSetPod(pod) {
+		return nil
+	}
+	for _, m := range members {
+		if target != "" {
+			if m.Node.Name == target {
+				return exclusiveDenial(pod, ns, m, "it is bound to the node")
+			}
+			continue
+		}
+		if tol, ok := toleratesExclusive(pod, m.Pool.Name); ok && affinityAllows(pod, m.Node) {
+			if err := exclusiveDenial(pod, ns, m, fmt.Sprintf("it tolerates the pool's taint (%s) and its node affinity allows the node", tol)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// exclusiveDenial is P6's denial for pod on member m, or nil when the pod is the pool's.
+func exclusiveDenial(pod *corev1.Pod, ns *corev1.Namespace, m ExclusiveMember, how string) error {
+	asked, _ := PodPoolName(pod, ns)
+	var why string
+	switch {
+	case asked == "" || asked == DefaultPool:
+		why = "the pod asks for no pool"
+	case asked != m.Pool.Name:
+		why = fmt.Sprintf("the pod asks for pool %q", asked)
+	default:
+		if err := CheckPodNamespace(m.Pool, ns, pod.Namespace); err != nil {
+			why = fmt.Sprintf("pool %q does not admit namespace %q", m.Pool.Name, pod.Namespace)
+		}
+	}
+	if why == "" {
+		return nil
+	}
+	return fmt.Errorf("[P6] pod %s/%s may not run on node %q: %s, but the node belongs to exclusive pool %q, which runs only its own pods and DaemonSet pods, and %s; label the pod %s=%s from a namespace the pool admits, or keep it off the pool's nodes",
+		pod.Namespace, podName(pod), m.Node.Name, how, m.Pool.Name, why, LabelPool, m.Pool.Name)
+}
+
+func podName(pod *corev1.Pod) string {
+	if pod.Name == "" && pod.GenerateName != "" {
+		return pod.GenerateName + "*"
+	}
+	return pod.Name
+}
+
+// toleratesExclusive says whether the pod tolerates pool's exclusive taint, and how.
+func toleratesExclusive(pod *corev1.Pod, pool string) (string, bool) {
+	taint := ExclusiveTaint(pool)
+	for i := range pod.Spec.Tolerations {
+		t := &pod.Spec.Tolerations[i]
+		if t.ToleratesTaint(klog.Background(), &taint, false) {
+			if t.Key == "" {
+				return "operator Exists on every key", true
+			}
+			return fmt.Sprintf("%s %s %s", t.Key, t.Operator, t.Value), true
+		}
+	}
+	return "", false
+}
+
+// affinityAllows says whether the pod's nodeSelector and required node affinity let the
+// scheduler place it on node; an invalid affinity matches nothing (the scheduler
+// refuses it too).
+func affinityAllows(pod *corev1.Pod, node *corev1.Node) bool {
+	ok, err := nodeaffinity.GetRequiredNodeAffinity(pod).Match(node)
+	return err == nil && ok
+}
+
+func isDaemonSetPod(pod *corev1.Pod) bool {
+	for _, ref := range pod.OwnerReferences {
+		if ref.Kind == "DaemonSet" && ref.Controller != nil && *ref.Controller {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,66 @@
+package policy
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+)
+
+func TestCheckExclusivePlacement(t *testing.T) {
+	dev := &v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: "dev-exclusive"}, Spec: v1alpha1.PoolSpec{Exclusive: true, Namespaces: []string{"nb-team"}}}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a10-node-3", Labels: map[string]string{LabelPool: "dev-exclusive", "zone": "a"}}}
+	members := []ExclusiveMember{{Node: node, Pool: PoolInfo{Name: "dev-exclusive", Object: dev, Members: 1}}}
+	nbTeam := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "nb-team"}}
+	aiTeam := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ai-team"}}
+	mk := func(ns string, labels map[string]string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: ns, Labels: labels}}
+	}
+	tolerateAll := []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+	matchFields := &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{"a10-node-3"}}}}}}}}
+
+	t.Run("bound by nodeName or binding: foreign pod denied", func(t *testing.T) {
+		err := CheckExclusivePlacement(mk("ai-team", nil), aiTeam, "a10-node-3", members)
+		require.Error(t, err)
+		assert.Equal(t, `[P6] pod ai-team/p may not run on node "a10-node-3": it is bound to the node, but the node belongs to exclusive pool "dev-exclusive", which runs only its own pods and DaemonSet pods, and the pod asks for no pool; label the pod runwhere.ai/pool=dev-exclusive from a namespace the pool admits, or keep it off the pool's nodes`, err.Error())
+		assert.NoError(t, CheckExclusivePlacement(mk("ai-team", nil), aiTeam, "a100-node-1", members), "another node")
+	})
+	t.Run("the pool's pod from an admitted namespace is allowed; P4 holds", func(t *testing.T) {
+		own := map[string]string{LabelPool: "dev-exclusive"}
+		assert.NoError(t, CheckExclusivePlacement(mk("nb-team", own), nbTeam, "a10-node-3", members))
+		err := CheckExclusivePlacement(mk("ai-team", own), aiTeam, "a10-node-3", members)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), `and pool "dev-exclusive" does not admit namespace "ai-team"`)
+		other := CheckExclusivePlacement(mk("nb-team", map[string]string{LabelPool: "train-a100"}), nbTeam, "a10-node-3", members)
+		assert.ErrorContains(t, other, `the pod asks for pool "train-a100"`)
+	})
+	t.Run("tolerate-all with matchFields denied; without a matching affinity allowed", func(t *testing.T) {
+		p := mk("ai-team", nil)
+		p.Spec.Tolerations, p.Spec.Affinity = tolerateAll, matchFields
+		err := CheckExclusivePlacement(p, aiTeam, "", members)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), `it tolerates the pool's taint (operator Exists on every key) and its node affinity allows the node`)
+		p.Spec.Affinity = nil
+		assert.Error(t, CheckExclusivePlacement(p, aiTeam, "", members), "tolerate-all with no affinity can land anywhere")
+		p.Spec.NodeSelector = map[string]string{"zone": "b"}
+		assert.NoError(t, CheckExclusivePlacement(p, aiTeam, "", members), "its nodeSelector keeps it off the node")
+		q := mk("ai-team", nil)
+		q.Spec.Affinity = matchFields
+		assert.NoError(t, CheckExclusivePlacement(q, aiTeam, "", members), "no toleration: the taint keeps it off")
+		q.Spec.Tolerations = []corev1.Toleration{ExclusivePoolToleration("dev-exclusive")}
+		assert.ErrorContains(t, CheckExclusivePlacement(q, aiTeam, "", members), "(runwhere.ai/pool Equal dev-exclusive)")
+	})
+	t.Run("DaemonSet pods are allowed", func(t *testing.T) {
+		p := mk("monitoring", nil)
+		p.OwnerReferences = []metav1.OwnerReference{{Kind: "DaemonSet", Name: "ne", Controller: ptr.To(true)}}
+		p.Spec.Tolerations, p.Spec.Affinity = tolerateAll, matchFields
+		assert.NoError(t, CheckExclusivePlacement(p, nil, "a10-node-3", members))
+		assert.NoError(t, CheckExclusivePlacement(p, nil, "", members))
+	})
+}

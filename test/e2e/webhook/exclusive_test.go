@@ -1,0 +1,177 @@
+package webhook
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/policy"
+	"github.com/runwhere-ai/litepool/pkg/poolclient"
+	"github.com/runwhere-ai/litepool/test/e2e/framework"
+	"github.com/runwhere-ai/litepool/test/e2e/framework/localwebhook"
+)
+
+const exclNode, exclPool, exclNS = "excl-node-1", "excl-dev", "excl-team"
+
+// TestExclusivePool (P6): a pod that is not an exclusive pool's never runs on its node,
+// whichever way it comes (spec.nodeName, tolerate-all with matchFields, a binding by a
+// user other than the scheduler), and the denial names P6; the pool's own pods and a
+// DaemonSet's pod do run there.
+func TestExclusivePool(t *testing.T) {
+	kube := framework.C.Kube
+	// Registered first, so it runs last, once the webhook is unregistered: the other
+	// tests of this cluster see none of this test's objects.
+	t.Cleanup(func() { removeExclusiveFixture(kube) })
+	crt := newCerts(t)
+	proc, _ := startWebhook(t, crt)
+	registerWebhooks(t, kube, proc.Addr, crt.CAPEM)
+	require.NoError(t, localwebhook.WaitEffective(ctx, kube, ns, 30*time.Second))
+
+	_, err := poolclient.New(framework.C.Dynamic).Create(ctx, &v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: exclPool},
+		Spec: v1alpha1.PoolSpec{Type: v1alpha1.PoolTypeDevelopment, Exclusive: true, Namespaces: []string{exclNS}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: exclNS}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	createExclusiveNode(t, kube)
+
+	nodeNamed := newPod("squatter", nil, corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")})
+	nodeNamed.Spec.NodeName = exclNode
+	// The webhook's cache sees the pool and its node a moment after they are made.
+	var last error
+	require.NoError(t, wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 15*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, last = kube.CoreV1().Pods(ns).Create(ctx, nodeNamed, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return last != nil && strings.Contains(last.Error(), "[P6]"), nil
+	}), "P6 never applied: %v", last)
+
+	t.Run("spec.nodeName denied", func(t *testing.T) {
+		_, err := createPod(kube, ns, nodeNamed)
+		require.Error(t, err)
+		assert.Equal(t, denied("pod-placement.runwhere.ai", `[P6] pod ai-team/squatter may not run on node "excl-node-1": it is bound to the node, but the node belongs to exclusive pool "excl-dev", which runs only its own pods and DaemonSet pods, and the pod asks for no pool; label the pod runwhere.ai/pool=excl-dev from a namespace the pool admits, or keep it off the pool's nodes`), err.Error())
+		assertNoPod(t, kube, ns, "squatter")
+	})
+	t.Run("tolerate-all with matchFields denied", func(t *testing.T) {
+		p := newPod("tolerant", nil, nil)
+		p.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+		p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{exclNode}}}}}}}}
+		_, err := createPod(kube, ns, p)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), `denied the request: [P6] pod ai-team/tolerant may not run on node "excl-node-1": it tolerates the pool's taint (operator Exists on every key) and its node affinity allows the node`)
+		assertNoPod(t, kube, ns, "tolerant")
+	})
+	t.Run("a pod of the pool from a namespace it does not admit is denied on its node (P4 and P6)", func(t *testing.T) {
+		p := newPod("wrong-ns", map[string]string{policy.LabelPool: exclPool, policy.LabelWorkloadType: "development"}, nil)
+		p.Spec.NodeName = exclNode
+		_, err := createPod(kube, ns, p)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), `[P4] namespace "ai-team" may not use pool "excl-dev"`)
+	})
+	t.Run("binding by a user other than the scheduler denied", func(t *testing.T) {
+		p := newPod("bound-by-hand", nil, nil)
+		p.Spec.SchedulerName = "no-such-scheduler" // nobody else binds it
+		_, err := createPod(kube, ns, p)
+		require.NoError(t, err)
+		err = kube.CoreV1().Pods(ns).Bind(ctx, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "bound-by-hand"},
+			Target: corev1.ObjectReference{Kind: "Node", Name: exclNode}}, metav1.CreateOptions{})
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), `admission webhook "pod-placement.runwhere.ai" denied the request: [P6] pod ai-team/bound-by-hand may not run on node "excl-node-1": it is bound to the node`)
+		got, err := kube.CoreV1().Pods(ns).Get(ctx, "bound-by-hand", metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Empty(t, got.Spec.NodeName, "the pod stays unbound")
+		require.NoError(t, kube.CoreV1().Pods(ns).Bind(ctx, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "bound-by-hand"},
+			Target: corev1.ObjectReference{Kind: "Node", Name: "cpu-node-1"}}, metav1.CreateOptions{}), "a binding to an ordinary node is allowed")
+	})
+	t.Run("the pool's own pod runs on its node", func(t *testing.T) {
+		_, err := createPod(kube, exclNS, newPod("notebook", map[string]string{policy.LabelPool: exclPool, policy.LabelWorkloadType: "development"}, nil))
+		require.NoError(t, err)
+		waitRunningOn(t, kube, exclNS, func(p *corev1.Pod) bool { return p.Name == "notebook" })
+	})
+	t.Run("a DaemonSet pod runs on the node", func(t *testing.T) {
+		ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "node-agent"}, Spec: appsv1.DaemonSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "node-agent"}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "node-agent"}}, Spec: corev1.PodSpec{
+				NodeSelector: map[string]string{policy.LabelPool: exclPool},
+				Tolerations:  []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+				Containers:   []corev1.Container{{Name: "agent", Image: "busybox"}}}}}}
+		_, err := kube.AppsV1().DaemonSets(ns).Create(ctx, ds, metav1.CreateOptions{})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = kube.AppsV1().DaemonSets(ns).Delete(context.Background(), "node-agent", metav1.DeleteOptions{}) })
+		waitRunningOn(t, kube, ns, func(p *corev1.Pod) bool { return p.Labels["app"] == "node-agent" })
+	})
+	t.Run("ordinary pods never reach the placement webhook", func(t *testing.T) {
+		// Not scheduled, so only its create is counted: the test cluster's scheduler
+		// authenticates as the admin, not as system:kube-scheduler, so its bindings
+		// are sent here (in a real cluster they are not).
+		before := proc.decisions(t, "placement")
+		p := newPod("ordinary", nil, nil)
+		p.Spec.SchedulerName = "no-such-scheduler"
+		_, err := createPod(kube, ns, p)
+		require.NoError(t, err)
+		assert.Equal(t, before, proc.decisions(t, "placement"))
+	})
+}
+
+func createExclusiveNode(t *testing.T, kube kubernetes.Interface) {
+	t.Helper()
+	res := corev1.ResourceList{"cpu": resource.MustParse("64"), "memory": resource.MustParse("512Gi"), "pods": resource.MustParse("110"), "nvidia.com/gpu": resource.MustParse("8")}
+	_, err := kube.CoreV1().Nodes().Create(ctx, &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: exclNode, Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
+			Labels: map[string]string{"kubernetes.io/hostname": exclNode, "kubernetes.io/os": "linux", "type": "kwok", policy.LabelPool: exclPool}},
+		Spec:   corev1.NodeSpec{Taints: []corev1.Taint{policy.ExclusiveTaint(exclPool)}},
+		Status: corev1.NodeStatus{Allocatable: res, Capacity: res},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+}
+
+func assertNoPod(t *testing.T, kube kubernetes.Interface, namespace, name string) {
+	t.Helper()
+	_, err := kube.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "pod %s was not created: %v", name, err)
+}
+
+// waitRunningOn waits until a pod of namespace that match selects runs on the exclusive node.
+func waitRunningOn(t *testing.T, kube kubernetes.Interface, namespace string, match func(*corev1.Pod) bool) {
+	t.Helper()
+	var seen []string
+	require.NoError(t, wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		list, err := kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		seen = nil
+		for i := range list.Items {
+			p := &list.Items[i]
+			if match(p) {
+				seen = append(seen, p.Name+"@"+p.Spec.NodeName+"/"+string(p.Status.Phase))
+				if p.Spec.NodeName == exclNode && p.Status.Phase == corev1.PodRunning {
+					return true, nil
+				}
+			}
+		}
+		return false, nil
+	}), "no matching pod ran on %s: %v", exclNode, seen)
+}
+
+func removeExclusiveFixture(kube kubernetes.Interface) {
+	bg := context.Background()
+	now := metav1.DeleteOptions{GracePeriodSeconds: new(int64)}
+	_ = kube.AppsV1().DaemonSets(ns).Delete(bg, "node-agent", metav1.DeleteOptions{})
+	for _, name := range []string{"bound-by-hand", "ordinary"} {
+		_ = kube.CoreV1().Pods(ns).Delete(bg, name, now)
+	}
+	_ = kube.CoreV1().Namespaces().Delete(bg, exclNS, metav1.DeleteOptions{})
+	_ = poolclient.New(framework.C.Dynamic).Delete(bg, exclPool, metav1.DeleteOptions{})
+	_ = kube.CoreV1().Nodes().Delete(bg, exclNode, metav1.DeleteOptions{})
+}
