@@ -107,7 +107,9 @@ func TestExclusivePool(t *testing.T) {
 				Containers:   []corev1.Container{{Name: "agent", Image: "busybox"}}}}}}
 		_, err := kube.AppsV1().DaemonSets(ns).Create(ctx, ds, metav1.CreateOptions{})
 		require.NoError(t, err)
-		t.Cleanup(func() { _ = kube.AppsV1().DaemonSets(ns).Delete(context.Background(), "node-agent", metav1.DeleteOptions{}) })
+		t.Cleanup(func() {
+			_ = kube.AppsV1().DaemonSets(ns).Delete(context.Background(), "node-agent", metav1.DeleteOptions{})
+		})
 		waitRunningOn(t, kube, ns, func(p *corev1.Pod) bool { return p.Labels["app"] == "node-agent" })
 	})
 	t.Run("ordinary pods never reach the placement webhook", func(t *testing.T) {
