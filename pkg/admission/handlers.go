@@ -269,6 +269,9 @@ func (h *PoolHandler) Handle(ctx context.Context, req admission.Request) admissi
 			members = info.Members
 		}
 		err = policy.ValidatePool(&pool, old, members)
+		if old == nil {
+			err = errors.Join(err, policy.CheckAdoption(&pool, cat.members(pool.Name)))
+		}
 	case admissionv1.Delete:
 		var pool v1alpha1.Pool
 		if derr := decode(req.OldObject, &pool); derr != nil {

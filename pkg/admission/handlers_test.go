@@ -318,6 +318,15 @@ func TestPoolHandler(t *testing.T) {
 		assert.Equal(t, "[R1] invalid pool name \"x\": it has 1 characters; a pool name has 4-24 characters: lowercase letters, digits and hyphens, starting with a letter and not ending with a hyphen (e.g. train-a100)\n[R1] hccl max retries 20 out of range: must be 1-10", resp.Result.Message)
 		assert.True(t, review(t, h, poolRequest(t, admissionv1.Create, a100, nil)).Allowed)
 	})
+	t.Run("R1 create adopts only members of its accelerator type", func(t *testing.T) {
+		a10 := &v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: "infer-a10"}, Spec: v1alpha1.PoolSpec{Type: v1alpha1.PoolTypeInference,
+			Accelerator: v1alpha1.AcceleratorSpec{Type: "A100-80G"}}}
+		resp := review(t, h, poolRequest(t, admissionv1.Create, a10, nil))
+		assert.False(t, resp.Allowed)
+		assert.Equal(t, `[R1] pool "infer-a10" with accelerator type "A100-80G" cannot adopt the 1 node(s) labelled runwhere.ai/pool=infer-a10 whose gpu-type differs: a10-node-1 (gpu-type A10-24G); set spec.accelerator.type to their gpu-type, or take those nodes out of the pool first`, resp.Result.Message)
+		a10.Spec.Accelerator.Type = "A10-24G"
+		assert.True(t, review(t, h, poolRequest(t, admissionv1.Create, a10, nil)).Allowed)
+	})
 	t.Run("R1 accelerator immutable while the pool has nodes", func(t *testing.T) {
 		changed := a100.DeepCopy()
 		changed.Spec.Accelerator.Type = "H100-80G"

@@ -332,11 +332,11 @@ func (o *CreateOptions) checkAdoption(ctx context.Context, p *v1alpha1.Pool) err
 	if err != nil {
 		return err
 	}
-	var errs []error
+	nodes := make([]*corev1.Node, len(members.Items))
 	for i := range members.Items {
-		errs = append(errs, policy.CheckJoin(p, &members.Items[i]))
+		nodes[i] = &members.Items[i]
 	}
-	return errors.Join(errs...)
+	return policy.CheckAdoption(p, nodes)
 }
 
 // checkGpuctlNode checks a node a gpuctl file lists: it is in the default pool (or

@@ -87,3 +87,16 @@ func TestHCCLEnv(t *testing.T) {
 	spec.HCCL.OpRetry = v1alpha1.OpRetrySpec{Enabled: true, MaxRetries: 10, RetryTimeoutSeconds: 30}
 	assert.Equal(t, "MaxCnt:10,HoldTime:3000,IntervalTime:1000", HCCLEnv(spec)[1].Value)
 }
+
+func TestCheckAdoption(t *testing.T) {
+	p := pool("infer-a10", "A10-24G", 1)
+	node := func(name, gpu string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{LabelPool: "infer-a10", LabelGPUType: gpu}}}
+	}
+	assert.NoError(t, CheckAdoption(p, []*corev1.Node{node("a10-node-1", "A10-24G")}))
+	assert.NoError(t, CheckAdoption(p, nil), "nothing to adopt")
+	assert.EqualError(t, CheckAdoption(p, []*corev1.Node{node("a10-node-1", "A10-24G"), node("a100-node-9", "A100-80G")}),
+		`[R1] pool "infer-a10" with accelerator type "A10-24G" cannot adopt the 1 node(s) labelled runwhere.ai/pool=infer-a10 whose gpu-type differs: a100-node-9 (gpu-type A100-80G); set spec.accelerator.type to their gpu-type, or take those nodes out of the pool first`)
+	p.Spec.Accelerator.Type = ""
+	assert.NoError(t, CheckAdoption(p, []*corev1.Node{node("a100-node-9", "A100-80G")}), "a pool with no accelerator type takes any node")
+}

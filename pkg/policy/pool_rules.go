@@ -84,3 +84,24 @@ func HCCLEnv(spec v1alpha1.PoolSpec) []corev1.EnvVar {
 		{Name: EnvHCCLOpRetryParams, Value: fmt.Sprintf("MaxCnt:%d,HoldTime:%d,IntervalTime:1000", retries, hold)},
 	}
 }
+
+// CheckAdoption is rule R1 on create: a new Pool adopts the nodes already labelled with
+// its name (a pool of labels only, as gpuctl makes them), so each of them must match its
+// accelerator type, as N2 requires of a node that joins. members are those nodes.
+func CheckAdoption(pool *v1alpha1.Pool, members []*corev1.Node) error {
+	var mismatched []string
+	for _, n := range members {
+		if CheckJoin(pool, n) != nil {
+			got := GPUType(n)
+			if got == "" {
+				got = "none"
+			}
+			mismatched = append(mismatched, fmt.Sprintf("%s (gpu-type %s)", n.Name, got))
+		}
+	}
+	if len(mismatched) == 0 {
+		return nil
+	}
+	return fmt.Errorf("[R1] pool %q with accelerator type %q cannot adopt the %d node(s) labelled %s=%s whose gpu-type differs: %s; set spec.accelerator.type to their gpu-type, or take those nodes out of the pool first",
+		pool.Name, pool.Spec.Accelerator.Type, len(mismatched), LabelPool, pool.Name, summarize(mismatched, 3))
+}

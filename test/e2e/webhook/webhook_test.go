@@ -371,6 +371,16 @@ func TestWebhook(t *testing.T) {
 		_, err = pools.Patch(ctx, "dev-sandbox", types.MergePatchType, []byte(`{"spec":{"accelerator":{"type":"L40S"}}}`), metav1.PatchOptions{})
 		assert.NoError(t, err, "an empty pool may change its accelerator")
 	})
+	t.Run("R1 a new Pool adopts only label-only members of its accelerator type", func(t *testing.T) {
+		p := &v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: "infer-a10"}, Spec: v1alpha1.PoolSpec{Type: v1alpha1.PoolTypeInference,
+			Accelerator: v1alpha1.AcceleratorSpec{Type: "A100-80G"}}}
+		_, err := pools.Create(ctx, p, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		require.Error(t, err)
+		assert.Equal(t, denied("pools.runwhere.ai", `[R1] pool "infer-a10" with accelerator type "A100-80G" cannot adopt the 2 node(s) labelled runwhere.ai/pool=infer-a10 whose gpu-type differs: a10-node-1 (gpu-type A10-24G), a10-node-2 (gpu-type A10-24G); set spec.accelerator.type to their gpu-type, or take those nodes out of the pool first`), err.Error())
+		p.Spec.Accelerator.Type = "A10-24G"
+		_, err = pools.Create(ctx, p, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		assert.NoError(t, err)
+	})
 	t.Run("R2 delete with running pods denied unless confirmed", func(t *testing.T) {
 		err := pools.Delete(ctx, "train-snt9b", metav1.DeleteOptions{})
 		require.Error(t, err)
