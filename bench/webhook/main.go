@@ -62,6 +62,7 @@ type config struct {
 	duration              time.Duration
 	concurrencies         []int
 	pods, podConc, rounds int
+	departures            int
 	extraArgs             string
 	clusterDir            string
 }
@@ -78,6 +79,7 @@ func main() {
 	flag.IntVar(&c.pods, "pods", 1000, "pods created per API-server round")
 	flag.IntVar(&c.podConc, "pod-concurrency", 16, "concurrent pod creates")
 	flag.IntVar(&c.rounds, "rounds", 2, "rounds of (without webhook, with webhook); 0 skips the API-server part")
+	flag.IntVar(&c.departures, "departures", 60, "node departures per case of the reservation benchmark; 0 skips it")
 	flag.StringVar(&c.clusterDir, "cluster-dir", "", "the kwok cluster's directory, to read the CPU time of its kube-apiserver and etcd")
 	flag.StringVar(&c.extraArgs, "webhook-args", "", "extra space-separated flags for the webhook (e.g. --pprof-bind-address=127.0.0.1:6060)")
 	flag.Parse()
@@ -146,6 +148,11 @@ func run(c config) error {
 		fmt.Printf("%-5d | %10.0f %10.3f %10.3f   | %10.0f %10.3f %10.3f\n", n, b.rate, ms(b.p50), ms(b.p99), w.rate, ms(w.p50), ms(w.p99))
 	}
 
+	if c.departures > 0 {
+		if err := benchDepartures(ctx, cfg, kube, c, addr, caPEM); err != nil {
+			return fmt.Errorf("departures: %w", err)
+		}
+	}
 	if c.rounds == 0 {
 		return nil
 	}
@@ -154,15 +161,18 @@ func run(c config) error {
 	// Three setups, alternated round by round: no webhook; a trivial mutating webhook
 	// (adds the nodeSelector and nothing else, same registration) to show what the API
 	// server's webhook machinery itself costs; and litepool-webhook.
+	// litepool-webhook runs twice: without its P6 placement webhook (as before P6) and
+	// with it, to show what P6's registration costs the pods it does not concern.
 	setups := []struct {
 		name, addr string
-	}{{"without webhook", ""}, {"trivial webhook", baseAddr}, {"litepool-webhook", addr}}
+		drop       []string
+	}{{"without webhook", "", nil}, {"trivial webhook", baseAddr, nil}, {"litepool before P6", addr, []string{placementWebhook}}, {"litepool-webhook", addr, nil}}
 	results := make([][]result, len(setups))
 	for r := 1; r <= c.rounds; r++ {
 		for i, s := range setups {
 			unregister := func() {}
 			if s.addr != "" {
-				if unregister, err = register(ctx, kube, c.root, s.addr, caPEM); err != nil {
+				if unregister, err = register(ctx, kube, c.root, s.addr, caPEM, s.drop...); err != nil {
 					return err
 				}
 			}
@@ -180,10 +190,12 @@ func run(c config) error {
 		means[i] = mean(results[i])
 		printRound("mean "+s.name, means[i])
 	}
-	off, trivial, on := means[0], means[1], means[2]
+	off, trivial, beforeP6, on := means[0], means[1], means[2], means[3]
 	cost := func(r result) float64 { return 100 * (off.rate - r.rate) / off.rate }
 	fmt.Printf("throughput cost of one replica: litepool %.1f%%, trivial webhook %.1f%% (goal < 5%%); litepool beyond the trivial webhook: %.1f%%\n",
 		cost(on), cost(trivial), 100*(trivial.rate-on.rate)/trivial.rate)
+	fmt.Printf("P6 (placement webhook registered, its match conditions keep these pods off the wire): %.0f creates/s before, %.0f after (%+.1f%%); p99 %.3f ms before, %.3f ms after\n",
+		beforeP6.rate, on.rate, 100*(on.rate-beforeP6.rate)/beforeP6.rate, ms(beforeP6.p99), ms(on.p99))
 	if c.clusterDir != "" {
 		fmt.Printf("CPU per create: API server + etcd %.3f ms without, %.3f with the trivial webhook, %.3f with litepool; litepool-webhook process %.3f ms (%.3f of it its informers, as without)\n",
 			ms(off.cpuServer), ms(trivial.cpuServer), ms(on.cpuServer), ms(on.cpuWebhook), ms(off.cpuWebhook))
@@ -321,8 +333,18 @@ func startWebhook(ctx context.Context, c config, dir string) (string, func(), er
 	return addr, stop, err
 }
 
-// webhookPID is the webhook process, whose CPU time the API-server rounds report.
-var webhookPID int
+// webhookPID is the webhook process, whose CPU time the API-server rounds report;
+// webhookMetrics its metrics endpoint.
+var (
+	webhookPID     int
+	webhookMetrics string
+)
+
+// webhookNamespace holds the ConfigMaps that reserve node departures.
+const webhookNamespace = "litepool-system"
+
+// placementWebhook is P6's webhook configuration entry.
+const placementWebhook = "pod-placement.runwhere.ai"
 
 func startWebhookProc(ctx context.Context, c config, dir string) (string, func(), int, error) {
 	port, probe, metrics := freePort(), freePort(), freePort()
@@ -333,7 +355,8 @@ func startWebhookProc(ctx context.Context, c config, dir string) (string, func()
 	}
 	cmd := exec.CommandContext(ctx, c.bin, "--cert-mode=files", "--cert-dir="+dir, "--host=127.0.0.1", fmt.Sprintf("--port=%d", port),
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probe), fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metrics),
-		"--kubeconfig="+c.kubeconfig, "--zap-log-level=error")
+		"--kubeconfig="+c.kubeconfig, "--zap-log-level=error", "--namespace="+webhookNamespace)
+	webhookMetrics = fmt.Sprintf("127.0.0.1:%d", metrics)
 	cmd.Args = append(cmd.Args, strings.Fields(c.extraArgs)...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
@@ -389,7 +412,7 @@ func startBaseline(ctx context.Context, dir string) (string, error) {
 
 // register creates deploy/webhook's configurations, called by URL; the returned
 // function removes them and waits until pods are admitted without the webhook again.
-func register(ctx context.Context, kube kubernetes.Interface, root, addr string, caPEM []byte) (func(), error) {
+func register(ctx context.Context, kube kubernetes.Interface, root, addr string, caPEM []byte, drop ...string) (func(), error) {
 	raw, err := os.ReadFile(filepath.Join(root, "deploy", "webhook", "webhooks.yaml"))
 	if err != nil {
 		return nil, err
@@ -414,6 +437,7 @@ func register(ctx context.Context, kube kubernetes.Interface, root, addr string,
 	for i := range mut.Webhooks {
 		byURL(&mut.Webhooks[i].ClientConfig)
 	}
+	val.Webhooks = slices.DeleteFunc(val.Webhooks, func(w admissionregistrationv1.ValidatingWebhook) bool { return slices.Contains(drop, w.Name) })
 	for i := range val.Webhooks {
 		byURL(&val.Webhooks[i].ClientConfig)
 	}

@@ -94,9 +94,13 @@ func (d *Departures) Grant(ctx context.Context, pool, node string, dryRun bool, 
 		}
 		d.record(cm, granted, node, now)
 		if !found {
-			return d.Client.Create(ctx, cm)
+			err := d.Client.Create(ctx, cm)
+			countDepartureCall("create", err)
+			return err
 		}
-		return d.Client.Update(ctx, cm) // at the resourceVersion read: conflicts if another grant came first
+		err = d.Client.Update(ctx, cm) // at the resourceVersion read: conflicts if another grant came first
+		countDepartureCall("update", err)
+		return err
 	})
 }
 
@@ -117,6 +121,7 @@ func (d *Departures) now() time.Time {
 func (d *Departures) get(ctx context.Context, pool string) (*corev1.ConfigMap, bool, error) {
 	cm := &corev1.ConfigMap{}
 	err := d.Client.Get(ctx, client.ObjectKey{Namespace: d.Namespace, Name: ConfigMapName(pool)}, cm)
+	countDepartureCall("get", err)
 	switch {
 	case err == nil:
 		return cm, true, nil

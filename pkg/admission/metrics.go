@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
@@ -30,8 +31,27 @@ var (
 	}, []string{"webhook", "outcome"})
 )
 
+// departureCalls counts the API calls departures make on their ConfigMap: the cost of
+// the reservation (reads, and writes that granted or lost a race).
+var departureCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "litepool_webhook_departure_api_calls_total",
+	Help: "API calls made to reserve node departures, by verb (get, create, update) and result (ok, conflict, error).",
+}, []string{"verb", "result"})
+
 func init() {
-	metrics.Registry.MustRegister(decisions, latency)
+	metrics.Registry.MustRegister(decisions, latency, departureCalls)
+}
+
+// countDepartureCall records one API call of a reservation.
+func countDepartureCall(verb string, err error) {
+	result := "ok"
+	switch {
+	case retriable(err):
+		result = "conflict"
+	case err != nil && !apierrors.IsNotFound(err):
+		result = "error"
+	}
+	departureCalls.WithLabelValues(verb, result).Inc()
 }
 
 // observe records a decision: its rules (all passed: "none"), outcome and duration.
