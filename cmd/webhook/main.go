@@ -1,4 +1,4 @@
-// Command litepool-webhook serves litepool's admission rules (P1-P5, N1-N3, R1-R2) as a
+// Command litepool-webhook serves litepool's admission rules (P1-P6, N1-N3, R1-R2) as a
 // mutating and a validating webhook, answering from informer caches.
 //
 // Certificates: by default (--cert-mode=self) the webhook issues its own CA and serving
