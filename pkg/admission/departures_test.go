@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/policy"
@@ -122,4 +124,23 @@ func TestConfigMapName(t *testing.T) {
 	odd := ConfigMapName("GPU_Pool")
 	assert.Regexp(t, `^litepool-departures-x[0-9a-f]{16}$`, odd)
 	assert.NotEqual(t, odd, ConfigMapName("GPU_Pool2"))
+}
+
+// TestDepartureFailsClosed: a departure whose reservation cannot be read is refused
+// (its webhook's failure policy is Fail), unlike other node requests.
+func TestDepartureFailsClosed(t *testing.T) {
+	cat, deps := floorCluster(t, 4, 1, nil)
+	deps.Client = interceptor.NewClient(deps.Client.(client.WithWatch), interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if _, ok := obj.(*corev1.ConfigMap); ok {
+				return errors.New("etcd is on fire")
+			}
+			return c.Get(ctx, key, obj, opts...)
+		}})
+	h := &NodeHandler{Catalog: cat, Departures: deps}
+	resp := review(t, h, nodeRequest(t, admissionv1.Delete, nil, testNode("a100-node-0", "A100-80G", "train-a100")))
+	assert.False(t, resp.Allowed)
+	assert.Equal(t, int32(500), resp.Result.Code)
+	assert.Contains(t, resp.Result.Message, `could not reserve the departure of node "a100-node-0" from pool "train-a100"`)
+	assert.Contains(t, resp.Result.Message, "etcd is on fire")
 }
