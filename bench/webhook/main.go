@@ -5,8 +5,11 @@
 //     its informer cache synced against a local control plane) at several
 //     concurrencies, beside a controller-runtime webhook server on the same TLS stack
 //     whose handler allows everything;
-//  2. pod creates through the real kube-apiserver with the webhook registered (deploy's
-//     own configurations, called by URL) beside the same run without it, alternated.
+//  2. node removals through kube-apiserver: the minNodes reservation's cost per
+//     departure, beside no webhook and a cache-only label change (departures.go);
+//  3. pod creates through the real kube-apiserver with the webhook registered (deploy's
+//     own configurations, called by URL) beside the same run without it, a trivial
+//     webhook, and litepool without P6's placement webhook, alternated.
 //
 // Every loop is bounded in count and in time, and talks only to 127.0.0.1.
 package main

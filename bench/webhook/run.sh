@@ -5,8 +5,12 @@
 #      of 1000 nodes and 20000 pods, beside an allow-all controller-runtime handler;
 #   2. HTTPS on loopback against the webhook binary at several concurrencies, beside an
 #      allow-all controller-runtime server on the same TLS stack;
-#   3. pod creates through the real kube-apiserver with the webhook registered, beside
-#      the same run without it (rounds alternate).
+#   3. node removals through kube-apiserver: a departure reserved by the webhook (its
+#      latency and the API calls it makes), beside the same removal with no webhook and a
+#      label change the webhook judges from its cache, one at a time and 8 at a time;
+#   4. pod creates through the real kube-apiserver with the webhook registered, beside
+#      the same run without it, a trivial webhook, and litepool without its P6
+#      placement webhook (before/after P6; rounds alternate).
 # Needs `make build control-plane`. Starts its own cluster and removes it at the end.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
