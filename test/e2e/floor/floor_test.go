@@ -240,17 +240,16 @@ func startReplicas(t *testing.T) (*localwebhook.Replicas, *localwebhook.Certs) {
 	require.NoError(t, err)
 	require.NoError(t, localwebhook.EnsureNamespace(ctx, framework.C.Kube, localwebhook.Namespace))
 	logs := &syncBuffer{}
-	rs, err := localwebhook.LaunchReplicas(localwebhook.Options{Binary: filepath.Join(framework.BinDir, "litepool-webhook"),
+	rs, err := localwebhook.LaunchReplicas(ctx, localwebhook.Options{Binary: filepath.Join(framework.BinDir, "litepool-webhook"),
 		Kubeconfig: framework.C.Kubeconfig, Namespace: localwebhook.Namespace, Output: logs,
-		Flags: []string{"--cert-mode=files", "--cert-dir=" + crt.Dir}}, replicas)
-	require.NoError(t, err)
+		Flags: []string{"--cert-mode=files", "--cert-dir=" + crt.Dir}}, replicas, 60*time.Second)
+	require.NoError(t, err, logs.String())
 	t.Cleanup(func() {
 		rs.Stop()
 		if t.Failed() {
 			t.Logf("webhook logs:\n%s", logs.String())
 		}
 	})
-	require.NoError(t, rs.WaitReady(ctx, 60*time.Second), logs.String())
 	return rs, crt
 }
 

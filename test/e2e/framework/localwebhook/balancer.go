@@ -138,17 +138,22 @@ type Replicas struct {
 }
 
 // LaunchReplicas starts n webhooks with the same options (the same --cert-dir) and a
-// Balancer in front of them; it does not wait for them to be ready (WaitReady).
-func LaunchReplicas(o Options, n int) (*Replicas, error) {
+// Balancer in front of them. Each is ready before the next starts: free ports are
+// picked by binding and releasing them, so a replica that has not bound its ports yet
+// could be handed the same ones as the next.
+func LaunchReplicas(ctx context.Context, o Options, n int, timeout time.Duration) (*Replicas, error) {
 	r := &Replicas{Options: o}
 	var addrs []string
 	for range n {
 		p, err := Launch(o)
+		if err == nil {
+			r.Procs = append(r.Procs, p)
+			err = p.WaitReady(ctx, timeout)
+		}
 		if err != nil {
 			r.Stop()
 			return nil, err
 		}
-		r.Procs = append(r.Procs, p)
 		addrs = append(addrs, p.Addr)
 	}
 	b, err := NewBalancer(addrs...)

@@ -112,3 +112,51 @@ func TestFreePort(t *testing.T) {
 	require.NoError(t, err, "the port is free to listen on")
 	l.Close()
 }
+
+// TestBalancerRoundRobinSkipsDeadBackends: connections go to the backends in turn, and
+// a backend that refuses (a killed replica) or is not ready is skipped.
+func TestBalancerRoundRobinSkipsDeadBackends(t *testing.T) {
+	echo := func(reply string) (string, func()) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				_, _ = c.Write([]byte(reply))
+				c.Close()
+			}
+		}()
+		return l.Addr().String(), func() { l.Close() }
+	}
+	a, closeA := echo("a")
+	b, closeB := echo("b")
+	defer closeB()
+	dead, closeDead := echo("x")
+	closeDead()
+	lb, err := NewBalancer(a, dead, b)
+	require.NoError(t, err)
+	defer lb.Close()
+	read := func() string {
+		c, err := net.Dial("tcp", lb.Addr)
+		require.NoError(t, err)
+		defer c.Close()
+		buf := make([]byte, 1)
+		n, _ := c.Read(buf)
+		return string(buf[:n])
+	}
+	var got []string
+	for range 6 {
+		got = append(got, read())
+	}
+	// Turns go a, dead, b; the dead backend's turn goes to the next one.
+	assert.ElementsMatch(t, []string{"a", "a", "b", "b", "b", "b"}, got, "every connection reaches a live backend, in turn")
+	assert.Zero(t, lb.Connections[1].Load(), "the dead backend got nothing")
+	closeA()
+	lb.Ready = func(i int) bool { return i != 2 } // b not ready, a dead
+	assert.Equal(t, "", read(), "no backend: the connection is closed")
+	lb.Ready = nil
+	assert.Equal(t, "b", read())
+}
