@@ -1,0 +1,121 @@
+package plugin
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	fw "github.com/runwhere-ai/litepool/test/e2e/framework"
+)
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// plugin is kubectl-litepool started directly (not through kubectl), so that a signal
+// sent to it reaches the plugin itself.
+type plugin struct {
+	cmd            *exec.Cmd
+	stdout, stderr *lockedBuffer
+	done           chan struct{}
+}
+
+func startPlugin(t *testing.T, args ...string) *plugin {
+	t.Helper()
+	p := &plugin{cmd: exec.Command(filepath.Join(fw.BinDir, "kubectl-litepool"), args...),
+		stdout: &lockedBuffer{}, stderr: &lockedBuffer{}, done: make(chan struct{})}
+	p.cmd.Env = append(os.Environ(), "KUBECONFIG="+fw.C.Kubeconfig)
+	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
+	require.NoError(t, p.cmd.Start())
+	go func() { _ = p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
+}
+
+// exitCode waits for the process to end.
+func (p *plugin) exitCode(t *testing.T) int {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("kubectl-litepool did not exit\nstdout:\n%s\nstderr:\n%s", p.stdout, p.stderr)
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
+// waitDraining waits until the node carries runwhere.ai/draining: the drain has
+// started and is blocked (a PDB refuses the eviction).
+func waitDraining(t *testing.T, p *plugin, name string) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(ctx(), waitInterval, waitTimeout, true, func(c context.Context) (bool, error) {
+		n, err := fw.C.Kube.CoreV1().Nodes().Get(c, name, metav1.GetOptions{})
+		return err == nil && n.Annotations["runwhere.ai/draining"] != "", err
+	})
+	require.NoError(t, err, "stdout:\n%s\nstderr:\n%s", p.stdout, p.stderr)
+}
+
+// A scale-down interrupted with SIGINT in the middle of a drain a PDB blocks runs its
+// put-back: the node stays in the pool, uncordoned, with no scale-down mark, no
+// draining mark and no cordon memory left.
+func TestScaleDownInterruptedMidDrainPutsBack(t *testing.T) {
+	restoreAfter(t)
+	guarded := deployOn(t, "guarded", "a100-node-3", true)
+	before := snapshot(t)
+
+	p := startPlugin(t, "scale", "train-a100", "--remove", "a100-node-3", "--timeout=5m", "--yes")
+	waitDraining(t, p, "a100-node-3")
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGINT))
+	assert.Equal(t, 1, p.exitCode(t), p.stderr.String())
+
+	assert.Equal(t, "node/a100-node-3 cordoned\nevicting pod ai-team/"+guarded+"\n", p.stdout.String())
+	assert.Contains(t, p.stderr.String(), "interrupted: stopping and putting back what this command changed; press Ctrl-C again to exit at once\n")
+	assert.Contains(t, p.stderr.String(), "error: scale-down of pool \"train-a100\" stopped: interrupted (SIGINT/SIGTERM)\nno node left the pool; put back: a100-node-3 (uncordoned)\n")
+	assertUnchanged(t, before)
+}
+
+// An interrupted drain puts its node back (uncordoned: the drain had cordoned it), with
+// no draining mark left; its pod keeps running.
+func TestDrainInterruptedPutsBack(t *testing.T) {
+	restoreAfter(t)
+	deployOn(t, "guarded", "a100-node-3", true)
+	before := snapshot(t)
+
+	p := startPlugin(t, "drain", "a100-node-3", "--ignore-daemonsets")
+	waitDraining(t, p, "a100-node-3")
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	assert.Equal(t, 1, p.exitCode(t), p.stderr.String())
+	assert.Contains(t, p.stdout.String(), "node/a100-node-3 uncordoned\n")
+	assert.Contains(t, p.stderr.String(), "error: drain of node \"a100-node-3\" interrupted (SIGINT/SIGTERM); the node was put back (uncordoned)")
+	assertUnchanged(t, before)
+}
