@@ -29,7 +29,7 @@ func ParseStressSchedule(expr string) (schedule, timeZone string, err error) {
 		return "", "", fmt.Errorf("[T1] invalid --cron %q: a time zone may only come first, once, as CRON_TZ=<zone> or TZ=<zone>", expr)
 	}
 	if _, err := cron.ParseStandard(schedule); err != nil {
-		return "", "", fmt.Errorf("[T1] invalid --cron %q: %v; want five fields (minute hour day-of-month month day-of-week) such as \"0 2 * * 0\", or @hourly/@daily/@weekly/@monthly, optionally after CRON_TZ=<zone>", expr, err)
+		return "", "", fmt.Errorf("[T1] invalid --cron %q: %v; want five fields (minute hour day-of-month month day-of-week) such as \"0 2 * * 0\", or @hourly/@daily/@weekly/@monthly", expr, err)
 	}
 	return schedule, timeZone, nil
 }
