@@ -233,7 +233,8 @@ func (o *ScaleOptions) scaleUp(ctx context.Context, pool *v1alpha1.Pool, current
 }
 
 func (o *ScaleOptions) undoJoins(ctx context.Context, pool *v1alpha1.Pool, joined []string, cause error) error {
-	ctx = context.WithoutCancel(ctx)
+	ctx, cancel := rollbackContext(ctx)
+	defer cancel()
 	for _, name := range joined {
 		if _, _, err := updateNode(ctx, o.clients, name, o.DryRun, func(n *corev1.Node) error {
 			policy.ApplyLeave(pool, n)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -117,5 +118,37 @@ func TestDrainInterruptedPutsBack(t *testing.T) {
 	assert.Equal(t, 1, p.exitCode(t), p.stderr.String())
 	assert.Contains(t, p.stdout.String(), "node/a100-node-3 uncordoned\n")
 	assert.Contains(t, p.stderr.String(), "error: drain of node \"a100-node-3\" interrupted (SIGINT/SIGTERM); the node was put back (uncordoned)")
+	assertUnchanged(t, before)
+}
+
+// A second signal exits at once (130), skipping the put-back, and prints what was left
+// with the commands that put it back; those commands, run as printed, leave the node as
+// it was. (SIGTERM then SIGINT are sent together: two different signals are never
+// merged by the kernel, so the plugin sees both before its put-back could finish.)
+func TestScaleDownSecondSignalExitsAtOnceWithThePutBackCommands(t *testing.T) {
+	restoreAfter(t)
+	deployOn(t, "guarded", "a100-node-3", true)
+	before := snapshot(t)
+
+	p := startPlugin(t, "scale", "train-a100", "--remove", "a100-node-3", "--timeout=5m", "--yes")
+	waitDraining(t, p, "a100-node-3")
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGINT))
+	require.Equal(t, 130, p.exitCode(t), p.stderr.String())
+
+	stderr := p.stderr.String()
+	assert.Contains(t, stderr, "interrupted again: exiting at once.\n"+
+		"scale-down of pool train-a100 left node(s) a100-node-3 cordoned and marked runwhere.ai/scale-down=train-a100.\n"+
+		"Resume it (it picks the marked nodes first):\n  kubectl litepool scale train-a100 --remove a100-node-3 --timeout=5m --yes\n"+
+		"Or put them back:\n  kubectl annotate node a100-node-3 runwhere.ai/scale-down- runwhere.ai/draining- runwhere.ai/was-cordoned-by-scale-down-\n  kubectl uncordon a100-node-3\n")
+
+	_, back, found := strings.Cut(stderr, "Or put them back:\n")
+	require.True(t, found, stderr)
+	for _, line := range strings.Split(strings.TrimRight(back, "\n"), "\n") {
+		args := strings.Fields(line)
+		require.Equal(t, "kubectl", args[0], line)
+		r := fw.C.Kubectl(t, "", args[1:]...)
+		require.Equal(t, 0, r.ExitCode, "%s: %s", line, r.Stderr)
+	}
 	assertUnchanged(t, before)
 }
