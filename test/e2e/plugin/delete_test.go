@@ -3,10 +3,9 @@ package plugin
 import (
 	"testing"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 )
 
 func TestDeletePoolAsksForItsName(t *testing.T) {
@@ -75,16 +74,15 @@ func TestDeletePoolForcedFinishesAnInterruptedRun(t *testing.T) {
 	before := snapshot(t)
 	// a100-node-1 runs llama-train-0: its release needs the override, in the
 	// documented "<who>: <why>" form, in the same update that removes its labels.
-	n := node(t, "a100-node-1")
-	delete(n.Labels, "runwhere.ai/pool")
-	delete(n.Labels, "runwhere.ai/node-pool")
-	n.Annotations["runwhere.ai/force"] = "alice: kubectl litepool delete pool train-a100 --force"
-	_, err := framework().Kube.CoreV1().Nodes().Update(ctx(), n, metav1.UpdateOptions{})
-	require.NoError(t, err, "the webhook admits the documented form")
+	changeNode(t, "a100-node-1", func(n *corev1.Node) { // the webhook admits the documented form
+		delete(n.Labels, "runwhere.ai/pool")
+		delete(n.Labels, "runwhere.ai/node-pool")
+		n.Annotations["runwhere.ai/force"] = "alice: kubectl litepool delete pool train-a100 --force"
+	})
 
 	assert.Equal(t, "node/a100-node-1 unlabeled\nnode/a100-node-2 unlabeled\nnode/a100-node-3 unlabeled\npool.runwhere.ai/train-a100 deleted\n",
 		must(t, "delete", "pool", "train-a100", "--force", "--yes"))
-	_, err = pools().Get(ctx(), "train-a100")
+	_, err := pools().Get(ctx(), "train-a100")
 	assert.True(t, isNotFound(err), "the Pool object is gone")
 	after := snapshot(t)
 	assert.Equal(t, before.Pods, after.Pods, "the pods keep running where they were")

@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -191,12 +192,11 @@ func TestScaleDownEvictsAndDeletesNode(t *testing.T) {
 func TestScaleDownResumesAnInterruptedOne(t *testing.T) {
 	restoreAfter(t)
 	// An earlier scale-down stopped after cordoning a100-node-2 (busy).
-	n := node(t, "a100-node-2")
-	n.Annotations["runwhere.ai/scale-down"] = "train-a100"
-	n.Annotations["runwhere.ai/was-cordoned"] = "false"
-	n.Spec.Unschedulable = true
-	_, err := framework().Kube.CoreV1().Nodes().Update(ctx(), n, metav1.UpdateOptions{})
-	require.NoError(t, err)
+	changeNode(t, "a100-node-2", func(n *corev1.Node) {
+		n.Annotations["runwhere.ai/scale-down"] = "train-a100"
+		n.Annotations["runwhere.ai/was-cordoned-by-scale-down"] = "false"
+		n.Spec.Unschedulable = true
+	})
 
 	// Run again, it finishes with that node rather than the idle a100-node-3.
 	r := run(t, "", "scale", "train-a100", "--nodes", "2", "--force", "--yes")

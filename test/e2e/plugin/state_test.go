@@ -215,6 +215,25 @@ func setNode(t *testing.T, name string, want nodeState, force bool) {
 	require.NoError(t, err)
 }
 
+// changeNode applies change to a node and writes it, reading again on a conflict (the
+// node's controllers write to it too).
+func changeNode(t *testing.T, name string, change func(*corev1.Node)) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := fw.C.Kube.CoreV1().Nodes().Get(ctx(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if n.Annotations == nil {
+			n.Annotations = map[string]string{}
+		}
+		change(n)
+		_, err = fw.C.Kube.CoreV1().Nodes().Update(ctx(), n, metav1.UpdateOptions{})
+		return err
+	})
+	require.NoError(t, err)
+}
+
 // forceNode sets (or removes) runwhere.ai/force on a node.
 func forceNode(t *testing.T, name string, on bool) {
 	t.Helper()
