@@ -70,12 +70,28 @@ func OperatorCordon(ctx context.Context, client kubernetes.Interface, name strin
 	})
 }
 
+// RetryOnConflict is client-go's retry.RetryOnConflict, except that it returns fn's
+// error when fn fails with an error wrapping a context cancellation or deadline:
+// client-go's returns the last conflict for those (nil when there was none), so a write
+// interrupted by Ctrl-C would look like a success.
+func RetryOnConflict(fn func() error) error {
+	var last error
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		last = fn()
+		return last
+	})
+	if last != nil {
+		return last
+	}
+	return err
+}
+
 // UpdateNode reads a node, lets change modify it and writes it back when anything
 // changed, under optimistic concurrency (the update carries the resourceVersion read;
 // a conflict reads again). Under client dry run it returns the changed node unsent.
 func UpdateNode(ctx context.Context, client kubernetes.Interface, name string, dryRun cmdutil.DryRunStrategy, change func(*corev1.Node) error) (*corev1.Node, error) {
 	var out *corev1.Node
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err := RetryOnConflict(func() error {
 		node, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
