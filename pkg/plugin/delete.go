@@ -160,6 +160,9 @@ func (o *DeletePoolOptions) Run(ctx context.Context) error {
 	}
 	for i := range members {
 		if err := o.release(ctx, pool, &members[i]); err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("pool %q: deletion %s while releasing node %q; the Pool object is kept: run the command again to release the rest and delete it", o.Name, stoppedBecause(ctx, err), members[i].Name)
+			}
 			return fmt.Errorf("pool %q: releasing node %q failed: %w; the Pool object is kept: run the command again to release the rest and delete it", o.Name, members[i].Name, err)
 		}
 		progress.released(members[i].Name)

@@ -3,6 +3,7 @@ package plugin
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,9 +15,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	fw "github.com/runwhere-ai/litepool/test/e2e/framework"
 )
 
@@ -151,4 +154,49 @@ func TestScaleDownSecondSignalExitsAtOnceWithThePutBackCommands(t *testing.T) {
 		require.Equal(t, 0, r.ExitCode, "%s: %s", line, r.Stderr)
 	}
 	assertUnchanged(t, before)
+}
+
+// A deletion interrupted half-way (SIGINT after the first node's labels went) keeps its
+// Pool object and says to run it again; run again, it finishes: every node released,
+// no override and no exclusive taint left, the Pool object gone.
+func TestDeletePoolInterruptedHalfWayFinishesWhenRunAgain(t *testing.T) {
+	restoreAfter(t)
+	var nodes []string
+	for i := 1; i <= 8; i++ {
+		name := fmt.Sprintf("wide-node-%d", i)
+		addKwokNode(t, name, map[string]string{"runwhere.ai/gpu-type": "A100-80G", "runwhere.ai/pool": "wide-pool"})
+		changeNode(t, name, func(n *corev1.Node) {
+			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: "runwhere.ai/pool", Value: "wide-pool", Effect: corev1.TaintEffectNoSchedule})
+		})
+		nodes = append(nodes, name)
+	}
+	_, err := pools().Create(ctx(), &v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: "wide-pool"}, Spec: v1alpha1.PoolSpec{
+		Type: "Training", Accelerator: v1alpha1.AcceleratorSpec{Type: "A100-80G"}, MinNodes: 4, Exclusive: true}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	p := startPlugin(t, "delete", "pool", "wide-pool", "--yes")
+	err = wait.PollUntilContextTimeout(ctx(), 5*time.Millisecond, waitTimeout, true, func(c context.Context) (bool, error) {
+		n, err := fw.C.Kube.CoreV1().Nodes().Get(c, nodes[0], metav1.GetOptions{})
+		return err == nil && n.Labels["runwhere.ai/pool"] == "", err
+	})
+	require.NoError(t, err)
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGINT))
+	require.Equal(t, 1, p.exitCode(t), "stdout:\n%s\nstderr:\n%s", p.stdout, p.stderr)
+	assert.Regexp(t, `error: pool "wide-pool": deletion interrupted \(SIGINT/SIGTERM\) while releasing node "wide-node-\d"; the Pool object is kept: run the command again to release the rest and delete it\n$`, p.stderr.String())
+	_, err = pools().Get(ctx(), "wide-pool")
+	require.NoError(t, err, "the Pool object is kept until every node is released")
+	members, err := fw.C.Kube.CoreV1().Nodes().List(ctx(), metav1.ListOptions{LabelSelector: "runwhere.ai/pool=wide-pool"})
+	require.NoError(t, err)
+	assert.NotEmpty(t, members.Items, "stopped half-way: some nodes are still members")
+
+	r := run(t, "", "delete", "pool", "wide-pool", "--yes")
+	require.Equal(t, 0, r.ExitCode, r.Stderr)
+	assert.True(t, strings.HasSuffix(r.Stdout, "pool.runwhere.ai/wide-pool deleted\n"), r.Stdout)
+	_, err = pools().Get(ctx(), "wide-pool")
+	assert.True(t, isNotFound(err), "the Pool object is gone")
+	for _, name := range nodes {
+		st := stateOf(node(t, name))
+		assert.Equal(t, nodeState{Labels: st.Labels, Annotations: map[string]string{}}, st, "%s: no override, no taint left", name)
+		assert.NotContains(t, st.Labels, "runwhere.ai/pool", name)
+	}
 }
