@@ -216,3 +216,23 @@ func withoutKeys(m map[string]string, keys ...string) map[string]string {
 	}
 	return out
 }
+
+// A scale-down and a driver upgrade overlap on a node: the scale-down that ends (here,
+// put back after a blocked drain) never uncordons a node the upgrade still holds, and
+// leaves the upgrade's memory alone.
+func TestScaleDownNeverUncordonsANodeAnUpgradeHolds(t *testing.T) {
+	restoreAfter(t)
+	deployOn(t, "guarded", "a100-node-3", true)
+	changeNode(t, "a100-node-3", func(n *corev1.Node) { // an upgrade cordoned it (it was schedulable)
+		n.Annotations["runwhere.ai/was-cordoned-by-upgrade"] = "false"
+		n.Spec.Unschedulable = true
+	})
+	r := run(t, "", "scale", "train-a100", "--remove", "a100-node-3", "--timeout=2s", "--yes")
+	assert.Equal(t, 1, r.ExitCode)
+	assert.Contains(t, r.Stderr, "\nno node left the pool; put back: a100-node-3 (stays cordoned: litepool's upgrade still holds it)\n")
+	n := node(t, "a100-node-3")
+	assert.True(t, n.Spec.Unschedulable, "the upgrade still relies on the cordon")
+	assert.Equal(t, "false", n.Annotations["runwhere.ai/was-cordoned-by-upgrade"], "the upgrade's memory is its own")
+	assert.NotContains(t, n.Annotations, "runwhere.ai/was-cordoned-by-scale-down")
+	assert.NotContains(t, n.Annotations, "runwhere.ai/scale-down")
+}
