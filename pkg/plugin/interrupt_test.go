@@ -134,3 +134,12 @@ func TestStressScheduleTimeZoneGoesToSpecTimeZone(t *testing.T) {
 	require.NotNil(t, cj.Spec.TimeZone)
 	assert.Equal(t, "Asia/Shanghai", *cj.Spec.TimeZone)
 }
+
+func TestScaleUpLeftoversNameTheJoinedNodesAndTheCommands(t *testing.T) {
+	p := &scaleUpProgress{pool: "p"}
+	assert.Equal(t, "scale-up of pool p: no node had joined yet", p.describe())
+	p.joined("n1")
+	p.joined("n2")
+	assert.Contains(t, p.describe(), "scale-up of pool p stopped half-way: node(s) n1, n2 joined.\nFinish it (with --add, leave out the nodes that joined):\n  kubectl litepool ")
+	assert.True(t, strings.HasSuffix(p.describe(), "\nOr put them back in the default pool:\n  kubectl litepool scale p --remove n1,n2 --yes"), p.describe())
+}

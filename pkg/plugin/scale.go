@@ -213,6 +213,9 @@ func (o *ScaleOptions) scaleUp(ctx context.Context, pool *v1alpha1.Pool, current
 		}
 	}
 	var joined []string
+	progress := &scaleUpProgress{pool: pool.Name}
+	inFlight.set(progress.describe)
+	defer inFlight.clear()
 	for _, n := range picked {
 		node, _, err := updateNode(ctx, o.clients, n.Name, o.DryRun, func(n *corev1.Node) error {
 			if err := policy.CheckScaleUpCandidate(pool, n); err != nil { // it may have changed since the plan
@@ -222,9 +225,13 @@ func (o *ScaleOptions) scaleUp(ctx context.Context, pool *v1alpha1.Pool, current
 			return nil
 		})
 		if err != nil {
+			if ctx.Err() != nil {
+				err = fmt.Errorf("%v", stoppedBecause(ctx, err))
+			}
 			return o.undoJoins(ctx, pool, joined, fmt.Errorf("adding node %q to pool %q: %w", n.Name, pool.Name, err))
 		}
 		joined = append(joined, n.Name)
+		progress.joined(n.Name)
 		o.poolEvent(ctx, node, pool.Name, false, "AddedToPool", "node %s added to pool %s", n.Name, pool.Name)
 		fmt.Fprintf(o.Out, "node/%s added to pool %s%s\n", n.Name, pool.Name, o.suffix())
 	}
@@ -465,6 +472,30 @@ func (o *ScaleOptions) leave(ctx context.Context, pool *v1alpha1.Pool, name stri
 		fmt.Fprintf(o.Out, "node/%s stays cordoned: litepool's %s still holds it%s\n", name, strings.Join(heldBy, ", "), o.suffix())
 	}
 	return nil
+}
+
+// scaleUpProgress is what a running scale-up has done, for the message of a second
+// Ctrl-C (which skips putting the joined nodes back).
+type scaleUpProgress struct {
+	mu    sync.Mutex
+	pool  string
+	nodes []string
+}
+
+func (p *scaleUpProgress) joined(name string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.nodes = append(p.nodes, name)
+}
+
+func (p *scaleUpProgress) describe() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.nodes) == 0 {
+		return fmt.Sprintf("scale-up of pool %s: no node had joined yet", p.pool)
+	}
+	return fmt.Sprintf("scale-up of pool %s stopped half-way: node(s) %s joined.\nFinish it (with --add, leave out the nodes that joined):\n  %s\nOr put them back in the default pool:\n  kubectl litepool scale %s --remove %s --yes",
+		p.pool, strings.Join(p.nodes, ", "), commandLine(), p.pool, strings.Join(p.nodes, ","))
 }
 
 // scaleDownProgress is what a running scale-down has changed, for the message of a
