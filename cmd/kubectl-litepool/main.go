@@ -20,7 +20,9 @@ func main() {
 		debug.SetGCPercent(25)
 	}
 	cmd := plugin.NewCmdLitepool(genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr})
-	// CheckErr prints errors as kubectl does ("error: ...", "Error from server
-	// (NotFound): ...") to stderr and exits non-zero.
-	cmdutil.CheckErr(cmd.Execute())
+	// Execute cancels the command's context on SIGINT/SIGTERM (the command puts back
+	// what it changed) and exits 130 on a second one. CheckErr prints errors as kubectl
+	// does ("error: ...", "Error from server (NotFound): ...") to stderr and exits
+	// non-zero.
+	cmdutil.CheckErr(plugin.Execute(cmd, os.Stderr))
 }

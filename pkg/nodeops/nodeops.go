@@ -16,89 +16,102 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 	"k8s.io/kubectl/pkg/drain"
 
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
-// Cordon marks a node unschedulable. The first time litepool cordons a node it records
-// in runwhere.ai/was-cordoned whether the node was cordoned already, so that Uncordon
-// leaves a node someone else cordoned as it found it.
-func Cordon(ctx context.Context, client kubernetes.Interface, name string, dryRun cmdutil.DryRunStrategy) (*corev1.Node, error) {
-	node, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return nil, err
-	}
-	annotations := map[string]*string{}
-	if _, ok := node.Annotations[policy.AnnotationWasCordoned]; !ok {
-		was := fmt.Sprint(node.Spec.Unschedulable)
-		annotations[policy.AnnotationWasCordoned] = &was
-	}
-	if node.Spec.Unschedulable && len(annotations) == 0 {
-		return node, nil
-	}
-	return patchNode(ctx, client, name, ptr(true), annotations, dryRun)
+// Cordon is litepool operation holder cordoning a node. The first time the operation
+// takes the node it records, in its own annotation, whether the node was cordoned
+// before litepool (policy.ApplyCordon), so that Uncordon leaves a node someone else
+// cordoned, or another operation still holds, as it found it.
+func Cordon(ctx context.Context, client kubernetes.Interface, holder policy.CordonHolder, name string, dryRun cmdutil.DryRunStrategy) (*corev1.Node, error) {
+	return UpdateNode(ctx, client, name, dryRun, func(n *corev1.Node) error {
+		policy.ApplyCordon(holder, n)
+		return nil
+	})
 }
 
-// Uncordon makes a node schedulable again, unless it was cordoned before litepool
-// cordoned it; either way it forgets the remembered state. It reports whether the node
-// stays cordoned.
-func Uncordon(ctx context.Context, client kubernetes.Interface, name string, dryRun cmdutil.DryRunStrategy) (stayedCordoned bool, err error) {
-	node, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return false, err
-	}
-	stay := node.Annotations[policy.AnnotationWasCordoned] == "true"
-	annotations := map[string]*string{}
-	if _, ok := node.Annotations[policy.AnnotationWasCordoned]; ok {
-		annotations[policy.AnnotationWasCordoned] = nil
-	}
-	if !node.Spec.Unschedulable && len(annotations) == 0 {
-		return false, nil
-	}
-	_, err = patchNode(ctx, client, name, ptr(stay), annotations, dryRun)
-	return stay, err
+// Uncordon is operation holder letting a node go (policy.ApplyRelease): it forgets its
+// memory and makes the node schedulable unless the node was cordoned before or another
+// operation still holds it. It reports whether the node stays cordoned and the
+// operations still holding it.
+func Uncordon(ctx context.Context, client kubernetes.Interface, holder policy.CordonHolder, name string, dryRun cmdutil.DryRunStrategy) (stayedCordoned bool, heldBy []string, err error) {
+	_, err = UpdateNode(ctx, client, name, dryRun, func(n *corev1.Node) error {
+		heldBy, stayedCordoned = policy.ApplyRelease(holder, n)
+		return nil
+	})
+	return stayedCordoned, heldBy, err
 }
 
 // ForceUncordon makes a node schedulable whatever its history (the `uncordon` command:
 // an operator's explicit word).
 func ForceUncordon(ctx context.Context, client kubernetes.Interface, name string, dryRun cmdutil.DryRunStrategy) (*corev1.Node, error) {
-	node, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return nil, err
-	}
-	annotations := map[string]*string{}
-	if _, ok := node.Annotations[policy.AnnotationWasCordoned]; ok {
-		annotations[policy.AnnotationWasCordoned] = nil
-	}
-	if !node.Spec.Unschedulable && len(annotations) == 0 {
-		return node, nil
-	}
-	return patchNode(ctx, client, name, ptr(false), annotations, dryRun)
+	return UpdateNode(ctx, client, name, dryRun, func(n *corev1.Node) error {
+		policy.ApplyOperatorUncordon(n)
+		return nil
+	})
 }
 
 // OperatorCordon marks a node unschedulable on an operator's explicit word (the cordon
-// and drain commands). It records nothing for itself, but when a litepool operation
-// already remembers the node's earlier state, it updates that memory to "cordoned", so
-// the operation does not uncordon the node when it ends.
+// and drain commands). It records nothing for itself, but every litepool operation
+// that holds the node now remembers it as cordoned, so none uncordons it when it ends.
 func OperatorCordon(ctx context.Context, client kubernetes.Interface, name string, dryRun cmdutil.DryRunStrategy) (*corev1.Node, error) {
-	node, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return nil, err
+	return UpdateNode(ctx, client, name, dryRun, func(n *corev1.Node) error {
+		policy.ApplyOperatorCordon(n)
+		return nil
+	})
+}
+
+// RetryOnConflict is client-go's retry.RetryOnConflict, except that it returns fn's
+// error when fn fails with an error wrapping a context cancellation or deadline:
+// client-go's returns the last conflict for those (nil when there was none), so a write
+// interrupted by Ctrl-C would look like a success.
+func RetryOnConflict(fn func() error) error {
+	var last error
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		last = fn()
+		return last
+	})
+	if last != nil {
+		return last
 	}
-	annotations := map[string]*string{}
-	if v, ok := node.Annotations[policy.AnnotationWasCordoned]; ok && v != "true" {
-		annotations[policy.AnnotationWasCordoned] = ptr("true")
-	}
-	if node.Spec.Unschedulable && len(annotations) == 0 {
-		return node, nil
-	}
-	return patchNode(ctx, client, name, ptr(true), annotations, dryRun)
+	return err
+}
+
+// UpdateNode reads a node, lets change modify it and writes it back when anything
+// changed, under optimistic concurrency (the update carries the resourceVersion read;
+// a conflict reads again). Under client dry run it returns the changed node unsent.
+func UpdateNode(ctx context.Context, client kubernetes.Interface, name string, dryRun cmdutil.DryRunStrategy, change func(*corev1.Node) error) (*corev1.Node, error) {
+	var out *corev1.Node
+	err := RetryOnConflict(func() error {
+		node, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		updated := node.DeepCopy()
+		if err := change(updated); err != nil {
+			return err
+		}
+		out = updated
+		if apiequality.Semantic.DeepEqual(node, updated) || dryRun == cmdutil.DryRunClient {
+			return nil
+		}
+		opts := metav1.UpdateOptions{}
+		if dryRun == cmdutil.DryRunServer {
+			opts.DryRun = []string{metav1.DryRunAll}
+		}
+		out, err = client.CoreV1().Nodes().Update(ctx, updated, opts)
+		return err
+	})
+	return out, err
 }
 
 // DrainOptions are `kubectl drain`'s knobs.
@@ -147,7 +160,9 @@ func Drain(ctx context.Context, client kubernetes.Interface, name string, o Drai
 			return err
 		}
 		defer func() {
-			_, _ = patchNode(context.WithoutCancel(ctx), client, name, nil, map[string]*string{policy.AnnotationDraining: nil}, o.DryRun)
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute) // also after an interruption
+			defer cancel()
+			_, _ = patchNode(ctx, client, name, nil, map[string]*string{policy.AnnotationDraining: nil}, o.DryRun)
 		}()
 	}
 	if o.DryRun == cmdutil.DryRunServer && (o.Timeout == 0 || o.Timeout > serverDryRunTimeout) {

@@ -2,12 +2,20 @@ package nodeops
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 )
 
 func pod(ns, name string) *corev1.Pod {
@@ -46,4 +54,29 @@ func TestOnceWriterPrintsEachEvictionOnce(t *testing.T) {
 	_, _ = w.Write([]byte("evicting pod ai/a\nevicting pod ai/b\n"))
 	_, _ = w.Write([]byte("pod/a evicted\n"))
 	assert.Equal(t, "evicting pod ai/a\nevicting pod ai/b\npod/a evicted\n", out.String())
+}
+
+// client-go's retry.RetryOnConflict turns an error wrapping context.Canceled into nil
+// (wait.Interrupted): an interrupted write must stay an error.
+func TestRetryOnConflictKeepsACancelledContextAnError(t *testing.T) {
+	cancelled := fmt.Errorf("client rate limiter Wait returned an error: %w", context.Canceled)
+	assert.ErrorIs(t, RetryOnConflict(func() error { return cancelled }), context.Canceled)
+
+	calls := 0
+	conflict := apierrors.NewConflict(schema.GroupResource{Resource: "nodes"}, "n1", errors.New("modified"))
+	assert.NoError(t, RetryOnConflict(func() error {
+		calls++
+		if calls < 3 {
+			return conflict
+		}
+		return nil
+	}))
+	assert.Equal(t, 3, calls, "conflicts are retried")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	kube := fake.NewSimpleClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}})
+	kube.PrependReactor("get", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) { return true, nil, ctx.Err() })
+	_, err := UpdateNode(ctx, kube, "n1", cmdutil.DryRunNone, func(n *corev1.Node) error { n.Spec.Unschedulable = true; return nil })
+	assert.ErrorIs(t, err, context.Canceled, "an interrupted update is not a success")
 }

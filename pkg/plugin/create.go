@@ -370,7 +370,8 @@ func setGPUTypeIfAbsent(n *corev1.Node, gpuType string) {
 func (o *CreateOptions) apply(ctx context.Context, plan *createPlan) error {
 	var undo []func(context.Context) error
 	rollback := func(cause error) error {
-		ctx := context.WithoutCancel(ctx)
+		ctx, cancel := rollbackContext(ctx)
+		defer cancel()
 		var failed []error
 		for i := len(undo) - 1; i >= 0; i-- {
 			if err := undo[i](ctx); err != nil {

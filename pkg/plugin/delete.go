@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"os/user"
+	"slices"
+	"sync"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -97,7 +100,9 @@ func NewCmdDeletePool(f cmdutil.Factory, streams genericiooptions.IOStreams) *co
 	return cmd
 }
 
-// Run checks, confirms, deletes the Pool object, then releases the nodes.
+// Run checks, confirms, releases the nodes, then deletes the Pool object. The object
+// goes last so that an interrupted deletion is still there to run again: a re-run
+// releases what is left (members, and nodes a release left half-done) and finishes.
 func (o *DeletePoolOptions) Run(ctx context.Context) error {
 	if o.Name == policy.DefaultPool {
 		return fmt.Errorf("[R1] the default pool cannot be deleted: it is the nodes that belong to no pool")
@@ -106,15 +111,21 @@ func (o *DeletePoolOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	members, err := o.clients.kube.CoreV1().Nodes().List(ctx, listBySelector(poolSelector(o.Name)))
+	nodes, err := o.clients.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return err
 	}
-	if pool == nil && len(members.Items) == 0 {
+	var members []corev1.Node
+	for _, n := range nodes.Items {
+		if policy.PoolOf(&n) == o.Name || o.releaseUnfinished(&n) {
+			members = append(members, n)
+		}
+	}
+	if pool == nil && len(members) == 0 {
 		return poolNotFound(o.Name)
 	}
 	names := map[string]bool{}
-	for _, n := range members.Items {
+	for _, n := range members {
 		names[n.Name] = true
 	}
 	pods, err := workloadPodsOn(ctx, o.clients, names)
@@ -122,7 +133,7 @@ func (o *DeletePoolOptions) Run(ctx context.Context) error {
 		return err
 	}
 	var all []string
-	for _, n := range members.Items {
+	for _, n := range members {
 		all = append(all, pods[n.Name]...)
 	}
 	check := pool
@@ -133,22 +144,52 @@ func (o *DeletePoolOptions) Run(ctx context.Context) error {
 	if err := policy.CheckPoolDelete(check, all); err != nil && !o.Force {
 		return err
 	}
-	if err := confirm(o.IOStreams, &o.Mutation, o.risk(len(members.Items), len(all)), o.Name); err != nil {
+	if err := confirm(o.IOStreams, &o.Mutation, o.risk(len(members), len(all)), o.Name); err != nil {
 		return err
 	}
-	if pool != nil {
-		if err := o.deleteObject(ctx, pool, len(all) > 0); err != nil {
+	progress := &deleteProgress{pool: o.Name}
+	inFlight.set(progress.describe)
+	defer inFlight.clear()
+	confirmed := len(all) > 0
+	if pool != nil && confirmed {
+		// Recorded first: the webhook's R2 then admits the final delete whatever its
+		// cache still says about the pods.
+		if err := o.confirmDelete(ctx, pool); err != nil {
 			return err
 		}
 	}
-	for i := range members.Items {
-		if err := o.release(ctx, pool, &members.Items[i], len(pods[members.Items[i].Name]) > 0); err != nil {
-			return fmt.Errorf("pool %q was deleted, but releasing node %q failed: %w; run the command again to release the rest", o.Name, members.Items[i].Name, err)
+	for i := range members {
+		if err := o.release(ctx, pool, &members[i]); err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("pool %q: deletion %s while releasing node %q; the Pool object is kept: run the command again to release the rest and delete it", o.Name, stoppedBecause(ctx, err), members[i].Name)
+			}
+			return fmt.Errorf("pool %q: releasing node %q failed: %w; the Pool object is kept: run the command again to release the rest and delete it", o.Name, members[i].Name, err)
+		}
+		progress.released(members[i].Name)
+	}
+	if pool != nil {
+		if err := o.deleteObject(ctx, pool, confirmed); err != nil {
+			return fmt.Errorf("pool %q: every node was released, but deleting the Pool object failed: %w; run the command again to delete it", o.Name, err)
 		}
 	}
 	return nil
 }
 
+// forceReason is the why of the runwhere.ai/force annotation this deletion writes.
+func (o *DeletePoolOptions) forceReason() string {
+	return fmt.Sprintf("kubectl litepool delete pool %s --force", o.Name)
+}
+
+// releaseUnfinished says whether a node that is no longer a member still carries what a
+// release of this pool leaves until its last step: this deletion's runwhere.ai/force,
+// or the pool's exclusive taint.
+func (o *DeletePoolOptions) releaseUnfinished(n *corev1.Node) bool {
+	if _, why, err := policy.ParseForce(n.Annotations[policy.AnnotationForce]); err == nil && why == o.forceReason() {
+		return true
+	}
+	exclusive := policy.ExclusiveTaint(o.Name)
+	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.MatchTaint(&exclusive) && t.Value == exclusive.Value })
+}
 func (o *DeletePoolOptions) risk(nodes, pods int) Risk {
 	r := Risk{
 		Level:     "critical",
@@ -165,17 +206,27 @@ func (o *DeletePoolOptions) risk(nodes, pods int) Risk {
 	return r
 }
 
-// deleteObject deletes the Pool; with running pods it first records the confirmation
-// annotation the webhook's R2 looks for.
-func (o *DeletePoolOptions) deleteObject(ctx context.Context, pool *v1alpha1.Pool, confirmed bool) error {
-	if confirmed && o.DryRun != cmdutil.DryRunClient {
-		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{policy.AnnotationConfirmDelete: pool.Name}}})
-		if _, err := o.clients.pools.Patch(ctx, pool.Name, types.MergePatchType, patch, metav1.PatchOptions{DryRun: serverDryRun(o.DryRun)}); err != nil {
-			return err
-		}
+// confirmDelete records the confirmation annotation the webhook's R2 looks for.
+func (o *DeletePoolOptions) confirmDelete(ctx context.Context, pool *v1alpha1.Pool) error {
+	if o.DryRun != cmdutil.DryRunNone || pool.Annotations[policy.AnnotationConfirmDelete] == pool.Name {
+		return nil // a dry run must change nothing; deleteObject accounts for it
 	}
-	if o.DryRun != cmdutil.DryRunClient {
-		if err := o.clients.pools.Delete(ctx, pool.Name, metav1.DeleteOptions{DryRun: serverDryRun(o.DryRun)}); err != nil {
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{policy.AnnotationConfirmDelete: pool.Name}}})
+	_, err := o.clients.pools.Patch(ctx, pool.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	return err
+}
+
+// deleteObject deletes the Pool. Under a server dry run of a confirmed deletion the
+// confirmation was not written (a dry run changes nothing), so the API server would
+// judge the delete without it: the delete is then not sent, and the output says so.
+func (o *DeletePoolOptions) deleteObject(ctx context.Context, pool *v1alpha1.Pool, confirmed bool) error {
+	switch {
+	case o.DryRun == cmdutil.DryRunServer && confirmed && pool.Annotations[policy.AnnotationConfirmDelete] != pool.Name:
+		fmt.Fprintf(o.Out, "pool.runwhere.ai/%s deleted (server dry run; the delete itself was not sent: it needs %s written first)\n", pool.Name, policy.AnnotationConfirmDelete)
+		return nil
+	case o.DryRun != cmdutil.DryRunClient:
+		err := o.clients.pools.Delete(ctx, pool.Name, metav1.DeleteOptions{DryRun: serverDryRun(o.DryRun)})
+		if err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
 	}
@@ -183,32 +234,39 @@ func (o *DeletePoolOptions) deleteObject(ctx context.Context, pool *v1alpha1.Poo
 	return nil
 }
 
-// release takes a node out of the deleted pool. A node that still runs workload pods
-// carries the audited override runwhere.ai/force while its labels go (the webhook's
-// N3 would refuse otherwise); the override is removed right after.
-func (o *DeletePoolOptions) release(ctx context.Context, pool *v1alpha1.Pool, member *corev1.Node, busy bool) error {
-	force := fmt.Sprintf("kubectl litepool delete pool %s --force by %s", o.Name, whoAmI())
+// release takes a node out of the pool in two updates. The first removes the pool's
+// labels and taints (policy.ApplyLeave) and, in the same update, writes the audited
+// override runwhere.ai/force="<user>: kubectl litepool delete pool P --force" (the
+// webhook's N3 would refuse a busy node, or the pool's floor, otherwise). The second
+// removes the override. A node someone else had forced keeps their annotation. A
+// release interrupted between the two is found again by releaseUnfinished.
+func (o *DeletePoolOptions) release(ctx context.Context, pool *v1alpha1.Pool, member *corev1.Node) error {
+	ours := fmt.Sprintf("%s: %s", whoAmI(), o.forceReason())
 	node, changed, err := updateNode(ctx, o.clients, member.Name, o.DryRun, func(n *corev1.Node) error {
 		policy.ApplyLeave(pool, n)
-		if busy {
+		if n.Annotations[policy.AnnotationForce] == "" { // ours from an interrupted run, or someone's own: kept
 			if n.Annotations == nil {
 				n.Annotations = map[string]string{}
 			}
-			n.Annotations[policy.AnnotationForce] = force
+			n.Annotations[policy.AnnotationForce] = ours
 		}
 		return nil
 	})
-	if err != nil || !changed {
+	if err != nil {
 		return err
 	}
-	if busy {
-		_, _, err = updateNode(ctx, o.clients, member.Name, o.DryRun, func(n *corev1.Node) error {
+	_, unforced, err := updateNode(ctx, o.clients, member.Name, o.DryRun, func(n *corev1.Node) error {
+		if _, why, err := policy.ParseForce(n.Annotations[policy.AnnotationForce]); err == nil && why == o.forceReason() {
 			delete(n.Annotations, policy.AnnotationForce)
-			return nil
-		})
-		if err != nil {
-			return err
 		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	changed = changed || unforced
+	if !changed {
+		return nil
 	}
 	if o.recorder != nil {
 		_ = o.recorder.Normal(ctx, events.NodeRef(node).About(events.PoolRef(o.Name)), "RemovedFromPool",
@@ -216,6 +274,27 @@ func (o *DeletePoolOptions) release(ctx context.Context, pool *v1alpha1.Pool, me
 	}
 	fmt.Fprintf(o.Out, "node/%s unlabeled%s\n", member.Name, o.suffix())
 	return nil
+}
+
+// deleteProgress is what a running deletion has done, for the message of a second
+// Ctrl-C.
+type deleteProgress struct {
+	mu   sync.Mutex
+	pool string
+	done []string
+}
+
+func (p *deleteProgress) released(node string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.done = append(p.done, node)
+}
+
+func (p *deleteProgress) describe() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return fmt.Sprintf("deletion of pool %s stopped half-way: node(s) released: %s; the Pool object (if it has one) is still there, with the nodes not yet released.\nFinish it:\n  %s",
+		p.pool, orNoneList(p.done), commandLine())
 }
 
 func whoAmI() string {

@@ -3,13 +3,16 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 	"k8s.io/kubectl/pkg/util/templates"
 
 	"github.com/runwhere-ai/litepool/pkg/nodeops"
+	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
 var _ = register(NewCmdDrain)
@@ -82,10 +85,13 @@ func addDrainFlags(cmd *cobra.Command, d *nodeops.DrainOptions) {
 	cmd.Flags().BoolVar(&d.DisableEviction, "disable-eviction", false, "Force drain to use delete, even if eviction is supported. This will bypass checking PodDisruptionBudgets, use with caution")
 }
 
-// Run cordons and drains each node in turn; it stops at the first failure.
+// Run cordons and drains each node in turn; it stops at the first failure. A drain
+// that is interrupted (SIGINT/SIGTERM) puts its node back: uncordoned if this command
+// cordoned it and no litepool operation holds it.
 func (o *DrainOptions) Run(ctx context.Context) error {
 	d := o.Drain
 	d.DryRun, d.Out, d.ErrOut = o.DryRun, o.Out, o.ErrOut
+	defer inFlight.clear()
 	for _, name := range o.Names {
 		node, err := o.clients.kube.CoreV1().Nodes().Get(ctx, name, getOpts)
 		if err != nil {
@@ -94,14 +100,20 @@ func (o *DrainOptions) Run(ctx context.Context) error {
 		if err := nodeops.CheckDrain(ctx, o.clients.kube, name, d); err != nil {
 			return err
 		}
+		cordoned := false
 		if !node.Spec.Unschedulable {
 			if node, err = nodeops.OperatorCordon(ctx, o.clients.kube, name, o.DryRun); err != nil {
 				return err
 			}
+			cordoned = true
 			fmt.Fprintf(o.Out, "node/%s cordoned%s\n", name, o.suffix())
 		}
+		inFlight.set(func() string { return drainLeftovers(name, cordoned) })
 		o.nodeEvent(ctx, node, false, "Draining", "draining node %s (kubectl litepool drain)", name)
 		if err := nodeops.Drain(ctx, o.clients.kube, name, d); err != nil {
+			if ctx.Err() != nil {
+				return o.putBack(ctx, name, cordoned, err)
+			}
 			o.nodeEvent(ctx, node, true, "DrainFailed", "%v", err)
 			return err
 		}
@@ -109,4 +121,41 @@ func (o *DrainOptions) Run(ctx context.Context) error {
 		fmt.Fprintf(o.Out, "node/%s drained%s\n", name, o.suffix())
 	}
 	return nil
+}
+
+// putBack undoes an interrupted drain's cordon: the node is uncordoned when this
+// command cordoned it and no litepool operation (scale-down, upgrade) holds it.
+func (o *DrainOptions) putBack(ctx context.Context, name string, cordoned bool, cause error) error {
+	why := stoppedBecause(ctx, cause)
+	ctx, cancel := rollbackContext(ctx)
+	defer cancel()
+	if !cordoned {
+		return fmt.Errorf("drain of node %q %s; the node stays cordoned, as it was before", name, why)
+	}
+	var heldBy []string
+	node, err := nodeops.UpdateNode(ctx, o.clients.kube, name, o.DryRun, func(n *corev1.Node) error {
+		if heldBy = policy.HeldBy(n); len(heldBy) == 0 {
+			n.Spec.Unschedulable = false
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("drain of node %q %s; uncordoning it failed: %v; run kubectl uncordon %s", name, why, err, name)
+	}
+	if len(heldBy) > 0 {
+		return fmt.Errorf("drain of node %q %s; the node stays cordoned: litepool's %s holds it", name, why, strings.Join(heldBy, ", "))
+	}
+	o.nodeEvent(ctx, node, false, "DrainStopped", "drain of node %s interrupted; node uncordoned", name)
+	fmt.Fprintf(o.Out, "node/%s uncordoned%s\n", name, o.suffix())
+	return fmt.Errorf("drain of node %q %s; the node was put back (uncordoned); evicted pods are not brought back, their controllers recreate them", name, why)
+}
+
+// drainLeftovers is what an interrupted drain leaves when the put-back is skipped.
+func drainLeftovers(name string, cordoned bool) string {
+	msg := fmt.Sprintf("drain of node %s stopped half-way: the node is cordoned and may still carry %s.\nResume it:\n  %s\nOr put it back:\n  kubectl annotate node %s %s-",
+		name, policy.AnnotationDraining, commandLine(), name, policy.AnnotationDraining)
+	if cordoned {
+		msg += "\n  kubectl uncordon " + name
+	}
+	return msg
 }

@@ -12,10 +12,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"k8s.io/client-go/util/retry"
 	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 
 	"github.com/runwhere-ai/litepool/pkg/events"
+	"github.com/runwhere-ai/litepool/pkg/nodeops"
 )
 
 // dryRunSuffix is what kubectl appends to its messages under --dry-run.
@@ -86,7 +86,7 @@ func (m *Mutation) nodeEvent(ctx context.Context, node *corev1.Node, warning boo
 func updateNode(ctx context.Context, c *clients, name string, dryRun cmdutil.DryRunStrategy, change func(*corev1.Node) error) (*corev1.Node, bool, error) {
 	var out *corev1.Node
 	var changed bool
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err := nodeops.RetryOnConflict(func() error { // not retry.RetryOnConflict: it hides a cancelled context
 		node, err := c.kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -211,6 +213,9 @@ func (o *ScaleOptions) scaleUp(ctx context.Context, pool *v1alpha1.Pool, current
 		}
 	}
 	var joined []string
+	progress := &scaleUpProgress{pool: pool.Name}
+	inFlight.set(progress.describe)
+	defer inFlight.clear()
 	for _, n := range picked {
 		node, _, err := updateNode(ctx, o.clients, n.Name, o.DryRun, func(n *corev1.Node) error {
 			if err := policy.CheckScaleUpCandidate(pool, n); err != nil { // it may have changed since the plan
@@ -220,9 +225,13 @@ func (o *ScaleOptions) scaleUp(ctx context.Context, pool *v1alpha1.Pool, current
 			return nil
 		})
 		if err != nil {
+			if ctx.Err() != nil {
+				err = fmt.Errorf("%v", stoppedBecause(ctx, err))
+			}
 			return o.undoJoins(ctx, pool, joined, fmt.Errorf("adding node %q to pool %q: %w", n.Name, pool.Name, err))
 		}
 		joined = append(joined, n.Name)
+		progress.joined(n.Name)
 		o.poolEvent(ctx, node, pool.Name, false, "AddedToPool", "node %s added to pool %s", n.Name, pool.Name)
 		fmt.Fprintf(o.Out, "node/%s added to pool %s%s\n", n.Name, pool.Name, o.suffix())
 	}
@@ -231,7 +240,8 @@ func (o *ScaleOptions) scaleUp(ctx context.Context, pool *v1alpha1.Pool, current
 }
 
 func (o *ScaleOptions) undoJoins(ctx context.Context, pool *v1alpha1.Pool, joined []string, cause error) error {
-	ctx = context.WithoutCancel(ctx)
+	ctx, cancel := rollbackContext(ctx)
+	defer cancel()
 	for _, name := range joined {
 		if _, _, err := updateNode(ctx, o.clients, name, o.DryRun, func(n *corev1.Node) error {
 			policy.ApplyLeave(pool, n)
@@ -272,7 +282,10 @@ func (o *ScaleOptions) scaleDown(ctx context.Context, pool *v1alpha1.Pool, membe
 	if err := confirm(o.IOStreams, &o.Mutation, o.risk(pool, len(members), remove, pods), ""); err != nil {
 		return err
 	}
-	touched, err := o.cordonAll(ctx, pool, remove)
+	progress := &scaleDownProgress{pool: pool.Name}
+	inFlight.set(progress.describe)
+	defer inFlight.clear()
+	touched, err := o.cordonAll(ctx, pool, remove, progress)
 	if err != nil {
 		return o.putBack(ctx, pool, touched, err)
 	}
@@ -284,6 +297,7 @@ func (o *ScaleOptions) scaleDown(ctx context.Context, pool *v1alpha1.Pool, membe
 		}
 		fmt.Fprintf(o.Out, "node/%s drained%s\n", name, o.suffix())
 	}
+	progress.leaving()
 	for _, name := range remove {
 		if err := o.leave(ctx, pool, name); err != nil {
 			return fmt.Errorf("scale-down of pool %q: %w; run the command again to finish it", pool.Name, err)
@@ -351,7 +365,7 @@ func (o *ScaleOptions) risk(pool *v1alpha1.Pool, current int, remove []string, p
 
 // cordonAll marks each node as being scaled down and cordons it, remembering whether it
 // was cordoned before. It returns the nodes it touched.
-func (o *ScaleOptions) cordonAll(ctx context.Context, pool *v1alpha1.Pool, remove []string) ([]string, error) {
+func (o *ScaleOptions) cordonAll(ctx context.Context, pool *v1alpha1.Pool, remove []string, progress *scaleDownProgress) ([]string, error) {
 	var touched []string
 	for _, name := range remove {
 		node, _, err := updateNode(ctx, o.clients, name, o.DryRun, func(n *corev1.Node) error {
@@ -359,16 +373,15 @@ func (o *ScaleOptions) cordonAll(ctx context.Context, pool *v1alpha1.Pool, remov
 				n.Annotations = map[string]string{}
 			}
 			n.Annotations[policy.AnnotationScaleDown] = pool.Name
+			policy.ApplyCordon(policy.CordonScaleDown, n)
 			return nil
 		})
 		if err != nil {
 			return touched, err
 		}
 		touched = append(touched, name)
+		progress.touched(name, node.Annotations[policy.CordonScaleDown.Annotation()] == "true")
 		o.poolEvent(ctx, node, pool.Name, false, "RemovingFromPool", "removing node %s from pool %s", name, pool.Name)
-		if _, err := nodeops.Cordon(ctx, o.clients.kube, name, o.DryRun); err != nil {
-			return touched, err
-		}
 		fmt.Fprintf(o.Out, "node/%s cordoned%s\n", name, o.suffix())
 	}
 	return touched, nil
@@ -378,66 +391,161 @@ func (o *ScaleOptions) cordonAll(ctx context.Context, pool *v1alpha1.Pool, remov
 // cordoned before, and loses its scale-down mark. Pods already evicted are not brought
 // back; their controllers recreate them.
 func (o *ScaleOptions) putBack(ctx context.Context, pool *v1alpha1.Pool, touched []string, cause error) error {
-	ctx = context.WithoutCancel(ctx)
+	why := stoppedBecause(ctx, cause)
+	ctx, cancel := rollbackContext(ctx)
+	defer cancel()
 	var restored, failed []string
 	for _, name := range touched {
-		stay, err := nodeops.Uncordon(ctx, o.clients.kube, name, o.DryRun)
-		if err == nil {
-			var node *corev1.Node
-			node, _, err = updateNode(ctx, o.clients, name, o.DryRun, func(n *corev1.Node) error {
-				delete(n.Annotations, policy.AnnotationScaleDown)
-				return nil
-			})
-			o.poolEvent(ctx, node, pool.Name, true, "ScaleDownStopped", "scale-down of pool %s stopped: node %s stays in the pool: %v", pool.Name, name, cause)
-		}
+		var stay bool
+		var heldBy []string
+		node, _, err := updateNode(ctx, o.clients, name, o.DryRun, func(n *corev1.Node) error {
+			delete(n.Annotations, policy.AnnotationScaleDown)
+			heldBy, stay = policy.ApplyRelease(policy.CordonScaleDown, n)
+			return nil
+		})
 		if err != nil {
 			failed = append(failed, fmt.Sprintf("%s (%v)", name, err))
 			continue
 		}
-		if stay {
-			restored = append(restored, name+" (stays cordoned, as it was before)")
-		} else {
-			restored = append(restored, name+" (uncordoned)")
-		}
+		o.poolEvent(ctx, node, pool.Name, true, "ScaleDownStopped", "scale-down of pool %s stopped: node %s stays in the pool: %v", pool.Name, name, why)
+		restored = append(restored, name+cordonFate(stay, heldBy))
 	}
-	msg := fmt.Sprintf("scale-down of pool %q stopped: %v\nno node left the pool; put back: %s", pool.Name, cause, orNoneList(restored))
+	msg := fmt.Sprintf("scale-down of pool %q stopped: %v\nno node left the pool; put back: %s", pool.Name, why, orNoneList(restored))
 	if len(failed) > 0 {
-		msg += fmt.Sprintf("\ncould not put back: %s; run kubectl litepool uncordon on them", strings.Join(failed, ", "))
+		msg += fmt.Sprintf("\ncould not put back: %s; run the command again to finish the scale-down, or put them back with: kubectl annotate node %s %s- && kubectl litepool uncordon %s",
+			strings.Join(failed, ", "), strings.Join(touched, " "), policy.AnnotationScaleDown, strings.Join(touched, " "))
 	}
 	return errors.New(msg)
 }
 
-// leave takes a drained node out of the pool, then uncordons it in the default pool
-// (as it was before the scale-down) or deletes it.
+// cordonFate says how a node a scale-down let go was left.
+func cordonFate(stay bool, heldBy []string) string {
+	switch {
+	case len(heldBy) > 0:
+		return " (stays cordoned: litepool's " + strings.Join(heldBy, ", ") + " still holds it)"
+	case stay:
+		return " (stays cordoned, as it was before)"
+	}
+	return " (uncordoned)"
+}
+
+// leave takes a drained node out of the pool and, in the same update, lets it go
+// (uncordoned in the default pool unless it was cordoned before or another operation
+// holds it) and drops the scale-down mark: there is no moment when the node is out of
+// the pool yet still cordoned by the scale-down, which "run the command again" could
+// not reach. With --delete-node the node is deleted straight from the pool: if the
+// deletion fails, it is still marked and the command resumes with it.
 func (o *ScaleOptions) leave(ctx context.Context, pool *v1alpha1.Pool, name string) error {
-	node, _, err := updateNode(ctx, o.clients, name, o.DryRun, func(n *corev1.Node) error {
-		policy.ApplyLeave(pool, n)
-		delete(n.Annotations, policy.AnnotationScaleDown)
+	if o.DeleteNode {
+		if o.DryRun != cmdutil.DryRunClient {
+			err := retryStaleAdmission(ctx, func() error {
+				return o.clients.kube.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{DryRun: serverDryRun(o.DryRun)})
+			})
+			if err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("deleting node %q: %w", name, err)
+			}
+		}
+		fmt.Fprintf(o.Out, "node/%s removed from pool %s%s\n", name, pool.Name, o.suffix())
+		fmt.Fprintf(o.Out, "node/%s deleted%s\n", name, o.suffix())
 		return nil
+	}
+	var stay bool
+	var heldBy []string
+	var node *corev1.Node
+	err := retryStaleAdmission(ctx, func() (err error) {
+		node, _, err = updateNode(ctx, o.clients, name, o.DryRun, func(n *corev1.Node) error {
+			policy.ApplyLeave(pool, n)
+			delete(n.Annotations, policy.AnnotationScaleDown)
+			heldBy, stay = policy.ApplyRelease(policy.CordonScaleDown, n)
+			return nil
+		})
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("removing node %q from the pool: %w", name, err)
 	}
 	o.poolEvent(ctx, node, pool.Name, false, "RemovedFromPool", "node %s removed from pool %s", name, pool.Name)
 	fmt.Fprintf(o.Out, "node/%s removed from pool %s%s\n", name, pool.Name, o.suffix())
-	if o.DeleteNode {
-		if o.DryRun != cmdutil.DryRunClient {
-			err := o.clients.kube.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{DryRun: serverDryRun(o.DryRun)})
-			if err != nil && !apierrors.IsNotFound(err) {
-				return fmt.Errorf("deleting node %q: %w", name, err)
-			}
-		}
-		fmt.Fprintf(o.Out, "node/%s deleted%s\n", name, o.suffix())
-		return nil
-	}
-	stay, err := nodeops.Uncordon(ctx, o.clients.kube, name, o.DryRun)
-	if err != nil {
-		return fmt.Errorf("uncordoning node %q: %w", name, err)
-	}
 	if !stay {
 		fmt.Fprintf(o.Out, "node/%s uncordoned%s\n", name, o.suffix())
+	} else if len(heldBy) > 0 {
+		fmt.Fprintf(o.Out, "node/%s stays cordoned: litepool's %s still holds it%s\n", name, strings.Join(heldBy, ", "), o.suffix())
 	}
 	return nil
+}
+
+// scaleUpProgress is what a running scale-up has done, for the message of a second
+// Ctrl-C (which skips putting the joined nodes back).
+type scaleUpProgress struct {
+	mu    sync.Mutex
+	pool  string
+	nodes []string
+}
+
+func (p *scaleUpProgress) joined(name string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.nodes = append(p.nodes, name)
+}
+
+func (p *scaleUpProgress) describe() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.nodes) == 0 {
+		return fmt.Sprintf("scale-up of pool %s: no node had joined yet", p.pool)
+	}
+	return fmt.Sprintf("scale-up of pool %s stopped half-way: node(s) %s joined.\nFinish it (with --add, leave out the nodes that joined):\n  %s\nOr put them back in the default pool:\n  kubectl litepool scale %s --remove %s --yes",
+		p.pool, strings.Join(p.nodes, ", "), commandLine(), p.pool, strings.Join(p.nodes, ","))
+}
+
+// scaleDownProgress is what a running scale-down has changed, for the message of a
+// second Ctrl-C (which skips the put-back).
+type scaleDownProgress struct {
+	mu          sync.Mutex
+	pool        string
+	nodes       []string
+	wasCordoned []string
+	left        bool
+}
+
+func (p *scaleDownProgress) touched(name string, wasCordoned bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.nodes = append(p.nodes, name)
+	if wasCordoned {
+		p.wasCordoned = append(p.wasCordoned, name)
+	}
+}
+
+func (p *scaleDownProgress) leaving() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.left = true
+}
+
+func (p *scaleDownProgress) describe() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.nodes) == 0 {
+		return fmt.Sprintf("scale-down of pool %s: nothing was changed yet", p.pool)
+	}
+	nodes := strings.Join(p.nodes, " ")
+	msg := fmt.Sprintf("scale-down of pool %s left node(s) %s cordoned and marked %s=%s", p.pool, strings.Join(p.nodes, ", "), policy.AnnotationScaleDown, p.pool)
+	if p.left {
+		msg += "; some may have left the pool already"
+	}
+	msg += fmt.Sprintf(".\nResume it (it picks the marked nodes first):\n  %s\n", commandLine())
+	var uncordon []string
+	for _, n := range p.nodes {
+		if !slices.Contains(p.wasCordoned, n) {
+			uncordon = append(uncordon, n)
+		}
+	}
+	msg += fmt.Sprintf("Or put them back:\n  kubectl annotate node %s %s- %s- %s-", nodes, policy.AnnotationScaleDown, policy.AnnotationDraining, policy.CordonScaleDown.Annotation())
+	if len(uncordon) > 0 {
+		msg += "\n  kubectl uncordon " + strings.Join(uncordon, " ")
+	}
+	return msg
 }
 
 func (o *ScaleOptions) poolEvent(ctx context.Context, node *corev1.Node, pool string, warning bool, reason, format string, args ...any) {

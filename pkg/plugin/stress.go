@@ -3,11 +3,11 @@ package plugin
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
-	"github.com/robfig/cron/v3"
 	"github.com/spf13/cobra"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -225,6 +225,8 @@ type StressScheduleOptions struct {
 	namespace string
 	dryRun    cmdutil.DryRunStrategy
 	clients   *clients
+	// schedule and timeZone are --cron split as a CronJob wants them (Validate).
+	schedule, timeZone string
 	genericiooptions.IOStreams
 }
 
@@ -288,8 +290,9 @@ func (o *StressScheduleOptions) Validate() error {
 	if err := policy.ValidatePoolName(o.Pool); err != nil {
 		return err
 	}
-	if _, err := cron.ParseStandard(o.Cron); err != nil {
-		return fmt.Errorf("[T1] invalid --cron %q: %v; want five fields (minute hour day-of-month month day-of-week) such as \"0 2 * * 0\", or @hourly/@daily/@weekly/@monthly", o.Cron, err)
+	var err error
+	if o.schedule, o.timeZone, err = policy.ParseStressSchedule(o.Cron); err != nil {
+		return err
 	}
 	if o.Image == "" {
 		return fmt.Errorf("--image is required: the stress-test image")
@@ -326,7 +329,7 @@ func (o *StressScheduleOptions) objects() (*corev1.ServiceAccount, *rbacv1.Clust
 	cj := &batchv1.CronJob{TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "CronJob"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: o.namespace, Labels: lbls},
 		Spec: batchv1.CronJobSpec{
-			Schedule: o.Cron, ConcurrencyPolicy: batchv1.ForbidConcurrent,
+			Schedule: o.schedule, ConcurrencyPolicy: batchv1.ForbidConcurrent,
 			SuccessfulJobsHistoryLimit: &history, FailedJobsHistoryLimit: &history,
 			JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{
 				BackoffLimit: &backoff,
@@ -338,6 +341,9 @@ func (o *StressScheduleOptions) objects() (*corev1.ServiceAccount, *rbacv1.Clust
 				}},
 			}},
 		}}
+	if o.timeZone != "" {
+		cj.Spec.TimeZone = &o.timeZone
+	}
 	return sa, role, binding, cj
 }
 
@@ -359,16 +365,27 @@ func (o *StressScheduleOptions) Run(ctx context.Context) error {
 		create.DryRun, update.DryRun = []string{metav1.DryRunAll}, []string{metav1.DryRunAll}
 	}
 	kube := o.clients.kube
+	var created []func(context.Context) error // deletions that undo what this run created
 	steps := []struct {
 		what string
 		fn   func() error
 	}{
 		{"serviceaccount/" + sa.Name, func() error {
 			_, err := kube.CoreV1().ServiceAccounts(sa.Namespace).Create(ctx, sa, create)
+			if err == nil {
+				created = append(created, func(ctx context.Context) error {
+					return kube.CoreV1().ServiceAccounts(sa.Namespace).Delete(ctx, sa.Name, metav1.DeleteOptions{})
+				})
+			}
 			return stressIgnoreExists(err)
 		}},
 		{"clusterrole/" + role.Name, func() error {
 			_, err := kube.RbacV1().ClusterRoles().Create(ctx, role, create)
+			if err == nil {
+				created = append(created, func(ctx context.Context) error {
+					return kube.RbacV1().ClusterRoles().Delete(ctx, role.Name, metav1.DeleteOptions{})
+				})
+			}
 			if apierrors.IsAlreadyExists(err) {
 				cur, err := kube.RbacV1().ClusterRoles().Get(ctx, role.Name, metav1.GetOptions{})
 				if err != nil {
@@ -382,6 +399,11 @@ func (o *StressScheduleOptions) Run(ctx context.Context) error {
 		}},
 		{"clusterrolebinding/" + binding.Name, func() error {
 			_, err := kube.RbacV1().ClusterRoleBindings().Create(ctx, binding, create)
+			if err == nil {
+				created = append(created, func(ctx context.Context) error {
+					return kube.RbacV1().ClusterRoleBindings().Delete(ctx, binding.Name, metav1.DeleteOptions{})
+				})
+			}
 			return stressIgnoreExists(err)
 		}},
 		{"cronjob/" + cj.Name, func() error {
@@ -404,11 +426,31 @@ func (o *StressScheduleOptions) Run(ctx context.Context) error {
 	}
 	for _, s := range steps {
 		if err := s.fn(); err != nil {
-			return fmt.Errorf("%s: %w", s.what, err)
+			return o.rollBack(ctx, fmt.Errorf("%s: %w", s.what, err), created)
 		}
 		fmt.Fprintf(o.Out, "%s configured%s\n", s.what, suffix)
 	}
 	return o.storeOnPool(ctx)
+}
+
+// rollBack deletes, newest first, the objects this run created before a step failed, so
+// a refused schedule leaves nothing behind (objects that existed before stay).
+func (o *StressScheduleOptions) rollBack(ctx context.Context, cause error, created []func(context.Context) error) error {
+	if o.dryRun != cmdutil.DryRunNone || len(created) == 0 {
+		return cause
+	}
+	ctx, cancel := rollbackContext(ctx)
+	defer cancel()
+	var failed []error
+	for i := len(created) - 1; i >= 0; i-- {
+		if err := created[i](ctx); err != nil && !apierrors.IsNotFound(err) {
+			failed = append(failed, err)
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%w; removing the objects created before it also failed: %v", cause, errors.Join(failed...))
+	}
+	return fmt.Errorf("%w; the %d object(s) created before it were removed", cause, len(created))
 }
 
 // storeOnPool keeps the schedule in the pool's spec.stressTest (pools without an

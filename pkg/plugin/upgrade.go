@@ -272,7 +272,7 @@ func (o *UpgradeDriverOptions) Run(ctx context.Context) error {
 		return err
 	}
 	fmt.Fprintf(o.Out, "rollout %s: %d node(s) marked for driver %s\n", run.ID, len(need), o.Version)
-	return u.Rollout(ctx, run, need)
+	return followRollout(ctx, u, run, need)
 }
 
 // installerFromPool fills the installer from the pool's spec.upgrade where the flags

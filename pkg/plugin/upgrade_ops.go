@@ -398,7 +398,29 @@ func (o *UpgradeResumeOptions) Run(ctx context.Context) error {
 		return o.printPlan(ctx, u, *run, scope)
 	}
 	fmt.Fprintf(o.Out, "resuming rollout %s (%s → %s): %d node(s) unfinished\n", run.ID, o.Scope.String(), run.Target, len(unfinished))
-	return u.Rollout(ctx, *run, scope)
+	return followRollout(ctx, u, *run, scope)
+}
+
+// followRollout runs a rollout; interrupted, it says how to resume or stop it (its
+// state lives in the nodes' annotations, so nothing is lost).
+func followRollout(ctx context.Context, u *upgrade.Upgrader, run policy.UpgradeRun, scope []string) error {
+	inFlight.set(func() string { return rolloutLeftovers(run, scope) })
+	defer inFlight.clear()
+	err := u.Rollout(ctx, run, scope)
+	if err != nil && ctx.Err() != nil {
+		return fmt.Errorf("rollout %s interrupted; %s", run.ID, rolloutLeftovers(run, scope))
+	}
+	return err
+}
+
+// rolloutLeftovers says what an interrupted rollout leaves and how to go on.
+func rolloutLeftovers(run policy.UpgradeRun, scope []string) string {
+	flag := "--pool " + run.Pool
+	if run.Pool == "" {
+		flag = "--node " + strings.Join(scope, ",")
+	}
+	return fmt.Sprintf("rollout %s stopped half-way: each node keeps its upgrade state (%s), and a node in the middle of its upgrade stays cordoned.\nResume it:\n  kubectl litepool upgrade resume %s\nOr stop it (nodes that have not started are unmarked, started ones finish or stay as they are):\n  kubectl litepool upgrade abort %s",
+		run.ID, policy.AnnotationUpgradeState, flag, flag)
 }
 
 // printPlan shows what resume would do: the nodes it finishes, then the waves.

@@ -43,6 +43,8 @@ const (
 	Component      = "driver-installer"
 	// AnnotationJobNode names the node an installer Job is pinned to.
 	AnnotationJobNode = "litepool.runwhere.ai/node"
+	// AnnotationJobRollout names the rollout an installer Job belongs to.
+	AnnotationJobRollout = "litepool.runwhere.ai/rollout"
 )
 
 // Upgrader talks to the cluster.
@@ -312,7 +314,7 @@ func (u *Upgrader) step(ctx context.Context, run policy.UpgradeRun, node *corev1
 	case policy.UpgradeRequired:
 		return "", nil
 	case policy.UpgradeCordon:
-		_, err := nodeops.Cordon(ctx, u.Kube, node.Name, cmdutil.DryRunNone)
+		_, err := nodeops.Cordon(ctx, u.Kube, policy.CordonUpgrade, node.Name, cmdutil.DryRunNone)
 		return "", err
 	case policy.UpgradeWaitJobs:
 		return u.waitForJobs(ctx, node.Name, run.WaitSelector, waitT)
@@ -325,13 +327,17 @@ func (u *Upgrader) step(ctx context.Context, run policy.UpgradeRun, node *corev1
 	case policy.UpgradeValidate:
 		return u.validate(ctx, run, node.Name, validateT)
 	case policy.UpgradeUncordon:
-		if _, remembered := node.Annotations[policy.AnnotationWasCordoned]; !remembered {
-			// Uncordon drops the annotation in the same patch that makes the node
-			// schedulable: without it, uncordon already happened before an interruption.
+		if !policy.HoldsCordon(policy.CordonUpgrade, node) {
+			// Uncordon drops the upgrade's memory in the same update that makes the
+			// node schedulable: without it, uncordon already happened before an
+			// interruption.
 			return "", nil
 		}
-		stayed, err := nodeops.Uncordon(ctx, u.Kube, node.Name, cmdutil.DryRunNone)
-		if stayed {
+		stayed, heldBy, err := nodeops.Uncordon(ctx, u.Kube, policy.CordonUpgrade, node.Name, cmdutil.DryRunNone)
+		switch {
+		case len(heldBy) > 0:
+			return "stays cordoned: still held by litepool's " + strings.Join(heldBy, ", "), err
+		case stayed:
 			return "stays cordoned: it was cordoned before the upgrade", err
 		}
 		return "", err
@@ -371,11 +377,13 @@ func (u *Upgrader) waitForJobs(ctx context.Context, node, selector string, timeo
 	return "", err
 }
 
-// InstallerJobName is the installer Job of a node and target: the same for the same
-// pair, so a resumed rollout finds the Job it started.
-func InstallerJobName(node, target string) string {
+// InstallerJobName is the installer Job of a node in one rollout: the same for the same
+// rollout, so a resumed rollout finds the Job it started, and another for every other
+// rollout (its id carries its start time and target), so a new rollout never takes a
+// finished Job of an earlier one for its own.
+func InstallerJobName(run policy.UpgradeRun, node string) string {
 	h := fnv.New32a()
-	_, _ = h.Write([]byte(node + "\x00" + target))
+	_, _ = h.Write([]byte(node + "\x00" + run.Target + "\x00" + run.ID))
 	base := strings.Trim(nonName.ReplaceAllString(strings.ToLower(node), "-"), "-")
 	if len(base) > 38 { // the Job name goes into its pods' job-name label: at most 63
 		base = strings.TrimRight(base[:38], "-")
@@ -393,9 +401,10 @@ func InstallerJob(run policy.UpgradeRun, node string, timeout time.Duration) *ba
 	privileged := true
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: InstallerJobName(node, run.Target), Namespace: run.Namespace,
-			Labels:      map[string]string{LabelManagedBy: ManagedBy, LabelComponent: Component},
-			Annotations: map[string]string{AnnotationJobNode: node, policy.AnnotationUpgradeTarget: run.Target},
+			Name: InstallerJobName(run, node), Namespace: run.Namespace,
+			Labels: map[string]string{LabelManagedBy: ManagedBy, LabelComponent: Component},
+			Annotations: map[string]string{AnnotationJobNode: node, policy.AnnotationUpgradeTarget: run.Target,
+				AnnotationJobRollout: run.ID},
 		},
 		Spec: batchv1.JobSpec{
 			BackoffLimit: &backoff,
@@ -436,6 +445,13 @@ func (u *Upgrader) install(ctx context.Context, run policy.UpgradeRun, node stri
 	jobs := u.Kube.BatchV1().Jobs(run.Namespace)
 	want := InstallerJob(run, node, timeout)
 	job, err := jobs.Get(ctx, want.Name, metav1.GetOptions{})
+	if err == nil && job.Annotations[AnnotationJobRollout] != run.ID {
+		// Not this rollout's (made before Jobs were named per rollout): never reuse
+		// its result; replace it.
+		if err = u.deleteJob(ctx, run.Namespace, want.Name); err == nil {
+			err = apierrors.NewNotFound(batchv1.Resource("jobs"), want.Name)
+		}
+	}
 	if apierrors.IsNotFound(err) {
 		job, err = jobs.Create(ctx, want, metav1.CreateOptions{})
 		if err == nil {
@@ -564,20 +580,24 @@ func (u *Upgrader) Unmark(ctx context.Context, node string, dryRun cmdutil.DryRu
 // Retry re-marks a failed node upgrade-required and deletes its installer Job, so that
 // the next attempt runs the installer afresh (rule U1: failed → upgrade-required).
 func (u *Upgrader) Retry(ctx context.Context, run policy.UpgradeRun, node *corev1.Node) error {
-	bg := metav1.DeletePropagationBackground
-	err := u.Kube.BatchV1().Jobs(run.Namespace).Delete(ctx, InstallerJobName(node.Name, run.Target), metav1.DeleteOptions{PropagationPolicy: &bg})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return err
-	}
-	// Wait until the old Job is gone: a new one of the same name is created next.
-	err = wait.PollUntilContextTimeout(ctx, u.poll(), 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		_, err := u.Kube.BatchV1().Jobs(run.Namespace).Get(ctx, InstallerJobName(node.Name, run.Target), metav1.GetOptions{})
-		return apierrors.IsNotFound(err), nil
-	})
-	if err != nil {
+	if err := u.deleteJob(ctx, run.Namespace, InstallerJobName(run, node.Name)); err != nil {
 		return err
 	}
 	return u.advance(ctx, node, policy.UpgradeFailed, policy.UpgradeRequired, "retrying after failure")
+}
+
+// deleteJob deletes an installer Job and waits until it is gone: a new one of the same
+// name may be created next.
+func (u *Upgrader) deleteJob(ctx context.Context, namespace, name string) error {
+	bg := metav1.DeletePropagationBackground
+	err := u.Kube.BatchV1().Jobs(namespace).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &bg})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	return wait.PollUntilContextTimeout(ctx, u.poll(), 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := u.Kube.BatchV1().Jobs(namespace).Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -8,9 +8,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 
 	"github.com/runwhere-ai/litepool/pkg/policy"
@@ -109,9 +112,15 @@ func TestInstallerJob(t *testing.T) {
 	run := testRun
 	run.InstallerCommand = []string{"/install.sh", "--quiet"}
 	job := InstallerJob(run, "Node_A.example", 90*time.Second)
-	assert.Equal(t, InstallerJobName("Node_A.example", "24.1.0.3"), job.Name)
+	assert.Equal(t, InstallerJobName(run, "Node_A.example"), job.Name)
 	assert.Regexp(t, `^litepool-driver-node-a-example-[0-9a-f]{8}$`, job.Name)
-	assert.NotEqual(t, InstallerJobName("Node_A.example", "24.1.0.6"), job.Name, "another target, another Job")
+	other := run
+	other.Target = "24.1.0.6"
+	assert.NotEqual(t, InstallerJobName(other, "Node_A.example"), job.Name, "another target, another Job")
+	other = run
+	other.ID = "r2"
+	assert.NotEqual(t, InstallerJobName(other, "Node_A.example"), job.Name, "another rollout, another Job")
+	assert.Equal(t, "r1", job.Annotations[AnnotationJobRollout])
 	pod := job.Spec.Template.Spec
 	assert.Equal(t, "Node_A.example", pod.NodeName)
 	assert.Equal(t, corev1.RestartPolicyNever, pod.RestartPolicy)
@@ -120,6 +129,51 @@ func TestInstallerJob(t *testing.T) {
 	assert.Equal(t, corev1.EnvVar{Name: "DRIVER_VERSION", Value: "24.1.0.3"}, pod.Containers[0].Env[0])
 	assert.Equal(t, int64(90), *job.Spec.ActiveDeadlineSeconds)
 	assert.Equal(t, int32(0), *job.Spec.BackoffLimit)
-	long := InstallerJobName("a-very-long-node-name-that-goes-on-and-on-and-on-and-on-forever.example.com", "1")
+	long := InstallerJobName(run, "a-very-long-node-name-that-goes-on-and-on-and-on-and-on-forever.example.com")
 	assert.LessOrEqual(t, len(long), 63)
+}
+
+// completeJobsOnCreate makes the fake API server finish every Job it creates.
+func completeJobsOnCreate(kube *fake.Clientset) {
+	kube.PrependReactor("create", "jobs", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		job := a.(k8stesting.CreateAction).GetObject().(*batchv1.Job)
+		job.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
+		return false, nil, nil
+	})
+}
+
+// A finished installer Job of an earlier rollout (same node, same target) is never taken
+// for the new rollout's: the new rollout runs its own installer.
+func TestNewRolloutNeverReusesAnEarlierRolloutsJob(t *testing.T) {
+	earlier := testRun
+	failed := InstallerJob(earlier, "a", time.Minute)
+	failed.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded"}}
+	kube := fake.NewSimpleClientset(failed)
+	completeJobsOnCreate(kube)
+	u := &Upgrader{Kube: kube, Poll: time.Millisecond}
+
+	next := testRun
+	next.ID = "r2"
+	msg, err := u.install(context.Background(), next, "a", time.Minute)
+	require.NoError(t, err, "the earlier rollout's failed Job must not fail the new one")
+	assert.Equal(t, "installer job "+InstallerJobName(next, "a")+" completed", msg)
+	job, err := kube.BatchV1().Jobs("kube-system").Get(context.Background(), InstallerJobName(next, "a"), metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "r2", job.Annotations[AnnotationJobRollout])
+}
+
+// A Job of the same name that does not say it is this rollout's (left by an older
+// plugin) is replaced, not reused.
+func TestJobOfAnotherRolloutUnderTheSameNameIsReplaced(t *testing.T) {
+	stale := InstallerJob(testRun, "a", time.Minute)
+	delete(stale.Annotations, AnnotationJobRollout)
+	stale.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: corev1.ConditionTrue}}
+	kube := fake.NewSimpleClientset(stale)
+	completeJobsOnCreate(kube)
+	u := &Upgrader{Kube: kube, Poll: time.Millisecond}
+	_, err := u.install(context.Background(), testRun, "a", time.Minute)
+	require.NoError(t, err)
+	job, err := kube.BatchV1().Jobs("kube-system").Get(context.Background(), InstallerJobName(testRun, "a"), metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "r1", job.Annotations[AnnotationJobRollout])
 }

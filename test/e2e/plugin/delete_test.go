@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 )
 
 func TestDeletePoolAsksForItsName(t *testing.T) {
@@ -37,7 +38,8 @@ func TestDeletePoolRefusedWhileWorkloadsRun(t *testing.T) {
 		fails(t, "delete", "pool", "infer-a10", "--yes"))
 	assert.Equal(t, "error: [R1] the default pool cannot be deleted: it is the nodes that belong to no pool\n", fails(t, "delete", "pool", "default", "--yes"))
 	assert.Equal(t, "Error from server (NotFound): pools.runwhere.ai \"no-such-pool\" not found\n", fails(t, "delete", "pool", "no-such-pool", "--yes"))
-	assert.Equal(t, "pool.runwhere.ai/train-a100 deleted (server dry run)\nnode/a100-node-1 unlabeled (server dry run)\nnode/a100-node-2 unlabeled (server dry run)\nnode/a100-node-3 unlabeled (server dry run)\n",
+	assert.Equal(t, "node/a100-node-1 unlabeled (server dry run)\nnode/a100-node-2 unlabeled (server dry run)\nnode/a100-node-3 unlabeled (server dry run)\n"+
+		"pool.runwhere.ai/train-a100 deleted (server dry run; the delete itself was not sent: it needs runwhere.ai/confirm-delete written first)\n",
 		must(t, "delete", "pool", "train-a100", "--force", "--dry-run=server"))
 	assertUnchanged(t, before)
 }
@@ -46,7 +48,7 @@ func TestDeletePoolForcedLeavesPodsRunning(t *testing.T) {
 	restoreAfter(t)
 	clearEvents(t)
 	before := snapshot(t)
-	assert.Equal(t, "pool.runwhere.ai/train-a100 deleted\nnode/a100-node-1 unlabeled\nnode/a100-node-2 unlabeled\nnode/a100-node-3 unlabeled\n",
+	assert.Equal(t, "node/a100-node-1 unlabeled\nnode/a100-node-2 unlabeled\nnode/a100-node-3 unlabeled\npool.runwhere.ai/train-a100 deleted\n",
 		must(t, "delete", "pool", "train-a100", "--force", "--yes"))
 	_, err := pools().Get(ctx(), "train-a100")
 	assert.True(t, isNotFound(err))
@@ -62,4 +64,32 @@ func TestDeletePoolForcedLeavesPodsRunning(t *testing.T) {
 	// A pool that exists only as labels is deleted by removing them.
 	assert.Equal(t, "node/a10-node-1 unlabeled\nnode/a10-node-2 unlabeled\n", must(t, "delete", "pool", "infer-a10", "--force", "--yes"))
 	assert.Equal(t, "Error from server (NotFound): pools.runwhere.ai \"infer-a10\" not found\n", fails(t, "get", "pool", "infer-a10"))
+}
+
+// A deletion interrupted half-way (one node released with its override still on it,
+// as a run killed between its two updates leaves it) finishes when run again, with the
+// webhook judging every write.
+func TestDeletePoolForcedFinishesAnInterruptedRun(t *testing.T) {
+	restoreAfter(t)
+	before := snapshot(t)
+	// a100-node-1 runs llama-train-0: its release needs the override, in the
+	// documented "<who>: <why>" form, in the same update that removes its labels.
+	changeNode(t, "a100-node-1", func(n *corev1.Node) { // the webhook admits the documented form
+		delete(n.Labels, "runwhere.ai/pool")
+		delete(n.Labels, "runwhere.ai/node-pool")
+		n.Annotations["runwhere.ai/force"] = "alice: kubectl litepool delete pool train-a100 --force"
+	})
+
+	assert.Equal(t, "node/a100-node-1 unlabeled\nnode/a100-node-2 unlabeled\nnode/a100-node-3 unlabeled\npool.runwhere.ai/train-a100 deleted\n",
+		must(t, "delete", "pool", "train-a100", "--force", "--yes"))
+	_, err := pools().Get(ctx(), "train-a100")
+	assert.True(t, isNotFound(err), "the Pool object is gone")
+	after := snapshot(t)
+	assert.Equal(t, before.Pods, after.Pods, "the pods keep running where they were")
+	for _, name := range []string{"a100-node-1", "a100-node-2", "a100-node-3"} {
+		assert.Equal(t, nodeState{Labels: withoutKeys(before.Nodes[name].Labels, "runwhere.ai/pool", "runwhere.ai/node-pool"), Annotations: map[string]string{}},
+			after.Nodes[name], "%s: released, no override left behind", name)
+	}
+	// Run again once finished: nothing is left to do.
+	assert.Equal(t, "Error from server (NotFound): pools.runwhere.ai \"train-a100\" not found\n", fails(t, "delete", "pool", "train-a100", "--force", "--yes"))
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -105,12 +106,9 @@ func TestCordonAndUncordon(t *testing.T) {
 
 	// An operator's cordon during a litepool operation is remembered: the operation
 	// will not uncordon the node when it ends.
-	n := node(t, "a100-node-3")
-	n.Annotations["runwhere.ai/was-cordoned"] = "false"
-	_, err := framework().Kube.CoreV1().Nodes().Update(ctx(), n, metav1.UpdateOptions{})
-	require.NoError(t, err)
+	changeNode(t, "a100-node-3", func(n *corev1.Node) { n.Annotations["runwhere.ai/was-cordoned-by-upgrade"] = "false" })
 	must(t, "cordon", "a100-node-3")
-	assert.Equal(t, "true", node(t, "a100-node-3").Annotations["runwhere.ai/was-cordoned"])
+	assert.Equal(t, "true", node(t, "a100-node-3").Annotations["runwhere.ai/was-cordoned-by-upgrade"])
 
 	assert.Equal(t, "Error from server (NotFound): nodes \"no-such-node\" not found\n", fails(t, "cordon", "no-such-node"))
 	assert.Equal(t, "Error from server (NotFound): nodes \"no-such-node\" not found\n", fails(t, "uncordon", "no-such-node"))

@@ -6,6 +6,9 @@
 // Tests run one after another on one cluster loaded with the sample AI cluster
 // (hack/fixtures). Every test that changes the cluster puts it back (restore) so the
 // next one starts from the fixture.
+//
+// The litepool webhook runs for the whole package (framework.MainWithWebhook), as in a
+// cluster where it is installed: every change the plugin makes goes through admission.
 package plugin
 
 import (
@@ -14,4 +17,4 @@ import (
 	fw "github.com/runwhere-ai/litepool/test/e2e/framework"
 )
 
-func TestMain(m *testing.M) { fw.Main(m, "e2e-plugin") }
+func TestMain(m *testing.M) { fw.MainWithWebhook(m, "e2e-plugin") }

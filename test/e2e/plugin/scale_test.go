@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -191,12 +192,11 @@ func TestScaleDownEvictsAndDeletesNode(t *testing.T) {
 func TestScaleDownResumesAnInterruptedOne(t *testing.T) {
 	restoreAfter(t)
 	// An earlier scale-down stopped after cordoning a100-node-2 (busy).
-	n := node(t, "a100-node-2")
-	n.Annotations["runwhere.ai/scale-down"] = "train-a100"
-	n.Annotations["runwhere.ai/was-cordoned"] = "false"
-	n.Spec.Unschedulable = true
-	_, err := framework().Kube.CoreV1().Nodes().Update(ctx(), n, metav1.UpdateOptions{})
-	require.NoError(t, err)
+	changeNode(t, "a100-node-2", func(n *corev1.Node) {
+		n.Annotations["runwhere.ai/scale-down"] = "train-a100"
+		n.Annotations["runwhere.ai/was-cordoned-by-scale-down"] = "false"
+		n.Spec.Unschedulable = true
+	})
 
 	// Run again, it finishes with that node rather than the idle a100-node-3.
 	r := run(t, "", "scale", "train-a100", "--nodes", "2", "--force", "--yes")
@@ -215,4 +215,24 @@ func withoutKeys(m map[string]string, keys ...string) map[string]string {
 		delete(out, k)
 	}
 	return out
+}
+
+// A scale-down and a driver upgrade overlap on a node: the scale-down that ends (here,
+// put back after a blocked drain) never uncordons a node the upgrade still holds, and
+// leaves the upgrade's memory alone.
+func TestScaleDownNeverUncordonsANodeAnUpgradeHolds(t *testing.T) {
+	restoreAfter(t)
+	deployOn(t, "guarded", "a100-node-3", true)
+	changeNode(t, "a100-node-3", func(n *corev1.Node) { // an upgrade cordoned it (it was schedulable)
+		n.Annotations["runwhere.ai/was-cordoned-by-upgrade"] = "false"
+		n.Spec.Unschedulable = true
+	})
+	r := run(t, "", "scale", "train-a100", "--remove", "a100-node-3", "--timeout=2s", "--yes")
+	assert.Equal(t, 1, r.ExitCode)
+	assert.Contains(t, r.Stderr, "\nno node left the pool; put back: a100-node-3 (stays cordoned: litepool's upgrade still holds it)\n")
+	n := node(t, "a100-node-3")
+	assert.True(t, n.Spec.Unschedulable, "the upgrade still relies on the cordon")
+	assert.Equal(t, "false", n.Annotations["runwhere.ai/was-cordoned-by-upgrade"], "the upgrade's memory is its own")
+	assert.NotContains(t, n.Annotations, "runwhere.ai/was-cordoned-by-scale-down")
+	assert.NotContains(t, n.Annotations, "runwhere.ai/scale-down")
 }

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/policy"
 	"github.com/runwhere-ai/litepool/pkg/poolclient"
 	fw "github.com/runwhere-ai/litepool/test/e2e/framework"
 )
@@ -131,34 +132,15 @@ func restore(t *testing.T, s clusterState) {
 	for _, n := range nodes.Items {
 		want, ok := s.Nodes[n.Name]
 		if !ok {
+			// The webhook (N3) refuses to delete a pool's node without the override.
+			forceNode(t, n.Name, true)
 			require.NoError(t, kube.CoreV1().Nodes().Delete(ctx(), n.Name, metav1.DeleteOptions{}))
 			continue
 		}
-		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			cur, err := kube.CoreV1().Nodes().Get(ctx(), n.Name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			cur.Labels = want.Labels
-			for k := range cur.Annotations {
-				if strings.HasPrefix(k, "runwhere.ai/") {
-					delete(cur.Annotations, k)
-				}
-			}
-			for k, v := range want.Annotations {
-				cur.Annotations[k] = v
-			}
-			var taints []corev1.Taint
-			for _, t := range cur.Spec.Taints {
-				if strings.HasPrefix(t.Key, "node.kubernetes.io/") {
-					taints = append(taints, t)
-				}
-			}
-			cur.Spec.Taints, cur.Spec.Unschedulable = append(taints, want.Taints...), want.Unschedulable
-			_, err = kube.CoreV1().Nodes().Update(ctx(), cur, metav1.UpdateOptions{})
-			return err
-		})
-		require.NoError(t, err)
+		setNode(t, n.Name, want, true)
+		if _, kept := want.Annotations[policy.AnnotationForce]; !kept {
+			setNode(t, n.Name, want, false)
+		}
 	}
 	current, err := pools().List(ctx())
 	require.NoError(t, err)
@@ -166,6 +148,13 @@ func restore(t *testing.T, s clusterState) {
 	for _, p := range current {
 		have[p.Name] = p
 		if _, ok := s.Pools[p.Name]; !ok {
+			confirmed := p.DeepCopy()
+			if confirmed.Annotations == nil {
+				confirmed.Annotations = map[string]string{}
+			}
+			confirmed.Annotations[policy.AnnotationConfirmDelete] = p.Name // R2 at the webhook
+			_, err := pools().Update(ctx(), confirmed, metav1.UpdateOptions{})
+			require.NoError(t, err)
 			require.NoError(t, pools().Delete(ctx(), p.Name, metav1.DeleteOptions{}))
 		}
 	}
@@ -182,6 +171,89 @@ func restore(t *testing.T, s clusterState) {
 	}
 	restorePods(t, s)
 	assertUnchanged(t, s)
+}
+
+// restoreForce is the audited override restore writes while it puts nodes back: the
+// webhook's N3 would refuse a node leaving a pool below its floor or with pods on it.
+const restoreForce = "e2e-restore: putting the fixture back after a test"
+
+// setNode writes want's labels, litepool annotations, taints and cordon onto the node;
+// with force, it also carries runwhere.ai/force.
+func setNode(t *testing.T, name string, want nodeState, force bool) {
+	t.Helper()
+	kube := fw.C.Kube
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := kube.CoreV1().Nodes().Get(ctx(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		cur.Labels = want.Labels
+		for k := range cur.Annotations {
+			if strings.HasPrefix(k, "runwhere.ai/") {
+				delete(cur.Annotations, k)
+			}
+		}
+		if cur.Annotations == nil {
+			cur.Annotations = map[string]string{}
+		}
+		for k, v := range want.Annotations {
+			cur.Annotations[k] = v
+		}
+		if force {
+			cur.Annotations[policy.AnnotationForce] = restoreForce
+		}
+		var taints []corev1.Taint
+		for _, t := range cur.Spec.Taints {
+			if strings.HasPrefix(t.Key, "node.kubernetes.io/") {
+				taints = append(taints, t)
+			}
+		}
+		cur.Spec.Taints, cur.Spec.Unschedulable = append(taints, want.Taints...), want.Unschedulable
+		_, err = kube.CoreV1().Nodes().Update(ctx(), cur, metav1.UpdateOptions{})
+		return err
+	})
+	require.NoError(t, err)
+}
+
+// changeNode applies change to a node and writes it, reading again on a conflict (the
+// node's controllers write to it too).
+func changeNode(t *testing.T, name string, change func(*corev1.Node)) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := fw.C.Kube.CoreV1().Nodes().Get(ctx(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if n.Annotations == nil {
+			n.Annotations = map[string]string{}
+		}
+		change(n)
+		_, err = fw.C.Kube.CoreV1().Nodes().Update(ctx(), n, metav1.UpdateOptions{})
+		return err
+	})
+	require.NoError(t, err)
+}
+
+// forceNode sets (or removes) runwhere.ai/force on a node.
+func forceNode(t *testing.T, name string, on bool) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := fw.C.Kube.CoreV1().Nodes().Get(ctx(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if cur.Annotations == nil {
+			cur.Annotations = map[string]string{}
+		}
+		if on {
+			cur.Annotations[policy.AnnotationForce] = restoreForce
+		} else {
+			delete(cur.Annotations, policy.AnnotationForce)
+		}
+		_, err = fw.C.Kube.CoreV1().Nodes().Update(ctx(), cur, metav1.UpdateOptions{})
+		return err
+	})
+	require.NoError(t, err)
 }
 
 func restorePods(t *testing.T, s clusterState) {

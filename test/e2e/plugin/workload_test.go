@@ -32,8 +32,11 @@ func deployOn(t *testing.T, name, nodeName string, guarded bool) string {
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: corev1.PodSpec{
 					NodeSelector: map[string]string{"kubernetes.io/hostname": nodeName},
-					Tolerations:  []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
-					Containers:   []corev1.Container{{Name: "c", Image: "busybox"}},
+					// Pool taints only: a pod that tolerated everything would also
+					// tolerate the cordon, and its replacement would land back on the
+					// node just drained (and the webhook's N3 would rightly see it).
+					Tolerations: []corev1.Toleration{{Key: "runwhere.ai/pool", Operator: corev1.TolerationOpExists}},
+					Containers:  []corev1.Container{{Name: "c", Image: "busybox"}},
 				},
 			},
 		},

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runwhere-ai/litepool/pkg/policy"
@@ -124,6 +125,19 @@ func TestStressScheduleCreatesACronJobWithItsOwnRBAC(t *testing.T) {
 	_, err := framework.C.Kube.BatchV1().CronJobs("default").Get(ctx, "litepool-stress-str-cron", metav1.GetOptions{})
 	assert.Error(t, err, "refused schedules create nothing")
 
+	// A time zone the API server would refuse in spec.schedule is refused up front...
+	r = framework.C.Litepool(t, "stress", "schedule", "--pool", "str-cron", "--cron", "CRON_TZ=Mars/Olympus 0 2 * * 0", "--image", "npu-stress:1.0", "-n", "default")
+	assert.Equal(t, `error: [T1] invalid --cron "CRON_TZ=Mars/Olympus 0 2 * * 0": unknown time zone "Mars/Olympus"; use an IANA zone name such as "CRON_TZ=Asia/Shanghai 0 2 * * 0" (it becomes the CronJob's spec.timeZone)`+"\n", r.Stderr)
+	// ...and a CronJob the API server refuses takes back what was created before it.
+	r = framework.C.Litepool(t, "stress", "schedule", "--pool", "str-cron", "--cron", "0 2 * * 0", "--image", "npu-stress:1.0", "--plugin-image", "", "-n", "default")
+	assert.Equal(t, 1, r.ExitCode)
+	assert.Contains(t, r.Stderr, "error: cronjob/litepool-stress-str-cron: CronJob.batch \"litepool-stress-str-cron\" is invalid")
+	assert.Contains(t, r.Stderr, "object(s) created before it were removed\n")
+	_, err = framework.C.Kube.CoreV1().ServiceAccounts("default").Get(ctx, "litepool-stress-str-cron", metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "the ServiceAccount was rolled back: %v", err)
+	_, err = framework.C.Kube.RbacV1().ClusterRoleBindings().Get(ctx, "litepool-stress-str-cron", metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "the ClusterRoleBinding was rolled back: %v", err)
+
 	out := framework.C.MustLitepool(t, "stress", "schedule", "--pool", "str-cron", "--cron", "0 2 * * 0", "--image", "npu-stress:1.0",
 		"--tests", "npu,hccs", "--plugin-image", "litepool:test", "-n", "default")
 	assert.Equal(t, `serviceaccount/litepool-stress-str-cron configured
@@ -156,4 +170,13 @@ pool/str-cron spec.stressTest: schedule "0 2 * * 0", image npu-stress:1.0, tests
 	cj, err = framework.C.Kube.BatchV1().CronJobs("default").Get(ctx, "litepool-stress-str-cron", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, "@daily", cj.Spec.Schedule)
+	assert.Nil(t, cj.Spec.TimeZone)
+
+	// A CRON_TZ= prefix becomes spec.timeZone, which the API server accepts.
+	framework.C.MustLitepool(t, "stress", "schedule", "--pool", "str-cron", "--cron", "CRON_TZ=Asia/Shanghai 0 3 * * *", "--image", "npu-stress:1.1", "-n", "default")
+	cj, err = framework.C.Kube.BatchV1().CronJobs("default").Get(ctx, "litepool-stress-str-cron", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "0 3 * * *", cj.Spec.Schedule)
+	require.NotNil(t, cj.Spec.TimeZone)
+	assert.Equal(t, "Asia/Shanghai", *cj.Spec.TimeZone)
 }

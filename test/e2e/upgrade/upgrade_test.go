@@ -74,12 +74,15 @@ func TestPoolRolloutInWavesOfMaxUnavailable(t *testing.T) {
 		assert.Equal(t, "done", got.Annotations[policy.AnnotationUpgradeState], n)
 		assert.False(t, got.Spec.Unschedulable, n)
 		assert.NotContains(t, got.Annotations, policy.AnnotationWasCordoned, n)
+		assert.NotContains(t, got.Annotations, policy.CordonUpgrade.Annotation(), n)
 		assert.Equal(t, 1, cordons[n], "cordons of %s", n)
 		assert.Equal(t, 1, ag.installerPods(n), "installer pods of %s", n)
 		assert.Equal(t, 1, eventsFor(t, n, "DriverUpgraded"), n)
 		assert.Equal(t, 6, eventsFor(t, n, "DriverUpgrade"), n) // one per step, uncordon → done is DriverUpgraded
 	}
-	job, err := framework.C.Kube.BatchV1().Jobs("kube-system").Get(context.Background(), upgrade.InstallerJobName("upg-six-1", target), metav1.GetOptions{})
+	run, err := policy.DecodeUpgradeRun(node(t, "upg-six-1").Annotations[policy.AnnotationUpgradeRun])
+	require.NoError(t, err)
+	job, err := framework.C.Kube.BatchV1().Jobs("kube-system").Get(context.Background(), upgrade.InstallerJobName(run, "upg-six-1"), metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, "upg-six-1", job.Spec.Template.Spec.NodeName)
 	assert.Equal(t, []string{"/install.sh", "--quiet"}, job.Spec.Template.Spec.Containers[0].Command)
@@ -123,6 +126,7 @@ func TestNodeCordonedBeforeStaysCordoned(t *testing.T) {
 	assert.Equal(t, "done", got.Annotations[policy.AnnotationUpgradeState])
 	assert.Equal(t, target, got.Labels[driverLabel])
 	assert.NotContains(t, got.Annotations, policy.AnnotationWasCordoned)
+	assert.NotContains(t, got.Annotations, policy.CordonUpgrade.Annotation())
 	// The other node of the pool was not touched.
 	assert.Empty(t, state(t, nodes[1]))
 	assert.Equal(t, oldDriver, node(t, nodes[1]).Labels[driverLabel])

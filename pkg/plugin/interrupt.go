@@ -1,0 +1,150 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+)
+
+// Interruption. The first SIGINT or SIGTERM cancels the command's context: the command
+// stops what it was doing and runs its put-back (or leaves a state that resumes), with
+// a context of its own (rollbackContext). A second signal exits at once with code 130,
+// after printing what the command had left half-done and the commands that resume it or
+// put it back (the command registers them with inFlight while it works).
+
+// ExitInterrupted is the exit code of a command stopped by a second Ctrl-C (128+SIGINT).
+const ExitInterrupted = 130
+
+// rollbackTimeout bounds a put-back that runs after the command was interrupted.
+const rollbackTimeout = time.Minute
+
+// Execute runs the root command with a context that the first SIGINT or SIGTERM
+// cancels; a second one exits the process at once (see watchSignals).
+func Execute(cmd *cobra.Command, errOut io.Writer) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	done := make(chan struct{})
+	defer close(done)
+	go watchSignals(sigs, done, cancel, errOut, os.Exit)
+	return cmd.ExecuteContext(ctx)
+}
+
+// watchSignals cancels the command at the first signal and exits at the second,
+// saying what was left.
+func watchSignals(sigs <-chan os.Signal, done <-chan struct{}, cancel func(), errOut io.Writer, exit func(int)) {
+	select {
+	case <-sigs:
+	case <-done:
+		return
+	}
+	fmt.Fprintln(errOut, "interrupted: stopping and putting back what this command changed; press Ctrl-C again to exit at once")
+	cancel()
+	select {
+	case <-sigs:
+	case <-done:
+		return
+	}
+	fmt.Fprintln(errOut, "interrupted again: exiting at once.")
+	if left := inFlight.describe(); left != "" {
+		fmt.Fprintln(errOut, left)
+	}
+	exit(ExitInterrupted)
+}
+
+// leftovers is what the running command has changed and not yet finished or put back:
+// a function that describes it, with the commands to resume or undo it.
+type leftovers struct {
+	mu   sync.Mutex
+	text func() string
+}
+
+// inFlight is the running command's leftovers (one command runs per process).
+var inFlight = &leftovers{}
+
+// set registers the description; clear removes it once nothing is left half-done.
+func (l *leftovers) set(text func() string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.text = text
+}
+
+func (l *leftovers) clear() { l.set(nil) }
+
+func (l *leftovers) describe() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.text == nil {
+		return ""
+	}
+	return l.text()
+}
+
+// rollbackContext is the context of a put-back: not cancelled with the command's (an
+// interrupted command must still put back), but bounded.
+func rollbackContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+}
+
+// stoppedBecause names the cause of a stop: an interruption when the command's context
+// was cancelled (the drain library reports that in words of its own), else the error.
+func stoppedBecause(ctx context.Context, cause error) any {
+	if errors.Is(ctx.Err(), context.Canceled) || errors.Is(cause, context.Canceled) {
+		return "interrupted (SIGINT/SIGTERM)"
+	}
+	return cause
+}
+
+// staleAdmissionTimeout bounds how long a write refused for pods that are already gone
+// is retried.
+const staleAdmissionTimeout = 5 * time.Second
+
+// retryStaleAdmission runs write, and again while the webhook refuses it under rule N3
+// for workload pods on the node: after a drain the pods are gone from the API server,
+// but the webhook answers from an informer cache that may not have seen them go yet.
+// Any other answer, and the last one after staleAdmissionTimeout, is returned.
+func retryStaleAdmission(ctx context.Context, write func() error) error {
+	err := write()
+	deadline := time.Now().Add(staleAdmissionTimeout)
+	for isStalePodsDenial(err) && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(250 * time.Millisecond):
+		}
+		err = write()
+	}
+	return err
+}
+
+func isStalePodsDenial(err error) bool {
+	return err != nil && apierrors.IsForbidden(err) && strings.Contains(err.Error(), "[N3]") && strings.Contains(err.Error(), "workload pod")
+}
+
+// commandLine is the command as the user ran it, to repeat it to resume.
+func commandLine() string {
+	args := make([]string, 0, len(os.Args))
+	for _, a := range os.Args[1:] {
+		args = append(args, shellQuote(a))
+	}
+	return "kubectl litepool " + strings.Join(args, " ")
+}
+
+func shellQuote(s string) string {
+	if s != "" && !strings.ContainsAny(s, " \t\n'\"\\$`*?[]{}()<>|&;#~!") {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
