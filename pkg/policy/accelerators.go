@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"maps"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -105,23 +107,22 @@ func containerAccelerators(c *corev1.Container) int64 {
 	return n
 }
 
-// PodAcceleratorResource names the accelerator resource a pod requests, or "".
-func PodAcceleratorResource(pod *corev1.Pod) corev1.ResourceName {
+// PodAcceleratorResources lists every accelerator resource a pod's containers (init
+// containers included) request or limit, sorted, each once.
+func PodAcceleratorResources(pod *corev1.Pod) []corev1.ResourceName {
+	seen := map[corev1.ResourceName]bool{}
 	for _, cs := range [][]corev1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
 		for i := range cs {
-			for rn := range cs[i].Resources.Limits {
-				if IsAccelerator(rn) {
-					return rn
-				}
-			}
-			for rn := range cs[i].Resources.Requests {
-				if IsAccelerator(rn) {
-					return rn
+			for _, rl := range []corev1.ResourceList{cs[i].Resources.Limits, cs[i].Resources.Requests} {
+				for rn := range rl {
+					if IsAccelerator(rn) {
+						seen[rn] = true
+					}
 				}
 			}
 		}
 	}
-	return ""
+	return slices.Sorted(maps.Keys(seen))
 }
 
 // Driver-version labels real clusters carry, in the order they are trusted.
