@@ -166,7 +166,7 @@ func (d *gpuctlNodeDef) gpuType(pool, node string) (string, error) {
 
 // Labels the device plugins set that name a node's accelerator model.
 const (
-	LabelNVIDIAProduct = "nvidia.com/gpu.product"          // NVIDIA GPU feature discovery
+	LabelNVIDIAProduct = "nvidia.com/gpu.product"           // NVIDIA GPU feature discovery
 	LabelNPUChipName   = "node.kubernetes.io/npu.chip.name" // Ascend device plugin (910B3, 310P3)
 	LabelAscendFamily  = "accelerator"                      // Ascend device plugin (huawei-Ascend910)
 )
