@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // Known accelerator resource names. nvidia.com/mig-<profile> resources are matched by prefix.
@@ -42,14 +43,23 @@ func IsNPUResource(name corev1.ResourceName) bool {
 	return strings.HasPrefix(string(name), "huawei.com/Ascend")
 }
 
-// NodeAccelerators returns the accelerator resources a node offers (allocatable), summed
-// into one count, and the resource name with the most devices. A node with MIG
-// resources and nvidia.com/gpu: 0 still counts its MIG devices.
+// IsMIG says whether a resource is an NVIDIA MIG slice (nvidia.com/mig-<profile>). A
+// slice is a part of a GPU, never a GPU: slices are counted apart from whole devices.
+func IsMIG(name corev1.ResourceName) bool { return strings.HasPrefix(string(name), migPrefix) }
+
+// IsWholeAccelerator says whether a resource counts whole devices (GPUs, NPUs): an
+// accelerator that is not a MIG slice.
+func IsWholeAccelerator(name corev1.ResourceName) bool { return IsAccelerator(name) && !IsMIG(name) }
+
+// NodeAccelerators returns the whole accelerator devices a node offers (allocatable),
+// summed into one count, and the resource name with the most devices. MIG slices are not
+// devices and are not added (see NodeMIG).
 func NodeAccelerators(node *corev1.Node) (corev1.ResourceName, int64) {
 	var name corev1.ResourceName
-	var total, best int64
+	var total int64
+	best := int64(-1) // a resource offered with 0 devices (all partitioned into MIG) still names it
 	for rn, q := range node.Status.Allocatable {
-		if !IsAccelerator(rn) {
+		if !IsWholeAccelerator(rn) {
 			continue
 		}
 		v := q.Value()
@@ -61,50 +71,96 @@ func NodeAccelerators(node *corev1.Node) (corev1.ResourceName, int64) {
 	return name, total
 }
 
-// PodAccelerators returns the accelerator devices a pod requests, counted as kubectl
-// and the scheduler count requests: the larger of the app containers' sum (plus sidecar
-// init containers) and any one init container (plus the sidecars started before it),
-// plus pod overhead. A container that sets only a limit requests its limit, as the API
-// server defaults it for extended resources.
-func PodAccelerators(pod *corev1.Pod) int64 {
-	var sum, sidecars, initPeak int64
+// NodeMIG returns the MIG slices a node offers (allocatable) per profile resource, nil
+// when it has none. A node with nvidia.com/gpu: 0 and only slices shows them here.
+func NodeMIG(node *corev1.Node) map[corev1.ResourceName]int64 {
+	var out map[corev1.ResourceName]int64
+	for rn, q := range node.Status.Allocatable {
+		if IsMIG(rn) && !q.IsZero() {
+			if out == nil {
+				out = map[corev1.ResourceName]int64{}
+			}
+			out[rn] = q.Value()
+		}
+	}
+	return out
+}
+
+// PodAcceleratorRequests returns what a pod requests of each accelerator resource,
+// counted per resource as kubectl's resource helper and the scheduler count requests:
+// the larger of the app containers' sum (plus sidecar init containers) and any one init
+// container (plus the sidecars started before it), plus pod overhead. A container that
+// sets only a limit requests its limit, as the API server defaults it for extended
+// resources. Nil when the pod requests no accelerator.
+func PodAcceleratorRequests(pod *corev1.Pod) map[corev1.ResourceName]int64 {
+	sum, sidecars, initPeak := map[corev1.ResourceName]int64{}, map[corev1.ResourceName]int64{}, map[corev1.ResourceName]int64{}
 	for i := range pod.Spec.Containers {
-		sum += containerAccelerators(&pod.Spec.Containers[i])
+		for rn, v := range containerAcceleratorRequests(&pod.Spec.Containers[i]) {
+			sum[rn] += v
+		}
 	}
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
-		n := containerAccelerators(c)
-		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
-			sidecars += n
-			initPeak = max(initPeak, sidecars)
-			continue
+		sidecar := c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
+		for rn, v := range containerAcceleratorRequests(c) {
+			if sidecar {
+				sidecars[rn] += v
+				initPeak[rn] = max(initPeak[rn], sidecars[rn])
+			} else {
+				initPeak[rn] = max(initPeak[rn], sidecars[rn]+v)
+			}
 		}
-		initPeak = max(initPeak, sidecars+n)
 	}
-	total := max(sum+sidecars, initPeak)
+	out := map[corev1.ResourceName]int64{}
+	for _, m := range []map[corev1.ResourceName]int64{sum, sidecars, initPeak} {
+		for rn := range m {
+			out[rn] = max(sum[rn]+sidecars[rn], initPeak[rn])
+		}
+	}
 	for rn, q := range pod.Spec.Overhead {
 		if IsAccelerator(rn) {
-			total += q.Value()
+			out[rn] += q.Value()
 		}
 	}
-	return total
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
-// containerAccelerators is the accelerators one container requests (its limit when it
-// sets no request).
-func containerAccelerators(c *corev1.Container) int64 {
+// PodAccelerators returns the whole accelerator devices a pod requests (MIG slices are
+// not devices; see PodAcceleratorRequests), each resource counted as kubectl counts it.
+func PodAccelerators(pod *corev1.Pod) int64 {
 	var n int64
+	for rn, v := range PodAcceleratorRequests(pod) {
+		if !IsMIG(rn) {
+			n += v
+		}
+	}
+	return n
+}
+
+// containerAcceleratorRequests is what one container requests of each accelerator (its
+// limit when it sets no request).
+func containerAcceleratorRequests(c *corev1.Container) map[corev1.ResourceName]int64 {
+	var out map[corev1.ResourceName]int64
+	put := func(rn corev1.ResourceName, q resource.Quantity) {
+		if out == nil {
+			out = map[corev1.ResourceName]int64{}
+		}
+		out[rn] = q.Value()
+	}
 	for rn, q := range c.Resources.Requests {
 		if IsAccelerator(rn) {
-			n += q.Value()
+			put(rn, q)
 		}
 	}
 	for rn, q := range c.Resources.Limits {
 		if _, requested := c.Resources.Requests[rn]; !requested && IsAccelerator(rn) {
-			n += q.Value()
+			put(rn, q)
 		}
 	}
-	return n
+	return out
 }
 
 // PodAcceleratorResources lists every accelerator resource a pod's containers (init
