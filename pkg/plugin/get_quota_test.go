@@ -48,7 +48,6 @@ team-b      team-quota   0/8        0/32Gi     -     team-quota-team-b   <none>
 	assert.Contains(t, run("yaml", "npu-quota"), "requests.huawei.com/Ascend910: \"16\"")
 }
 
-
 func rl(kv ...string) corev1.ResourceList {
 	out := corev1.ResourceList{}
 	for i := 0; i < len(kv); i += 2 {
