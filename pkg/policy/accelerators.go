@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // Known accelerator resource names. nvidia.com/mig-<profile> resources are matched by prefix.
@@ -93,37 +92,42 @@ func NodeMIG(node *corev1.Node) map[corev1.ResourceName]int64 {
 // sets only a limit requests its limit, as the API server defaults it for extended
 // resources. Nil when the pod requests no accelerator.
 func PodAcceleratorRequests(pod *corev1.Pod) map[corev1.ResourceName]int64 {
-	sum, sidecars, initPeak := map[corev1.ResourceName]int64{}, map[corev1.ResourceName]int64{}, map[corev1.ResourceName]int64{}
+	var out map[corev1.ResourceName]int64
+	add := func(m *map[corev1.ResourceName]int64, rn corev1.ResourceName, v int64) {
+		if *m == nil {
+			*m = map[corev1.ResourceName]int64{}
+		}
+		(*m)[rn] += v
+	}
 	for i := range pod.Spec.Containers {
-		for rn, v := range containerAcceleratorRequests(&pod.Spec.Containers[i]) {
-			sum[rn] += v
-		}
+		eachContainerAccelerator(&pod.Spec.Containers[i], func(rn corev1.ResourceName, v int64) { add(&out, rn, v) })
 	}
-	for i := range pod.Spec.InitContainers {
-		c := &pod.Spec.InitContainers[i]
-		sidecar := c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
-		for rn, v := range containerAcceleratorRequests(c) {
-			if sidecar {
-				sidecars[rn] += v
-				initPeak[rn] = max(initPeak[rn], sidecars[rn])
-			} else {
+	if len(pod.Spec.InitContainers) > 0 {
+		var sidecars, initPeak map[corev1.ResourceName]int64
+		for i := range pod.Spec.InitContainers {
+			c := &pod.Spec.InitContainers[i]
+			sidecar := c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
+			eachContainerAccelerator(c, func(rn corev1.ResourceName, v int64) {
+				if sidecar {
+					add(&sidecars, rn, v)
+					v = 0
+				}
+				add(&initPeak, rn, 0)
 				initPeak[rn] = max(initPeak[rn], sidecars[rn]+v)
-			}
+			})
 		}
-	}
-	out := map[corev1.ResourceName]int64{}
-	for _, m := range []map[corev1.ResourceName]int64{sum, sidecars, initPeak} {
-		for rn := range m {
-			out[rn] = max(sum[rn]+sidecars[rn], initPeak[rn])
+		for rn, v := range sidecars {
+			add(&out, rn, v)
+		}
+		for rn, v := range initPeak {
+			add(&out, rn, 0)
+			out[rn] = max(out[rn], v)
 		}
 	}
 	for rn, q := range pod.Spec.Overhead {
-		if IsAccelerator(rn) {
-			out[rn] += q.Value()
+		if IsAccelerator(rn) && !q.IsZero() {
+			add(&out, rn, q.Value())
 		}
-	}
-	if len(out) == 0 {
-		return nil
 	}
 	return out
 }
@@ -140,27 +144,20 @@ func PodAccelerators(pod *corev1.Pod) int64 {
 	return n
 }
 
-// containerAcceleratorRequests is what one container requests of each accelerator (its
-// limit when it sets no request).
-func containerAcceleratorRequests(c *corev1.Container) map[corev1.ResourceName]int64 {
-	var out map[corev1.ResourceName]int64
-	put := func(rn corev1.ResourceName, q resource.Quantity) {
-		if out == nil {
-			out = map[corev1.ResourceName]int64{}
-		}
-		out[rn] = q.Value()
-	}
+// eachContainerAccelerator calls fn with what one container requests of each
+// accelerator (its limit when it sets no request). It allocates nothing: the inventory
+// runs it over every pod of the cluster.
+func eachContainerAccelerator(c *corev1.Container, fn func(corev1.ResourceName, int64)) {
 	for rn, q := range c.Resources.Requests {
 		if IsAccelerator(rn) {
-			put(rn, q)
+			fn(rn, q.Value())
 		}
 	}
 	for rn, q := range c.Resources.Limits {
 		if _, requested := c.Resources.Requests[rn]; !requested && IsAccelerator(rn) {
-			put(rn, q)
+			fn(rn, q.Value())
 		}
 	}
-	return out
 }
 
 // PodAcceleratorResources lists every accelerator resource a pod's containers (init
