@@ -1,9 +1,11 @@
 package plugin
 
 import (
+	"bytes"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
@@ -79,4 +81,33 @@ func TestMIGDescribeLines(t *testing.T) {
 		inv.Pools["train-a100"].MIG)
 	initPod := requesting(testPod("ai", "p", "n", "0", nil), "nvidia.com/mig-1g.10gb", "2")
 	assert.Equal(t, "0 +2 mig-1g.10gb", podAcceleratorsCell(initPod))
+}
+
+func TestMIGDescribeNode(t *testing.T) {
+	n := withAllocatable(testNode("mig-a", "train-a100", "", "A100-80G", 4, true), "nvidia.com/mig-1g.10gb", "14")
+	slices := requesting(testPod("ai", "slices", "mig-a", "0", map[string]string{policy.LabelWorkloadType: "inference"}), "nvidia.com/mig-1g.10gb", "3")
+	whole := testPod("ai", "whole", "mig-a", "2", map[string]string{policy.LabelWorkloadType: "training"})
+	var buf bytes.Buffer
+	require.NoError(t, DescribeNode(&buf, n, []corev1.Pod{*slices, *whole}, &corev1.EventList{}))
+	assert.Equal(t, `Name:                  mig-a
+Pool:                  train-a100
+Node Pool:             <none>
+Status:                Running
+Ready:                 true
+Unschedulable:         false
+GPU Type:              A100-80G
+Driver Version:        535.104.05
+Accelerators:          nvidia.com/gpu: 4 total, 2 used, 2 free
+MIG Slices:            nvidia.com/mig-1g.10gb: 14 total, 3 used, 11 free (not counted as GPUs)
+Litepool Labels:       runwhere.ai/gpu-type=A100-80G
+                       runwhere.ai/pool=train-a100
+Litepool Annotations:  <none>
+Taints:                <none>
+Pods:                  (2 non-terminated)
+  Namespace  Name    Workload Type  Accelerators      Phase
+  ---------  ----    -------------  ------------      -----
+  ai         slices  inference      0 +3 mig-1g.10gb  Running
+  ai         whole   training       2                 Running
+Events:  <none>
+`, buf.String())
 }
