@@ -395,3 +395,37 @@ func failedCreate(t *testing.T, kind, name, want string) {
 	})
 	t.Logf("%s %s: %v", kind, name, seen)
 }
+
+// A MIG node through the real API (protobuf lists, the inventory's scanner): GPUs and
+// slices are counted apart.
+func TestMIGNodeCountsWholeGPUsOnly(t *testing.T) {
+	kube := framework.C.Kube
+	q := resource.MustParse
+	res := corev1.ResourceList{"cpu": q("32"), "memory": q("256Gi"), "pods": q("110"), "nvidia.com/gpu": q("2"), "nvidia.com/mig-1g.10gb": q("14")}
+	n := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "mig-node-1", Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
+			Labels: map[string]string{"kubernetes.io/hostname": "mig-node-1", "type": "kwok", "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}},
+		Status: corev1.NodeStatus{Allocatable: res, Capacity: res},
+	}
+	_, err := kube.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
+	require.NoError(t, err)
+	for name, r := range map[string]corev1.ResourceList{
+		"whole": {"nvidia.com/gpu": q("1")}, "slices": {"nvidia.com/mig-1g.10gb": q("3")},
+	} {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "mig-" + name},
+			Spec: corev1.PodSpec{NodeName: "mig-node-1", Containers: []corev1.Container{{Name: "main", Image: "busybox",
+				Resources: corev1.ResourceRequirements{Requests: r, Limits: r}}}}}
+		_, err := kube.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	want := "mig-node-1   default   <none>   Running   NVIDIA-A100-SXM4-80GB   2     1     1     nvidia.com/gpu   <none>   2     mig-1g.10gb=3/14\n"
+	var last string
+	poll(t, "mig-node-1 Running", func() (bool, error) {
+		last = mustLitepool(t, "get", "nodes", "mig-node-1", "-o", "wide", "--no-headers")
+		return last == want, nil
+	})
+	assert.Equal(t, want, last)
+	desc := mustLitepool(t, "describe", "node", "mig-node-1")
+	assert.Contains(t, desc, "Accelerators:          nvidia.com/gpu: 2 total, 1 used, 1 free\n")
+	assert.Contains(t, desc, "MIG Slices:            nvidia.com/mig-1g.10gb: 14 total, 3 used, 11 free (not counted as GPUs)\n")
+}
