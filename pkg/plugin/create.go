@@ -63,9 +63,9 @@ func NewCmdCreate(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.
 			and gpu-type, and every listed node joins the pool: it gets the label
 			runwhere.ai/pool (and runwhere.ai/gpu-type when it has none). A gpu-type
 			that contradicts what the node's device plugin reports
-			(nvidia.com/gpu.product, the Ascend chip labels) is refused, never written. A pool that so
-			far exists only as node labels is adopted: its object is created and its
-			nodes stay.
+			(nvidia.com/gpu.product, the Ascend chip labels) is refused, never written.
+			A pool that so far exists only as node labels is adopted: its object is
+			created and its nodes stay.
 
 			Everything is checked before anything changes: the pool rules (R1), the
 			node labels (N1), the accelerator of every node joining (N2), nodes that
