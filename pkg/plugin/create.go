@@ -61,7 +61,8 @@ func NewCmdCreate(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.
 
 			For a gpuctl pool file the Pool object takes the file's name, description
 			and gpu-type, and every listed node joins the pool: it gets the label
-			runwhere.ai/pool (and runwhere.ai/gpu-type when it has none). A gpu-type
+			runwhere.ai/pool (and runwhere.ai/gpu-type and gpuctl's runwhere.ai/gpuType,
+			which gpuctl's pods select on, when it has none). A gpu-type
 			that contradicts what the node's device plugin reports
 			(nvidia.com/gpu.product, the Ascend chip labels) is refused, never written.
 			A pool that so far exists only as node labels is adopted: its object is
@@ -372,9 +373,11 @@ func checkGpuctlNode(p *v1alpha1.Pool, gn policy.GpuctlNode, node *corev1.Node) 
 		return fmt.Errorf("[S1] node %q belongs to pool %q: remove it from %q first (kubectl litepool scale %s --remove %s)",
 			node.Name, from, from, from, node.Name)
 	}
-	if have, ok := node.Labels[policy.LabelGPUType]; ok && have != gn.GPUType {
-		return fmt.Errorf("[N2] node %q is labelled %s=%s but the pool file declares gpu-type %q for it",
-			node.Name, policy.LabelGPUType, have, gn.GPUType)
+	for _, key := range gpuTypeKeys {
+		if have, ok := node.Labels[key]; ok && have != gn.GPUType {
+			return fmt.Errorf("[N2] node %q is labelled %s=%s but the pool file declares gpu-type %q for it",
+				node.Name, key, have, gn.GPUType)
+		}
 	}
 	if err := policy.CheckDeclaredGPUType(node, gn.GPUType); err != nil {
 		return err
@@ -384,14 +387,24 @@ func checkGpuctlNode(p *v1alpha1.Pool, gn policy.GpuctlNode, node *corev1.Node) 
 	return policy.CheckJoin(p, after)
 }
 
+// gpuTypeKeys are the node labels a gpuctl file's gpu-type is written to: litepool's,
+// and gpuctl's runwhere.ai/gpuType, which gpuctl's pods select on (gpuctl's own pool
+// create writes only gpu-type, so its pods that name a GPU type could not schedule).
+var gpuTypeKeys = []string{policy.LabelGPUType, policy.LabelGPUTypeCamel}
+
 func setGPUTypeIfAbsent(n *corev1.Node, gpuType string) {
-	if _, ok := n.Labels[policy.LabelGPUType]; ok || gpuType == "" {
+	if gpuType == "" {
 		return
 	}
-	if n.Labels == nil {
-		n.Labels = map[string]string{}
+	for _, key := range gpuTypeKeys {
+		if _, ok := n.Labels[key]; ok {
+			continue
+		}
+		if n.Labels == nil {
+			n.Labels = map[string]string{}
+		}
+		n.Labels[key] = gpuType
 	}
-	n.Labels[policy.LabelGPUType] = gpuType
 }
 
 // apply creates the pools and labels the nodes, undoing what it did if a write fails.
@@ -502,14 +515,16 @@ func (o *CreateOptions) join(ctx context.Context, p *v1alpha1.Pool, gn policy.Gp
 	return changed, err
 }
 
-// unjoin undoes join: the node leaves the pool and loses the gpu-type label create set.
+// unjoin undoes join: the node leaves the pool and loses the gpu-type labels create set.
 func (o *CreateOptions) unjoin(ctx context.Context, p *v1alpha1.Pool, gn policy.GpuctlNode) error {
 	before := o.nodeBefore(gn.Name)
 	_, _, err := updateNode(ctx, o.clients, gn.Name, o.DryRun, func(n *corev1.Node) error {
 		policy.ApplyLeave(p, n)
 		if before != nil {
-			if _, had := before.Labels[policy.LabelGPUType]; !had {
-				delete(n.Labels, policy.LabelGPUType)
+			for _, key := range gpuTypeKeys {
+				if _, had := before.Labels[key]; !had {
+					delete(n.Labels, key)
+				}
 			}
 			if v, had := before.Labels[policy.LabelPool]; had {
 				n.Labels[policy.LabelPool] = v

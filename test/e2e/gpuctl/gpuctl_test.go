@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/runwhere-ai/litepool/test/e2e/framework"
@@ -211,19 +212,28 @@ func TestGpuctlInterop(t *testing.T) {
 			"pool.runwhere.ai/dev-pool created\nnode/gpu-node-5 labeled\n"+
 			"pool.runwhere.ai/inference-pool created\nnode/gpu-node-6 labeled\n"+
 			"pool.runwhere.ai/compute-pool created\nnode/cpu-node-1 labeled\n", out)
-		for node, want := range map[string][2]string{"a100-node-4": {"training-pool", "A100-80G"}, "gpu-node-5": {"dev-pool", "RTX4090-24G"},
-			"gpu-node-6": {"inference-pool", "A10-24G"}, "cpu-node-1": {"compute-pool", ""}} {
+		// gpu-type, and gpuctl's gpuType that its pods select on (gpuctl itself writes
+		// only gpu-type, so its pods naming a GPU type never schedule).
+		for node, want := range map[string][3]string{"a100-node-4": {"training-pool", "A100-80G", "A100-80G"}, "gpu-node-5": {"dev-pool", "RTX4090-24G", "RTX4090-24G"},
+			"gpu-node-6": {"inference-pool", "A10-24G", "A10-24G"}, "cpu-node-1": {"compute-pool", "", ""}} {
 			n, err := kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 			require.NoError(t, err)
-			assert.Equal(t, want, [2]string{n.Labels["runwhere.ai/pool"], n.Labels["runwhere.ai/gpu-type"]}, node)
+			assert.Equal(t, want, [3]string{n.Labels["runwhere.ai/pool"], n.Labels["runwhere.ai/gpu-type"], n.Labels["runwhere.ai/gpuType"]}, node)
 		}
 		// gpuctl's files carry no pool type; the operator sets it, as gpuctl's guide plans them.
 		mustLitepool(t, "edit", "pool", "dev-pool", "--type", "Development")
 		mustLitepool(t, "edit", "pool", "inference-pool", "--type", "Inference")
 		mustLitepool(t, "edit", "pool", "compute-pool", "--type", "Compute")
-		// gpuctl's pods select runwhere.ai/gpuType; gpuctl never labels nodes with it, so
-		// the operator does (the key is registered: N1 lets it through).
-		mustLitepool(t, "label", "node", "a100-node-4", "runwhere.ai/gpuType=A100-80G")
+	})
+
+	t.Run("gpuctl's keys are no typos to the node webhook", func(t *testing.T) {
+		// As gpuctl's `label node` writes them: a merge patch straight to the API server.
+		patch := []byte(`{"metadata":{"labels":{"runwhere.ai/gpuType":"A10-24G","runwhere.ai/priority":"high"}}}`)
+		_, err := kube.CoreV1().Nodes().Patch(ctx, "gpu-node-6", types.MergePatchType, patch, metav1.PatchOptions{})
+		require.NoError(t, err)
+		_, err = kube.CoreV1().Nodes().Patch(ctx, "gpu-node-6", types.MergePatchType, []byte(`{"metadata":{"labels":{"runwhere.ai/gputype":"A10-24G"}}}`), metav1.PatchOptions{})
+		require.Error(t, err, "a real typo is still refused")
+		assert.Contains(t, err.Error(), `[N1] unknown label key "runwhere.ai/gputype"`)
 	})
 
 	t.Run("a gpuctl quota file makes a ResourceQuota per namespace", func(t *testing.T) {
