@@ -7,7 +7,10 @@
 package inventory
 
 import (
+	"maps"
+	"slices"
 	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -24,11 +27,22 @@ type Node struct {
 	GPUType       string
 	DriverVersion string
 	Resource      corev1.ResourceName
-	Total         int64 // allocatable accelerators
-	Used          int64 // requested by non-terminal pods bound to the node
+	Total         int64 // allocatable whole accelerators (MIG slices are not added)
+	Used          int64 // whole accelerators requested by non-terminal pods bound to the node
 	WorkloadPods  int   // non-terminal pods not owned by a DaemonSet
-	Labels        map[string]string
+	// MIG is the node's NVIDIA MIG slices, per profile: shown apart, never added to GPUs.
+	MIG    []MIGSlices
+	Labels map[string]string
 }
+
+// MIGSlices is one MIG profile's slices: allocatable and requested.
+type MIGSlices struct {
+	Resource    corev1.ResourceName
+	Total, Used int64
+}
+
+// Free is the slices not requested; never negative.
+func (m MIGSlices) Free() int64 { return max(m.Total-m.Used, 0) }
 
 // Free is the accelerators not requested; never negative.
 func (n Node) Free() int64 { return max(n.Total-n.Used, 0) }
@@ -45,6 +59,7 @@ type Pool struct {
 	Phase          string
 	GPUTypes       []string
 	DriverVersions []string
+	MIG            []MIGSlices // Ready members' slices (used: all members'), per profile
 }
 
 // Free is total minus used, never negative.
@@ -53,6 +68,7 @@ func (p *Pool) Free() int64 { return max(p.Total-p.Used, 0) }
 // usage is what one node's pods add up to.
 type usage struct {
 	accelerators int64
+	mig          map[corev1.ResourceName]int64
 	workloadPods int
 }
 
@@ -76,7 +92,16 @@ func (b *Builder) AddPod(pod *corev1.Pod) {
 		return
 	}
 	u := b.usage[pod.Spec.NodeName]
-	u.accelerators += policy.PodAccelerators(pod)
+	for rn, v := range policy.PodAcceleratorRequests(pod) {
+		if !policy.IsMIG(rn) {
+			u.accelerators += v
+			continue
+		}
+		if u.mig == nil {
+			u.mig = map[corev1.ResourceName]int64{}
+		}
+		u.mig[rn] += v
+	}
 	if IsWorkloadPod(pod) {
 		u.workloadPods++
 	}
@@ -103,8 +128,47 @@ func (b *Builder) AddNode(node *corev1.Node) {
 		Total:         total,
 		Used:          u.accelerators,
 		WorkloadPods:  u.workloadPods,
+		MIG:           migSlices(policy.NodeMIG(node), u.mig),
 		Labels:        labels,
 	})
+}
+
+// migSlices pairs a node's MIG allocatable with its pods' MIG requests, sorted by
+// resource; a profile requested but not offered still shows (0 total).
+func migSlices(total, used map[corev1.ResourceName]int64) []MIGSlices {
+	if len(total) == 0 && len(used) == 0 {
+		return nil
+	}
+	names := map[corev1.ResourceName]bool{}
+	for rn := range total {
+		names[rn] = true
+	}
+	for rn := range used {
+		names[rn] = true
+	}
+	out := make([]MIGSlices, 0, len(names))
+	for _, rn := range slices.Sorted(maps.Keys(names)) {
+		out = append(out, MIGSlices{Resource: rn, Total: total[rn], Used: used[rn]})
+	}
+	return out
+}
+
+// addMIG adds a node's slices into a pool's (counting the total of Ready nodes only, as
+// for GPUs).
+func addMIG(pool []MIGSlices, node []MIGSlices, ready bool) []MIGSlices {
+	for _, m := range node {
+		i := slices.IndexFunc(pool, func(p MIGSlices) bool { return p.Resource == m.Resource })
+		if i < 0 {
+			pool = append(pool, MIGSlices{Resource: m.Resource})
+			i = len(pool) - 1
+		}
+		if ready {
+			pool[i].Total += m.Total
+		}
+		pool[i].Used += m.Used
+	}
+	slices.SortFunc(pool, func(a, b MIGSlices) int { return strings.Compare(string(a.Resource), string(b.Resource)) })
+	return pool
 }
 
 // Inventory is the cluster as litepool sees it.
@@ -137,6 +201,7 @@ func (b *Builder) Build(extraPools ...string) *Inventory {
 			p.Total += n.Total
 		}
 		p.Used += n.Used
+		p.MIG = addMIG(p.MIG, n.MIG, n.Ready)
 		if p.Resource == "" {
 			p.Resource = n.Resource
 		}

@@ -33,6 +33,8 @@ type CreateOptions struct {
 	Mutation
 	Filenames []string
 	Recursive bool
+	// GPUResource is the accelerator resource a gpuctl quota file's gpu limits.
+	GPUResource string
 
 	clients   *clients
 	planNodes map[string]*corev1.Node // the listed nodes as they were before create
@@ -44,19 +46,27 @@ func NewCmdCreate(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.
 	o := &CreateOptions{IOStreams: streams}
 	cmd := &cobra.Command{
 		Use:   "create -f FILE",
-		Short: "Create pools from Pool objects or gpuctl pool files",
+		Short: "Create pools from Pool objects or gpuctl pool files, and quotas from gpuctl quota files",
 		Long: templates.LongDesc(`
 			Create pools from files: Pool objects (apiVersion: runwhere.ai/v1alpha1,
-			kind: Pool) and gpuctl's pool files (kind: pool, version: v0.1, with
-			pool.name, pool.description and pool.nodes.<node>.gpu-type or gpuType).
+			kind: Pool) and gpuctl's pool files (kind: pool or resource, version: v0.1,
+			with pool.name, pool.description and nodes.<node>.gpu-type, the nodes at the
+			top level or under pool, the type written gpu-type, gpuType or gpu_type).
+			gpuctl's quota files (kind: quota) make one ResourceQuota per namespace,
+			<quota>-<namespace>, limiting requests.cpu, requests.memory and
+			requests.<--gpu-resource>; a missing namespace is created with gpuctl's
+			label runwhere.ai/namespace=true.
 			Several files (-f more than once, a directory, or - for standard input) and
 			several documents per file (separated by ---) are created together.
 
 			For a gpuctl pool file the Pool object takes the file's name, description
 			and gpu-type, and every listed node joins the pool: it gets the label
-			runwhere.ai/pool (and runwhere.ai/gpu-type when it has none). A pool that so
-			far exists only as node labels is adopted: its object is created and its
-			nodes stay.
+			runwhere.ai/pool (and runwhere.ai/gpu-type and gpuctl's runwhere.ai/gpuType,
+			which gpuctl's pods select on, when it has none). A gpu-type
+			that contradicts what the node's device plugin reports
+			(nvidia.com/gpu.product, the Ascend chip labels) is refused, never written.
+			A pool that so far exists only as node labels is adopted: its object is
+			created and its nodes stay.
 
 			Everything is checked before anything changes: the pool rules (R1), the
 			node labels (N1), the accelerator of every node joining (N2), nodes that
@@ -68,6 +78,9 @@ func NewCmdCreate(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.
 
 			# Every pool file of a directory, checked by the API server but not stored
 			kubectl litepool create -f pools/ --dry-run=server
+
+			# gpuctl's per-namespace quotas, with Ascend NPUs as the "gpu"
+			kubectl litepool create -f quota.yaml --gpu-resource huawei.com/Ascend910
 
 			# A Pool object from standard input
 			kubectl litepool create -f - < pool.yaml`),
@@ -91,6 +104,7 @@ func NewCmdCreate(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.
 	}
 	cmd.Flags().StringSliceVarP(&o.Filenames, "filename", "f", nil, "Files, directories or - (standard input) holding the pools to create")
 	cmd.Flags().BoolVarP(&o.Recursive, "recursive", "R", false, "Process the directory used in -f recursively")
+	cmd.Flags().StringVar(&o.GPUResource, "gpu-resource", "nvidia.com/gpu", "The accelerator resource the gpu limits of gpuctl quota files count")
 	addDryRunFlag(cmd)
 	return cmd
 }
@@ -100,6 +114,7 @@ type poolDoc struct {
 	source string // "file" or "file: document N"
 	pool   *v1alpha1.Pool
 	nodes  []policy.GpuctlNode // gpuctl files only
+	quota  []byte              // a gpuctl quota file (then pool is nil)
 }
 
 // Run reads, checks, then creates.
@@ -231,7 +246,9 @@ func parsePoolDocument(doc []byte) (poolDoc, error) {
 		return poolDoc{}, fmt.Errorf("not valid YAML: %s", strings.TrimPrefix(err.Error(), "error converting YAML to JSON: "))
 	}
 	switch {
-	case head.APIVersion == "" && head.Kind == policy.GpuctlKind:
+	case head.APIVersion == "" && head.Kind == policy.GpuctlQuotaKind:
+		return poolDoc{quota: doc}, nil
+	case policy.IsGpuctlDocument(head.Kind, head.APIVersion):
 		g, err := policy.ParseGpuctlPool(doc)
 		if err != nil {
 			return poolDoc{}, err
@@ -246,27 +263,36 @@ func parsePoolDocument(doc []byte) (poolDoc, error) {
 		p.ResourceVersion, p.UID = "", ""
 		return poolDoc{pool: &p}, nil
 	}
-	return poolDoc{}, fmt.Errorf("unsupported document (apiVersion %q, kind %q): create -f takes Pool objects (apiVersion: %s, kind: Pool) and gpuctl pool files (kind: pool, version: %s)",
+	return poolDoc{}, fmt.Errorf("unsupported document (apiVersion %q, kind %q): create -f takes Pool objects (apiVersion: %s, kind: Pool), gpuctl pool files (kind: pool, version: %s) and gpuctl quota files (kind: quota)",
 		head.APIVersion, head.Kind, v1alpha1.GroupVersion.String(), policy.GpuctlVersion)
 }
 
 // createPlan is what create will do once every check passed.
 type createPlan struct {
-	docs  []poolDoc
-	nodes map[string]*corev1.Node // nodes listed by gpuctl files, as read
+	docs   []poolDoc
+	nodes  map[string]*corev1.Node         // nodes listed by gpuctl files, as read
+	quotas map[int][]*corev1.ResourceQuota // by index in docs: gpuctl quota files
 }
 
 // check runs every check against the cluster before anything changes and returns all
 // the problems it found at once.
 func (o *CreateOptions) check(ctx context.Context, docs []poolDoc) (*createPlan, error) {
 	var errs []error
-	plan := &createPlan{docs: docs, nodes: map[string]*corev1.Node{}}
-	seenPool, seenNode := map[string]string{}, map[string]string{}
-	for _, d := range docs {
+	plan := &createPlan{docs: docs, nodes: map[string]*corev1.Node{}, quotas: map[int][]*corev1.ResourceQuota{}}
+	seenPool, seenNode, seenQuota := map[string]string{}, map[string]string{}, map[string]string{}
+	for i, d := range docs {
 		fail := func(err error) {
 			for _, line := range strings.Split(err.Error(), "\n") {
 				errs = append(errs, fmt.Errorf("%s: %s", d.source, line))
 			}
+		}
+		if d.quota != nil {
+			rqs, err := o.checkQuota(ctx, d, seenQuota)
+			if err != nil {
+				fail(err)
+			}
+			plan.quotas[i] = rqs
+			continue
 		}
 		p := d.pool
 		if err := policy.ValidatePool(p, nil, 0); err != nil {
@@ -347,23 +373,38 @@ func checkGpuctlNode(p *v1alpha1.Pool, gn policy.GpuctlNode, node *corev1.Node) 
 		return fmt.Errorf("[S1] node %q belongs to pool %q: remove it from %q first (kubectl litepool scale %s --remove %s)",
 			node.Name, from, from, from, node.Name)
 	}
-	if have, ok := node.Labels[policy.LabelGPUType]; ok && have != gn.GPUType {
-		return fmt.Errorf("[N2] node %q is labelled %s=%s but the pool file declares gpu-type %q for it",
-			node.Name, policy.LabelGPUType, have, gn.GPUType)
+	for _, key := range gpuTypeKeys {
+		if have, ok := node.Labels[key]; ok && have != gn.GPUType {
+			return fmt.Errorf("[N2] node %q is labelled %s=%s but the pool file declares gpu-type %q for it",
+				node.Name, key, have, gn.GPUType)
+		}
+	}
+	if err := policy.CheckDeclaredGPUType(node, gn.GPUType); err != nil {
+		return err
 	}
 	after := node.DeepCopy()
 	setGPUTypeIfAbsent(after, gn.GPUType)
 	return policy.CheckJoin(p, after)
 }
 
+// gpuTypeKeys are the node labels a gpuctl file's gpu-type is written to: litepool's,
+// and gpuctl's runwhere.ai/gpuType, which gpuctl's pods select on (gpuctl's own pool
+// create writes only gpu-type, so its pods that name a GPU type could not schedule).
+var gpuTypeKeys = []string{policy.LabelGPUType, policy.LabelGPUTypeCamel}
+
 func setGPUTypeIfAbsent(n *corev1.Node, gpuType string) {
-	if _, ok := n.Labels[policy.LabelGPUType]; ok || gpuType == "" {
+	if gpuType == "" {
 		return
 	}
-	if n.Labels == nil {
-		n.Labels = map[string]string{}
+	for _, key := range gpuTypeKeys {
+		if _, ok := n.Labels[key]; ok {
+			continue
+		}
+		if n.Labels == nil {
+			n.Labels = map[string]string{}
+		}
+		n.Labels[key] = gpuType
 	}
-	n.Labels[policy.LabelGPUType] = gpuType
 }
 
 // apply creates the pools and labels the nodes, undoing what it did if a write fails.
@@ -383,7 +424,13 @@ func (o *CreateOptions) apply(ctx context.Context, plan *createPlan) error {
 		}
 		return fmt.Errorf("%w; what was done has been undone", cause)
 	}
-	for _, d := range plan.docs {
+	for i, d := range plan.docs {
+		if d.quota != nil {
+			if err := o.applyQuota(ctx, plan.quotas[i], &undo); err != nil {
+				return rollback(err)
+			}
+			continue
+		}
 		if err := o.createPool(ctx, d.pool); err != nil {
 			return rollback(err)
 		}
@@ -469,14 +516,16 @@ func (o *CreateOptions) join(ctx context.Context, p *v1alpha1.Pool, gn policy.Gp
 	return changed, err
 }
 
-// unjoin undoes join: the node leaves the pool and loses the gpu-type label create set.
+// unjoin undoes join: the node leaves the pool and loses the gpu-type labels create set.
 func (o *CreateOptions) unjoin(ctx context.Context, p *v1alpha1.Pool, gn policy.GpuctlNode) error {
 	before := o.nodeBefore(gn.Name)
 	_, _, err := updateNode(ctx, o.clients, gn.Name, o.DryRun, func(n *corev1.Node) error {
 		policy.ApplyLeave(p, n)
 		if before != nil {
-			if _, had := before.Labels[policy.LabelGPUType]; !had {
-				delete(n.Labels, policy.LabelGPUType)
+			for _, key := range gpuTypeKeys {
+				if _, had := before.Labels[key]; !had {
+					delete(n.Labels, key)
+				}
 			}
 			if v, had := before.Labels[policy.LabelPool]; had {
 				n.Labels[policy.LabelPool] = v

@@ -3,7 +3,10 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -115,6 +118,9 @@ func DescribeNode(out interface{ Write([]byte) (int, error) }, node *corev1.Node
 		} else {
 			w.Write(level0, "Accelerators:\t%s: %d total, %d used, %d free\n", n.Resource, n.Total, n.Used, n.Free())
 		}
+		for _, m := range n.MIG {
+			w.Write(level0, "MIG Slices:\t%s: %d total, %d used, %d free (not counted as GPUs)\n", m.Resource, m.Total, m.Used, m.Free())
+		}
 		writeMap(w, "Litepool Labels", n.Labels)
 		annotations := map[string]string{}
 		for k, v := range node.Annotations {
@@ -137,11 +143,24 @@ func DescribeNode(out interface{ Write([]byte) (int, error) }, node *corev1.Node
 				if !inventory.IsWorkloadPod(p) {
 					wt = "(daemon)"
 				}
-				w.Write(level1, "%s\t%s\t%s\t%d\t%s\n", p.Namespace, p.Name, none(wt), policy.PodAccelerators(p), p.Status.Phase)
+				w.Write(level1, "%s\t%s\t%s\t%s\t%s\n", p.Namespace, p.Name, none(wt), podAcceleratorsCell(p), p.Status.Phase)
 			}
 		}
 		if evs != nil {
 			describeEvents(w, evs, node.Name)
 		}
 	})
+}
+
+// podAcceleratorsCell is a pod's whole accelerators, and its MIG slices apart: "1", or
+// "0 +2 mig-1g.10gb".
+func podAcceleratorsCell(p *corev1.Pod) string {
+	cell := strconv.FormatInt(policy.PodAccelerators(p), 10)
+	req := policy.PodAcceleratorRequests(p)
+	for _, rn := range slices.Sorted(maps.Keys(req)) {
+		if policy.IsMIG(rn) {
+			cell += fmt.Sprintf(" +%d %s", req[rn], strings.TrimPrefix(string(rn), "nvidia.com/"))
+		}
+	}
+	return cell
 }

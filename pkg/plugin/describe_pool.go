@@ -153,6 +153,9 @@ func describePoolBody(w prefixWriter, pool *v1alpha1.Pool, sum *inventory.Pool) 
 	w.Write(level0, "Status:\t%s\n", s.Phase)
 	w.Write(level0, "Nodes:\t%d (%d healthy, %d faulty)\n", s.NodeCount, s.HealthyNodes, s.FaultyNodes)
 	w.Write(level0, "Accelerators:\t%d total, %d used, %d free\n", s.AcceleratorTotal, s.AcceleratorUsed, s.AcceleratorFree)
+	for _, m := range s.MIGSlices {
+		w.Write(level0, "MIG Slices:\t%s: %d total, %d used, %d free (not counted as GPUs)\n", m.Resource, m.Total, m.Used, m.Free)
+	}
 	w.Write(level0, "Driver Versions:\t%s\n", joinOrNone(s.DriverVersions))
 	describeNodePools(w, pool, sum)
 	describeMembers(w, sum)

@@ -249,12 +249,18 @@ func NodeTable(nodes []inventory.Node) *metav1.Table {
 		column("Driver Version", "string", true),
 		column("Workload Pods", "integer", true),
 	}}
+	withMIG := slices.ContainsFunc(nodes, func(n inventory.Node) bool { return len(n.MIG) > 0 })
+	if withMIG {
+		t.ColumnDefinitions = append(t.ColumnDefinitions, column(migColumn, "string", true))
+	}
 	for i := range nodes {
 		n := &nodes[i]
-		t.Rows = append(t.Rows, metav1.TableRow{
-			Cells: []any{n.Name, n.Pool, none(n.NodePool), string(n.State), none(n.GPUType), n.Total, n.Used, n.Free(),
-				none(string(n.Resource)), none(n.DriverVersion), int64(n.WorkloadPods)},
-		})
+		cells := []any{n.Name, n.Pool, none(n.NodePool), string(n.State), none(n.GPUType), n.Total, n.Used, n.Free(),
+			none(string(n.Resource)), none(n.DriverVersion), int64(n.WorkloadPods)}
+		if withMIG {
+			cells = append(cells, nodeMIGCell(n.MIG))
+		}
+		t.Rows = append(t.Rows, metav1.TableRow{Cells: cells})
 	}
 	return t
 }

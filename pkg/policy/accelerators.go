@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"maps"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -40,14 +42,23 @@ func IsNPUResource(name corev1.ResourceName) bool {
 	return strings.HasPrefix(string(name), "huawei.com/Ascend")
 }
 
-// NodeAccelerators returns the accelerator resources a node offers (allocatable), summed
-// into one count, and the resource name with the most devices. A node with MIG
-// resources and nvidia.com/gpu: 0 still counts its MIG devices.
+// IsMIG says whether a resource is an NVIDIA MIG slice (nvidia.com/mig-<profile>). A
+// slice is a part of a GPU, never a GPU: slices are counted apart from whole devices.
+func IsMIG(name corev1.ResourceName) bool { return strings.HasPrefix(string(name), migPrefix) }
+
+// IsWholeAccelerator says whether a resource counts whole devices (GPUs, NPUs): an
+// accelerator that is not a MIG slice.
+func IsWholeAccelerator(name corev1.ResourceName) bool { return IsAccelerator(name) && !IsMIG(name) }
+
+// NodeAccelerators returns the whole accelerator devices a node offers (allocatable),
+// summed into one count, and the resource name with the most devices. MIG slices are not
+// devices and are not added (see NodeMIG).
 func NodeAccelerators(node *corev1.Node) (corev1.ResourceName, int64) {
 	var name corev1.ResourceName
-	var total, best int64
+	var total int64
+	best := int64(-1) // a resource offered with 0 devices (all partitioned into MIG) still names it
 	for rn, q := range node.Status.Allocatable {
-		if !IsAccelerator(rn) {
+		if !IsWholeAccelerator(rn) {
 			continue
 		}
 		v := q.Value()
@@ -59,69 +70,112 @@ func NodeAccelerators(node *corev1.Node) (corev1.ResourceName, int64) {
 	return name, total
 }
 
-// PodAccelerators returns the accelerator devices a pod requests, counted as kubectl
-// and the scheduler count requests: the larger of the app containers' sum (plus sidecar
-// init containers) and any one init container (plus the sidecars started before it),
-// plus pod overhead. A container that sets only a limit requests its limit, as the API
-// server defaults it for extended resources.
-func PodAccelerators(pod *corev1.Pod) int64 {
-	var sum, sidecars, initPeak int64
-	for i := range pod.Spec.Containers {
-		sum += containerAccelerators(&pod.Spec.Containers[i])
-	}
-	for i := range pod.Spec.InitContainers {
-		c := &pod.Spec.InitContainers[i]
-		n := containerAccelerators(c)
-		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
-			sidecars += n
-			initPeak = max(initPeak, sidecars)
-			continue
-		}
-		initPeak = max(initPeak, sidecars+n)
-	}
-	total := max(sum+sidecars, initPeak)
-	for rn, q := range pod.Spec.Overhead {
-		if IsAccelerator(rn) {
-			total += q.Value()
+// NodeMIG returns the MIG slices a node offers (allocatable) per profile resource, nil
+// when it has none. A node with nvidia.com/gpu: 0 and only slices shows them here.
+func NodeMIG(node *corev1.Node) map[corev1.ResourceName]int64 {
+	var out map[corev1.ResourceName]int64
+	for rn, q := range node.Status.Allocatable {
+		if IsMIG(rn) && !q.IsZero() {
+			if out == nil {
+				out = map[corev1.ResourceName]int64{}
+			}
+			out[rn] = q.Value()
 		}
 	}
-	return total
+	return out
 }
 
-// containerAccelerators is the accelerators one container requests (its limit when it
-// sets no request).
-func containerAccelerators(c *corev1.Container) int64 {
-	var n int64
-	for rn, q := range c.Resources.Requests {
-		if IsAccelerator(rn) {
-			n += q.Value()
+// PodAcceleratorRequests returns what a pod requests of each accelerator resource,
+// counted per resource as kubectl's resource helper and the scheduler count requests:
+// the larger of the app containers' sum (plus sidecar init containers) and any one init
+// container (plus the sidecars started before it), plus pod overhead. A container that
+// sets only a limit requests its limit, as the API server defaults it for extended
+// resources. Nil when the pod requests no accelerator.
+func PodAcceleratorRequests(pod *corev1.Pod) map[corev1.ResourceName]int64 {
+	var out map[corev1.ResourceName]int64
+	add := func(m *map[corev1.ResourceName]int64, rn corev1.ResourceName, v int64) {
+		if *m == nil {
+			*m = map[corev1.ResourceName]int64{}
+		}
+		(*m)[rn] += v
+	}
+	for i := range pod.Spec.Containers {
+		eachContainerAccelerator(&pod.Spec.Containers[i], func(rn corev1.ResourceName, v int64) { add(&out, rn, v) })
+	}
+	if len(pod.Spec.InitContainers) > 0 {
+		var sidecars, initPeak map[corev1.ResourceName]int64
+		for i := range pod.Spec.InitContainers {
+			c := &pod.Spec.InitContainers[i]
+			sidecar := c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
+			eachContainerAccelerator(c, func(rn corev1.ResourceName, v int64) {
+				if sidecar {
+					add(&sidecars, rn, v)
+					v = 0
+				}
+				add(&initPeak, rn, 0)
+				initPeak[rn] = max(initPeak[rn], sidecars[rn]+v)
+			})
+		}
+		for rn, v := range sidecars {
+			add(&out, rn, v)
+		}
+		for rn, v := range initPeak {
+			add(&out, rn, 0)
+			out[rn] = max(out[rn], v)
 		}
 	}
-	for rn, q := range c.Resources.Limits {
-		if _, requested := c.Resources.Requests[rn]; !requested && IsAccelerator(rn) {
-			n += q.Value()
+	for rn, q := range pod.Spec.Overhead {
+		if IsAccelerator(rn) && !q.IsZero() {
+			add(&out, rn, q.Value())
+		}
+	}
+	return out
+}
+
+// PodAccelerators returns the whole accelerator devices a pod requests (MIG slices are
+// not devices; see PodAcceleratorRequests), each resource counted as kubectl counts it.
+func PodAccelerators(pod *corev1.Pod) int64 {
+	var n int64
+	for rn, v := range PodAcceleratorRequests(pod) {
+		if !IsMIG(rn) {
+			n += v
 		}
 	}
 	return n
 }
 
-// PodAcceleratorResource names the accelerator resource a pod requests, or "".
-func PodAcceleratorResource(pod *corev1.Pod) corev1.ResourceName {
+// eachContainerAccelerator calls fn with what one container requests of each
+// accelerator (its limit when it sets no request). It allocates nothing: the inventory
+// runs it over every pod of the cluster.
+func eachContainerAccelerator(c *corev1.Container, fn func(corev1.ResourceName, int64)) {
+	for rn, q := range c.Resources.Requests {
+		if IsAccelerator(rn) {
+			fn(rn, q.Value())
+		}
+	}
+	for rn, q := range c.Resources.Limits {
+		if _, requested := c.Resources.Requests[rn]; !requested && IsAccelerator(rn) {
+			fn(rn, q.Value())
+		}
+	}
+}
+
+// PodAcceleratorResources lists every accelerator resource a pod's containers (init
+// containers included) request or limit, sorted, each once.
+func PodAcceleratorResources(pod *corev1.Pod) []corev1.ResourceName {
+	seen := map[corev1.ResourceName]bool{}
 	for _, cs := range [][]corev1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
 		for i := range cs {
-			for rn := range cs[i].Resources.Limits {
-				if IsAccelerator(rn) {
-					return rn
-				}
-			}
-			for rn := range cs[i].Resources.Requests {
-				if IsAccelerator(rn) {
-					return rn
+			for _, rl := range []corev1.ResourceList{cs[i].Resources.Limits, cs[i].Resources.Requests} {
+				for rn := range rl {
+					if IsAccelerator(rn) {
+						seen[rn] = true
+					}
 				}
 			}
 		}
 	}
-	return ""
+	return slices.Sorted(maps.Keys(seen))
 }
 
 // Driver-version labels real clusters carry, in the order they are trusted.

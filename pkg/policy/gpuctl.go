@@ -2,34 +2,40 @@ package policy
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 )
 
-// gpuctl pool files (gpuctl's "kind: pool, version: v0.1"):
+// gpuctl pool files, in every shape gpuctl reads (gpuctl/api/pool.py, its parser's kind
+// table, and its pool guide):
 //
-//	kind: pool
-//	version: v0.1
+//	kind: pool                 # or resource
+//	version: v0.1              # optional: gpuctl's default
 //	pool:
 //	  name: training-pool
 //	  description: "LLM training"
-//	  nodes:
+//	  nodes:                   # as in the guide, or at the top level as gpuctl's code reads it
 //	    node-1:
-//	      gpu-type: A100-100G      # or gpuType
+//	      gpu-type: A100-80G   # or gpuType (gpuctl's alias) or gpu_type (its field name)
 //
 // A pool file names a pool and the nodes that make it up; litepool turns it into a Pool
 // object and the pool label on each listed node.
 
-// GpuctlKind and GpuctlVersion identify a gpuctl pool file.
+// GpuctlKind and GpuctlVersion identify a gpuctl pool file; GpuctlResourceKind is the
+// other kind gpuctl reads as a pool file.
 const (
-	GpuctlKind    = "pool"
-	GpuctlVersion = "v0.1"
+	GpuctlKind         = "pool"
+	GpuctlResourceKind = "resource"
+	GpuctlVersion      = "v0.1"
 )
 
 // GpuctlPool is a parsed gpuctl pool file: the Pool object it makes and the nodes it
@@ -46,41 +52,46 @@ type GpuctlNode struct {
 }
 
 type gpuctlFile struct {
-	Kind    string         `json:"kind"`
-	Version string         `json:"version"`
-	Pool    *gpuctlPoolDef `json:"pool"`
+	Kind    string                    `json:"kind"`
+	Version *string                   `json:"version,omitempty"`
+	Pool    *gpuctlPoolDef            `json:"pool"`
+	Nodes   map[string]*gpuctlNodeDef `json:"nodes,omitempty"`
 }
 
 type gpuctlPoolDef struct {
 	Name        string                    `json:"name"`
 	Description string                    `json:"description,omitempty"`
-	Nodes       map[string]*gpuctlNodeDef `json:"nodes"`
+	Nodes       map[string]*gpuctlNodeDef `json:"nodes,omitempty"`
 }
 
 type gpuctlNodeDef struct {
 	GPUType      *string `json:"gpu-type,omitempty"`
 	GPUTypeCamel *string `json:"gpuType,omitempty"`
+	GPUTypeSnake *string `json:"gpu_type,omitempty"`
 }
 
-// IsGpuctlDocument says whether a YAML document's kind is gpuctl's "pool" (any case) and
-// it has no apiVersion: that is, it is meant as a gpuctl pool file.
+// IsGpuctlDocument says whether a YAML document is meant as a gpuctl pool file: no
+// apiVersion, and kind pool or resource (gpuctl matches kinds exactly).
 func IsGpuctlDocument(kind, apiVersion string) bool {
-	return apiVersion == "" && strings.EqualFold(kind, GpuctlKind)
+	return apiVersion == "" && (kind == GpuctlKind || kind == GpuctlResourceKind)
 }
+
+const gpuctlFields = "kind (pool or resource), version, pool.name, pool.description, nodes.<node>.gpu-type (nodes at the top level or under pool; gpu-type, gpuType or gpu_type)"
 
 // ParseGpuctlPool parses one gpuctl pool document strictly: unknown fields, a wrong
-// version, a missing name, nodes without a gpu-type key, and nodes of different
-// accelerator models (a pool holds one) are errors that say what would be accepted.
+// version, a missing name, nodes listed both at the top level and under pool, nodes
+// without a gpu-type, and nodes of different accelerator models (a pool holds one) are
+// errors that say what would be accepted.
 func ParseGpuctlPool(doc []byte) (*GpuctlPool, error) {
 	var f gpuctlFile
 	if err := yaml.UnmarshalStrict(doc, &f); err != nil {
-		return nil, fmt.Errorf("not a valid gpuctl pool file: %s; expected the fields kind, version, pool.name, pool.description, pool.nodes.<node>.gpu-type", DecodeErrorMessage(err))
+		return nil, fmt.Errorf("not a valid gpuctl pool file: %s; expected the fields %s", DecodeErrorMessage(err), gpuctlFields)
 	}
-	if f.Kind != GpuctlKind {
-		return nil, fmt.Errorf("gpuctl pool file: kind %q: must be %q", f.Kind, GpuctlKind)
+	if !IsGpuctlDocument(f.Kind, "") {
+		return nil, fmt.Errorf("gpuctl pool file: kind %q: must be %q or %q", f.Kind, GpuctlKind, GpuctlResourceKind)
 	}
-	if f.Version != GpuctlVersion {
-		return nil, fmt.Errorf("gpuctl pool file: version %q is not supported: must be %q", f.Version, GpuctlVersion)
+	if f.Version != nil && *f.Version != GpuctlVersion {
+		return nil, fmt.Errorf("gpuctl pool file: version %q is not supported: must be %q", *f.Version, GpuctlVersion)
 	}
 	if f.Pool == nil || f.Pool.Name == "" {
 		return nil, fmt.Errorf("gpuctl pool file: pool.name is missing")
@@ -88,13 +99,20 @@ func ParseGpuctlPool(doc []byte) (*GpuctlPool, error) {
 	if err := ValidatePoolName(f.Pool.Name); err != nil {
 		return nil, err
 	}
+	nodes := f.Nodes
+	if len(f.Pool.Nodes) > 0 {
+		if len(nodes) > 0 {
+			return nil, fmt.Errorf("gpuctl pool file: pool %q lists nodes both at the top level and under pool: keep one list", f.Pool.Name)
+		}
+		nodes = f.Pool.Nodes
+	}
 	out := &GpuctlPool{Pool: &v1alpha1.Pool{
 		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "Pool"},
 		ObjectMeta: metav1.ObjectMeta{Name: f.Pool.Name},
 		Spec:       v1alpha1.PoolSpec{Description: f.Pool.Description},
 	}}
 	byType := map[string][]string{}
-	for name, def := range f.Pool.Nodes {
+	for name, def := range nodes {
 		gpuType, err := def.gpuType(f.Pool.Name, name)
 		if err != nil {
 			return nil, err
@@ -120,22 +138,121 @@ func ParseGpuctlPool(doc []byte) (*GpuctlPool, error) {
 }
 
 func (d *gpuctlNodeDef) gpuType(pool, node string) (string, error) {
-	if d == nil || (d.GPUType == nil && d.GPUTypeCamel == nil) {
+	set := map[string]string{}
+	if d != nil {
+		for key, v := range map[string]*string{"gpu-type": d.GPUType, "gpuType": d.GPUTypeCamel, "gpu_type": d.GPUTypeSnake} {
+			if v != nil {
+				set[key] = *v
+			}
+		}
+	}
+	if len(set) == 0 {
 		return "", fmt.Errorf("gpuctl pool file: pool %q: node %q has no gpu-type: write `gpu-type: <model>` under it (`gpu-type: \"\"` for a CPU node)", pool, node)
 	}
-	if d.GPUType != nil && d.GPUTypeCamel != nil && *d.GPUType != *d.GPUTypeCamel {
-		return "", fmt.Errorf("gpuctl pool file: pool %q: node %q sets gpu-type %q and gpuType %q: use one of them", pool, node, *d.GPUType, *d.GPUTypeCamel)
+	keys := slices.Sorted(maps.Keys(set))
+	t := set[keys[0]]
+	for _, k := range keys[1:] {
+		if set[k] != t {
+			return "", fmt.Errorf("gpuctl pool file: pool %q: node %q sets %s %q and %s %q: use one of them", pool, node, keys[0], t, k, set[k])
+		}
 	}
-	t := d.GPUType
-	if t == nil {
-		t = d.GPUTypeCamel
-	}
-	if *t != "" {
-		if err := ValidateLabel(LabelGPUType, *t); err != nil {
+	if t != "" {
+		if err := ValidateLabel(LabelGPUType, t); err != nil {
 			return "", fmt.Errorf("gpuctl pool file: pool %q: node %q: %w", pool, node, err)
 		}
 	}
-	return *t, nil
+	return t, nil
+}
+
+// Labels the device plugins set that name a node's accelerator model.
+const (
+	LabelNVIDIAProduct = "nvidia.com/gpu.product"           // NVIDIA GPU feature discovery
+	LabelNPUChipName   = "node.kubernetes.io/npu.chip.name" // Ascend device plugin (910B3, 310P3)
+	LabelAscendFamily  = "accelerator"                      // Ascend device plugin (huawei-Ascend910)
+)
+
+// CheckDeclaredGPUType is N2 for a gpu-type a pool file declares for a node: it must not
+// contradict what the node's device plugin reports, so that a file never mislabels a
+// node. For NVIDIA the declared model (the part before the first - or _) must be a word
+// of nvidia.com/gpu.product, and a memory size both give (80G, 80GB) must agree; for
+// Ascend the declared type must name the chip family the Ascend labels report (910 or
+// 310, including ModelArts' Snt9/Snt3 names). A node without such labels, and an empty
+// gpu-type (a CPU node in gpuctl's files), are not judged.
+func CheckDeclaredGPUType(node *corev1.Node, declared string) error {
+	if declared == "" {
+		return nil
+	}
+	if product := node.Labels[LabelNVIDIAProduct]; product != "" && !nvidiaModelMatches(declared, product) {
+		return fmt.Errorf("[N2] node %q: the pool file declares gpu-type %q but its device plugin reports %s=%s: declare the model the node has, or leave the node out",
+			node.Name, declared, LabelNVIDIAProduct, product)
+	}
+	if family, label := ascendFamily(node); family != "" && !ascendTypeMatches(declared, family) {
+		return fmt.Errorf("[N2] node %q: the pool file declares gpu-type %q but its device plugin reports %s=%s (Ascend %s): declare an Ascend %s type (e.g. Snt%c, Ascend%s), or leave the node out",
+			node.Name, declared, label, node.Labels[label], family, family, family[0], family)
+	}
+	return nil
+}
+
+var (
+	nonAlnum    = regexp.MustCompile(`[^A-Z0-9]+`)
+	memoryToken = regexp.MustCompile(`^([0-9]+)GB?$`)
+)
+
+func words(s string) []string {
+	return strings.FieldsFunc(nonAlnum.ReplaceAllString(strings.ToUpper(s), " "), func(r rune) bool { return r == ' ' })
+}
+
+// nvidiaModelMatches compares a declared type (A100-80G, RTX4090-24G) with a product
+// name (NVIDIA-A100-SXM4-80GB, NVIDIA-GeForce-RTX-4090).
+func nvidiaModelMatches(declared, product string) bool {
+	want, have := words(declared), words(product)
+	if len(want) == 0 {
+		return false
+	}
+	found := false
+	for i := range have { // a word, or adjacent words run together (RTX-4090 = RTX4090)
+		joined := ""
+		for j := i; j < len(have) && !found; j++ {
+			joined += have[j]
+			found = joined == want[0]
+		}
+	}
+	return found && memoryAgrees(want[1:], have)
+}
+
+func memoryAgrees(want, have []string) bool {
+	size := func(ws []string) string {
+		for _, w := range ws {
+			if m := memoryToken.FindStringSubmatch(w); m != nil {
+				return m[1]
+			}
+		}
+		return ""
+	}
+	a, b := size(want), size(have)
+	return a == "" || b == "" || a == b
+}
+
+// ascendFamily is the Ascend chip family (910, 310) the node's labels report, and the
+// label that says it.
+func ascendFamily(node *corev1.Node) (family, label string) {
+	for _, l := range []string{LabelNPUChipName, LabelAscendFamily} {
+		v := strings.ToUpper(node.Labels[l])
+		if l == LabelAscendFamily && !strings.HasPrefix(v, "HUAWEI-ASCEND") {
+			continue
+		}
+		for _, f := range []string{"910", "310"} {
+			if strings.Contains(v, f) {
+				return f, l
+			}
+		}
+	}
+	return "", ""
+}
+
+func ascendTypeMatches(declared, family string) bool {
+	d := strings.ToUpper(declared)
+	return strings.Contains(d, family) || strings.HasPrefix(d, "SNT"+family[:1])
 }
 
 // DecodeErrorMessage turns a strict YAML/JSON decoding error into words for the user:

@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -19,6 +20,27 @@ const (
 	LabelWorkloadType  = Prefix + "workload-type"
 	LabelHealth        = Prefix + "health"
 	LabelDriverVersion = Prefix + "driver-version"
+)
+
+// gpuctl's keys (gpuctl/constants.py). gpuctl writes them on the pods, Jobs, Deployments,
+// StatefulSets, Services, ResourceQuotas and namespaces it makes; litepool reads job-type
+// (the workload type) and gpuType (judged by P5 like gpu-type), and accepts the others.
+const (
+	// LabelJobType is gpuctl's kind of job: training, inference, notebook, compute.
+	LabelJobType = Prefix + "job-type"
+	// LabelPriority is gpuctl's job priority: high, medium, low.
+	LabelPriority = Prefix + "priority"
+	// LabelNamespace is the namespace a gpuctl object belongs to; on a namespace gpuctl
+	// made it is "true" (gpuctl lists its namespaces with runwhere.ai/namespace=true).
+	LabelNamespace = Prefix + "namespace"
+	// LabelPort is the service port of a gpuctl compute job.
+	LabelPort = Prefix + "port"
+	// LabelGPUTypeCamel is gpuctl's nodeSelector key for the accelerator model.
+	LabelGPUTypeCamel = Prefix + "gpuType"
+	// LabelQuota names the gpuctl quota a ResourceQuota was made from.
+	LabelQuota = Prefix + "quota"
+	// AnnotationDescription is a gpuctl job's description.
+	AnnotationDescription = Prefix + "description"
 )
 
 // Annotation keys litepool manages.
@@ -78,6 +100,14 @@ var Registry = map[string]KeyInfo{
 	AnnotationForce:          {Key: AnnotationForce, Annotation: true, Description: "audited override of N3/R2: who and why"},
 	AnnotationConfirmDelete:  {Key: AnnotationConfirmDelete, Annotation: true, Description: "confirms deleting a pool with running pods"},
 	AnnotationStressResult:   {Key: AnnotationStressResult, Annotation: true, Description: "last stress-test result"},
+
+	LabelJobType:          {Key: LabelJobType, Description: "gpuctl: kind of job (training, inference, notebook, compute)", Validate: ValidateJobType},
+	LabelPriority:         {Key: LabelPriority, Description: "gpuctl: job priority", Validate: oneOf("high", "medium", "low")},
+	LabelNamespace:        {Key: LabelNamespace, Description: `gpuctl: the object's namespace; "true" on gpuctl's namespaces`},
+	LabelPort:             {Key: LabelPort, Description: "gpuctl: service port of a compute job", Validate: validatePort},
+	LabelGPUTypeCamel:     {Key: LabelGPUTypeCamel, Description: "gpuctl: accelerator model a pod asks for (judged by P5 like gpu-type)"},
+	LabelQuota:            {Key: LabelQuota, Description: "gpuctl: the quota a ResourceQuota was made from"},
+	AnnotationDescription: {Key: AnnotationDescription, Annotation: true, Description: "gpuctl: job description"},
 }
 
 // LabelKeys returns the registered label (not annotation) keys, sorted.
@@ -179,6 +209,13 @@ func oneOf(values ...string) func(string) error {
 		}
 		return fmt.Errorf("must be one of %s", strings.Join(values, ", "))
 	}
+}
+
+func validatePort(v string) error {
+	if n, err := strconv.Atoi(v); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("must be a port number, 1-65535")
+	}
+	return nil
 }
 
 func validateDNSLabel(v string) error {

@@ -15,7 +15,7 @@ func TestValidateLabelKey(t *testing.T) {
 		{key: "runwhere.ai/gpu-type"},
 		{key: "nvidia.com/gpu.product"},
 		{key: "team"},
-		{key: "runwhere.ai/pol", wantErr: `[N1] unknown label key "runwhere.ai/pol": keys under "runwhere.ai/" must be one of runwhere.ai/driver-version, runwhere.ai/gpu-type, runwhere.ai/health, runwhere.ai/node-pool, runwhere.ai/pool, runwhere.ai/workload-type`},
+		{key: "runwhere.ai/pol", wantErr: `[N1] unknown label key "runwhere.ai/pol": keys under "runwhere.ai/" must be one of runwhere.ai/driver-version, runwhere.ai/gpu-type, runwhere.ai/gpuType, runwhere.ai/health, runwhere.ai/job-type, runwhere.ai/namespace, runwhere.ai/node-pool, runwhere.ai/pool, runwhere.ai/port, runwhere.ai/priority, runwhere.ai/quota, runwhere.ai/workload-type`},
 		{key: "pool", wantErr: `[N1] label key "pool" looks like litepool's "runwhere.ai/pool": use "runwhere.ai/pool"`},
 		{key: "gpu-type", wantErr: `[N1] label key "gpu-type" looks like litepool's "runwhere.ai/gpu-type": use "runwhere.ai/gpu-type"`},
 		{key: "runwhere.ai.pool", wantErr: `[N1] label key "runwhere.ai.pool" looks like litepool's "runwhere.ai/pool": use "runwhere.ai/pool"`},
@@ -53,10 +53,10 @@ func TestUserLabelKeyNeverAddsOrDoublesThePrefix(t *testing.T) {
 	assert.EqualError(t, err, `[N1] label key "pool" has no "runwhere.ai/" prefix: did you mean "runwhere.ai/pool"?`)
 
 	_, err = UserLabelKey("runwhere.ai/runwhere.ai/pool")
-	assert.EqualError(t, err, `[N1] unknown label key "runwhere.ai/runwhere.ai/pool": keys under "runwhere.ai/" must be one of runwhere.ai/driver-version, runwhere.ai/gpu-type, runwhere.ai/health, runwhere.ai/node-pool, runwhere.ai/pool, runwhere.ai/workload-type`)
+	assert.EqualError(t, err, `[N1] unknown label key "runwhere.ai/runwhere.ai/pool": keys under "runwhere.ai/" must be one of runwhere.ai/driver-version, runwhere.ai/gpu-type, runwhere.ai/gpuType, runwhere.ai/health, runwhere.ai/job-type, runwhere.ai/namespace, runwhere.ai/node-pool, runwhere.ai/pool, runwhere.ai/port, runwhere.ai/priority, runwhere.ai/quota, runwhere.ai/workload-type`)
 
 	_, err = UserLabelKey("team")
-	assert.EqualError(t, err, `[N1] label key "team" is not a litepool key: litepool manages only keys under "runwhere.ai/" (runwhere.ai/driver-version, runwhere.ai/gpu-type, runwhere.ai/health, runwhere.ai/node-pool, runwhere.ai/pool, runwhere.ai/workload-type)`)
+	assert.EqualError(t, err, `[N1] label key "team" is not a litepool key: litepool manages only keys under "runwhere.ai/" (runwhere.ai/driver-version, runwhere.ai/gpu-type, runwhere.ai/gpuType, runwhere.ai/health, runwhere.ai/job-type, runwhere.ai/namespace, runwhere.ai/node-pool, runwhere.ai/pool, runwhere.ai/port, runwhere.ai/priority, runwhere.ai/quota, runwhere.ai/workload-type)`)
 }
 
 func TestValidatePoolName(t *testing.T) {
@@ -73,4 +73,19 @@ func TestValidatePoolName(t *testing.T) {
 	for name, want := range bad {
 		assert.EqualError(t, ValidatePoolName(name), want, name)
 	}
+}
+
+func TestRegistryKnowsGpuctlKeys(t *testing.T) {
+	for key, value := range map[string]string{
+		"runwhere.ai/job-type": "notebook", "runwhere.ai/priority": "medium", "runwhere.ai/namespace": "true",
+		"runwhere.ai/port": "8000", "runwhere.ai/gpuType": "A100-80G", "runwhere.ai/quota": "team-quota",
+	} {
+		assert.NoError(t, ValidateLabel(key, value), key)
+	}
+	_, isKey := Registry["runwhere.ai/description"]
+	assert.True(t, isKey)
+	assert.EqualError(t, ValidateLabel("runwhere.ai/job-type", "batch"),
+		`[N1] invalid value "batch" for label "runwhere.ai/job-type": unknown job type "batch": must be one of compute, inference, notebook, training`)
+	assert.EqualError(t, ValidateLabel("runwhere.ai/port", "http"),
+		`[N1] invalid value "http" for label "runwhere.ai/port": must be a port number, 1-65535`)
 }

@@ -48,7 +48,7 @@ func TestAdmitNode(t *testing.T) {
 		{name: "N1 unrelated update", node: a100("a100-node-3", "team", "x"), old: free},
 		{name: "N1 registered key", node: a100("a100-node-3", LabelHealth, HealthHealthy), old: free},
 		{name: "N1 unknown runwhere.ai key", node: a100("a100-node-3", "runwhere.ai/zone", "a"), old: free,
-			wantErr: `[N1] unknown label key "runwhere.ai/zone": keys under "runwhere.ai/" must be one of runwhere.ai/driver-version, runwhere.ai/gpu-type, runwhere.ai/health, runwhere.ai/node-pool, runwhere.ai/pool, runwhere.ai/workload-type (node "a100-node-3")`},
+			wantErr: `[N1] unknown label key "runwhere.ai/zone": keys under "runwhere.ai/" must be one of runwhere.ai/driver-version, runwhere.ai/gpu-type, runwhere.ai/gpuType, runwhere.ai/health, runwhere.ai/job-type, runwhere.ai/namespace, runwhere.ai/node-pool, runwhere.ai/pool, runwhere.ai/port, runwhere.ai/priority, runwhere.ai/quota, runwhere.ai/workload-type (node "a100-node-3")`},
 		{name: "N1 look-alike key", node: a100("a100-node-3", "gpu-type", "A100-80G"), old: free,
 			wantErr: `[N1] label key "gpu-type" looks like litepool's "runwhere.ai/gpu-type": use "runwhere.ai/gpu-type" (node "a100-node-3")`},
 		{name: "N1 bad value", node: a100("a100-node-3", LabelHealth, "ok"), old: free,

@@ -112,9 +112,11 @@ func ExclusivePoolToleration(pool string) corev1.Toleration {
 }
 
 // PodPoolName is the pool a pod asks for: its runwhere.ai/pool label, else the default
-// pool its namespace names with the same label. fromNamespace says which.
+// pool its namespace names with the same label. fromNamespace says which. An empty
+// label value names no pool, so it counts as absent: `runwhere.ai/pool: ""` does not
+// escape the namespace's default pool (and P1 then sets the label to that pool).
 func PodPoolName(pod *corev1.Pod, ns *corev1.Namespace) (name string, fromNamespace bool) {
-	if v, ok := pod.Labels[LabelPool]; ok {
+	if v := pod.Labels[LabelPool]; v != "" {
 		return v, false
 	}
 	if ns != nil && ns.Labels[LabelPool] != "" {
@@ -224,10 +226,16 @@ func CheckPodNamespace(info PoolInfo, ns *corev1.Namespace, namespace string) er
 // CheckPodWorkload is rule P3: the pod's kind of work must be one the pool accepts. A pod
 // that declares no workload type and has no owner that says is admitted with a warning.
 func CheckPodWorkload(pod *corev1.Pod, info PoolInfo) (warning string, err error) {
-	wt := WorkloadTypeOf(pod)
-	if _, labelled := pod.Labels[LabelWorkloadType]; labelled {
+	wt, origin := WorkloadTypeAndOrigin(pod)
+	switch origin {
+	case WorkloadFromLabel:
 		if err := ValidateWorkloadType(string(wt)); err != nil {
 			return "", fmt.Errorf("[P3] label %s: %v", LabelWorkloadType, err)
+		}
+	case WorkloadFromJobType:
+		if err := ValidateJobType(pod.Labels[LabelJobType]); err != nil {
+			return "", fmt.Errorf("[P3] label %s (gpuctl's job type): %v; or set label %s (%s)",
+				LabelJobType, err, LabelWorkloadType, joinTypes(WorkloadTypes))
 		}
 	}
 	if info.Object == nil {
@@ -241,9 +249,8 @@ func CheckPodWorkload(pod *corev1.Pod, info PoolInfo) (warning string, err error
 	if slices.Contains(accepted, wt) {
 		return "", nil
 	}
-	origin := "label " + LabelWorkloadType
-	if _, labelled := pod.Labels[LabelWorkloadType]; !labelled {
-		origin = "inferred from its owner " + ownerKind(pod)
+	if origin == WorkloadFromJobType {
+		origin = fmt.Sprintf("label %s=%s", LabelJobType, pod.Labels[LabelJobType])
 	}
 	poolType := info.Object.Spec.Type
 	if poolType == "" {
@@ -253,32 +260,28 @@ func CheckPodWorkload(pod *corev1.Pod, info PoolInfo) (warning string, err error
 		info.Name, poolType, wt, origin, joinTypes(accepted), wt)
 }
 
-func ownerKind(pod *corev1.Pod) string {
-	for _, ref := range pod.OwnerReferences {
-		if WorkloadTypeOf(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{OwnerReferences: []metav1.OwnerReference{ref}}}) != "" {
-			return ref.Kind
-		}
-	}
-	return ""
-}
-
 // CheckPodAccelerator is rule P5: a runwhere.ai/gpu-type the pod asks for (label,
 // nodeSelector or required node affinity) must be the pool's accelerator model, and an
 // accelerator resource it requests must be the one the pool provides.
 func CheckPodAccelerator(pod *corev1.Pod, info PoolInfo) error {
 	var errs []error
 	if want := info.AcceleratorType(); want != "" {
-		for _, req := range requestedValues(pod, LabelGPUType, true) {
-			if !req.allows(want) {
-				errs = append(errs, fmt.Errorf("[P5] %s %s does not match pool %q, whose nodes are %s=%s: ask for %s=%s or use a pool of the gpu-type you need",
-					req.origin, req.expr(LabelGPUType), info.Name, LabelGPUType, want, LabelGPUType, want))
+		// gpuctl's pods ask with runwhere.ai/gpuType; it means the same as gpu-type.
+		for _, key := range []string{LabelGPUType, LabelGPUTypeCamel} {
+			for _, req := range requestedValues(pod, key, true) {
+				if !req.allows(want) {
+					errs = append(errs, fmt.Errorf("[P5] %s %s does not match pool %q, whose nodes are %s=%s: ask for %s=%s or use a pool of the gpu-type you need",
+						req.origin, req.expr(key), info.Name, LabelGPUType, want, key, want))
+				}
 			}
 		}
 	}
 	if have := info.Spec().Accelerator.ResourceName; have != "" {
-		if got := PodAcceleratorResource(pod); got != "" && !sameAccelerator(got, have) {
-			errs = append(errs, fmt.Errorf("[P5] pod requests %s but pool %q provides %s: request %s or use a pool of %s nodes",
-				got, info.Name, have, have, got))
+		for _, got := range PodAcceleratorResources(pod) {
+			if !sameAccelerator(got, have) {
+				errs = append(errs, fmt.Errorf("[P5] pod requests %s but pool %q provides %s: request %s or use a pool of %s nodes",
+					got, info.Name, have, have, got))
+			}
 		}
 	}
 	return errors.Join(errs...)

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -57,20 +58,69 @@ func AcceptedWorkloads(spec v1alpha1.PoolSpec) []v1alpha1.WorkloadType {
 	}
 }
 
+// gpuctl's job types (label runwhere.ai/job-type) and the workload type each one is.
+// gpuctl labels every pod it makes with one of them; a notebook is development work.
+var gpuctlJobTypes = map[string]v1alpha1.WorkloadType{
+	"training":  v1alpha1.WorkloadTraining,
+	"inference": v1alpha1.WorkloadInference,
+	"notebook":  v1alpha1.WorkloadDevelopment,
+	"compute":   v1alpha1.WorkloadCompute,
+}
+
+// GpuctlJobTypes lists the runwhere.ai/job-type values gpuctl writes, sorted.
+func GpuctlJobTypes() []string { return slices.Sorted(maps.Keys(gpuctlJobTypes)) }
+
+// ValidateJobType checks a runwhere.ai/job-type value.
+func ValidateJobType(v string) error {
+	if _, ok := gpuctlJobTypes[v]; ok {
+		return nil
+	}
+	return fmt.Errorf("unknown job type %q: must be one of %s", v, strings.Join(GpuctlJobTypes(), ", "))
+}
+
+// Where a pod's workload type came from.
+const (
+	WorkloadFromLabel   = "label " + LabelWorkloadType
+	WorkloadFromJobType = "label " + LabelJobType
+)
+
 // WorkloadTypeOf is the kind of work a pod does: its runwhere.ai/workload-type label,
-// or else inferred from its owner (Job-like owners train; Deployment, ReplicaSet and
-// StatefulSet serve). Empty when neither says.
+// else gpuctl's runwhere.ai/job-type label, else (last resort) inferred from its owner.
+// Job-like owners train; a Deployment or ReplicaSet serves. A StatefulSet says nothing:
+// gpuctl runs notebooks as StatefulSets, others run databases or model servers, so an
+// unlabelled StatefulSet pod has no inferred type (P3 admits it with a warning). Empty
+// when nothing says; an unknown job-type value is returned as it is (P3 refuses it).
 func WorkloadTypeOf(pod *corev1.Pod) v1alpha1.WorkloadType {
+	wt, _ := WorkloadTypeAndOrigin(pod)
+	return wt
+}
+
+// WorkloadTypeAndOrigin is WorkloadTypeOf and where it was read: WorkloadFromLabel,
+// WorkloadFromJobType, "inferred from its owner <Kind>", or "" when nothing says.
+func WorkloadTypeAndOrigin(pod *corev1.Pod) (v1alpha1.WorkloadType, string) {
 	if v, ok := pod.Labels[LabelWorkloadType]; ok {
-		return v1alpha1.WorkloadType(v)
+		return v1alpha1.WorkloadType(v), WorkloadFromLabel
+	}
+	if v, ok := pod.Labels[LabelJobType]; ok {
+		if wt, known := gpuctlJobTypes[v]; known {
+			return wt, WorkloadFromJobType
+		}
+		return v1alpha1.WorkloadType(v), WorkloadFromJobType
 	}
 	for _, ref := range pod.OwnerReferences {
-		switch ref.Kind {
-		case "Job", "CronJob", "PyTorchJob", "TFJob", "MPIJob", "VolcanoJob", "RayJob", "JobSet":
-			return v1alpha1.WorkloadTraining
-		case "ReplicaSet", "Deployment", "StatefulSet":
-			return v1alpha1.WorkloadInference
+		if wt := ownerWorkloadType(ref.Kind); wt != "" {
+			return wt, "inferred from its owner " + ref.Kind
 		}
+	}
+	return "", ""
+}
+
+func ownerWorkloadType(kind string) v1alpha1.WorkloadType {
+	switch kind {
+	case "Job", "CronJob", "PyTorchJob", "TFJob", "MPIJob", "VolcanoJob", "RayJob", "JobSet":
+		return v1alpha1.WorkloadTraining
+	case "ReplicaSet", "Deployment":
+		return v1alpha1.WorkloadInference
 	}
 	return ""
 }

@@ -223,6 +223,10 @@ type PoolStatus struct {
 	AcceleratorUsed int64 `json:"acceleratorUsed"`
 	// +optional
 	AcceleratorFree int64 `json:"acceleratorFree"`
+	// MIGSlices are the NVIDIA MIG slices (nvidia.com/mig-<profile>) of the members, per
+	// profile. A slice is part of a GPU: slices are never added to the figures above.
+	// +optional
+	MIGSlices []MIGSliceStatus `json:"migSlices,omitempty"`
 	// GPUTypes are the accelerator models seen on members.
 	// +optional
 	GPUTypes []string `json:"gpuTypes,omitempty"`
@@ -232,6 +236,15 @@ type PoolStatus struct {
 	// Conditions of the pool.
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// MIGSliceStatus counts one MIG profile's slices: total (allocatable of Ready members),
+// used (requested by non-terminal pods bound to members) and free.
+type MIGSliceStatus struct {
+	Resource corev1.ResourceName `json:"resource"`
+	Total    int64               `json:"total"`
+	Used     int64               `json:"used"`
+	Free     int64               `json:"free"`
 }
 
 // +kubebuilder:object:root=true

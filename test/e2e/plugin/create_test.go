@@ -156,11 +156,11 @@ pool:
 	tests := []struct{ file, want string }{
 		{"broken.yaml", "error: " + f["broken.yaml"] + ": not valid YAML: yaml: line 5: mapping values are not allowed in this context"},
 		{"version.yaml", "error: " + f["version.yaml"] + ": gpuctl pool file: version \"v1\" is not supported: must be \"v0.1\""},
-		{"unknown.yaml", "error: " + f["unknown.yaml"] + ": not a valid gpuctl pool file: unknown field \"gpus\"; expected the fields kind, version, pool.name, pool.description, pool.nodes.<node>.gpu-type"},
-		{"list.yaml", "error: " + f["list.yaml"] + ": not a valid gpuctl pool file: field pool.nodes must be a mapping, not a list; expected the fields kind, version, pool.name, pool.description, pool.nodes.<node>.gpu-type"},
+		{"unknown.yaml", "error: " + f["unknown.yaml"] + ": not a valid gpuctl pool file: unknown field \"gpus\"; expected the fields kind (pool or resource), version, pool.name, pool.description, nodes.<node>.gpu-type (nodes at the top level or under pool; gpu-type, gpuType or gpu_type)"},
+		{"list.yaml", "error: " + f["list.yaml"] + ": not a valid gpuctl pool file: field pool.nodes must be a mapping, not a list; expected the fields kind (pool or resource), version, pool.name, pool.description, nodes.<node>.gpu-type (nodes at the top level or under pool; gpu-type, gpuType or gpu_type)"},
 		{"mixed.yaml", "error: " + f["mixed.yaml"] + ": [N2] gpuctl pool file: pool \"mixed-pool\" lists nodes of different gpu-types (A10-24G on a10-node-1; A100-80G on a100-node-4): a pool holds one accelerator model; split them into one pool per gpu-type"},
 		{"name.yaml", "error: " + f["name.yaml"] + ": [R1] invalid pool name \"Train_Pool\": a pool name has 4-24 characters: lowercase letters, digits and hyphens, starting with a letter and not ending with a hyphen (e.g. train-a100)"},
-		{"configmap.yaml", "error: " + f["configmap.yaml"] + ": unsupported document (apiVersion \"v1\", kind \"ConfigMap\"): create -f takes Pool objects (apiVersion: runwhere.ai/v1alpha1, kind: Pool) and gpuctl pool files (kind: pool, version: v0.1)"},
+		{"configmap.yaml", "error: " + f["configmap.yaml"] + ": unsupported document (apiVersion \"v1\", kind \"ConfigMap\"): create -f takes Pool objects (apiVersion: runwhere.ai/v1alpha1, kind: Pool), gpuctl pool files (kind: pool, version: v0.1) and gpuctl quota files (kind: quota)"},
 		{"pool-typo.yaml", "error: " + f["pool-typo.yaml"] + ": not a valid Pool: unknown field \"minNode\""},
 		{"pool-bad.yaml", "error: nothing was created:\n" + f["pool-bad.yaml"] + ": [R1] unknown pool type \"Batch\": must be one of Training, Inference, Development, Compute\n" + f["pool-bad.yaml"] + ": [R1] hccl max retries 11 out of range: must be 1-10"},
 		{"nodes.yaml", "error: nothing was created:\n" +

@@ -271,7 +271,7 @@ func TestWebhook(t *testing.T) {
 		assert.Equal(t, 1, r.ExitCode)
 		assert.Equal(t, "Error from server (Forbidden): "+denied("nodes.runwhere.ai", `[N1] label key "pool" looks like litepool's "runwhere.ai/pool": use "runwhere.ai/pool" (node "cpu-node-1")`)+"\n", r.Stderr)
 		r = c.Kubectl(t, "", "label", "node", "cpu-node-1", "runwhere.ai/zone=a")
-		assert.Contains(t, r.Stderr, `[N1] unknown label key "runwhere.ai/zone": keys under "runwhere.ai/" must be one of runwhere.ai/driver-version, runwhere.ai/gpu-type, runwhere.ai/health, runwhere.ai/node-pool, runwhere.ai/pool, runwhere.ai/workload-type (node "cpu-node-1")`)
+		assert.Contains(t, r.Stderr, `[N1] unknown label key "runwhere.ai/zone": keys under "runwhere.ai/" must be one of runwhere.ai/driver-version, runwhere.ai/gpu-type, runwhere.ai/gpuType, runwhere.ai/health, runwhere.ai/job-type, runwhere.ai/namespace, runwhere.ai/node-pool, runwhere.ai/pool, runwhere.ai/port, runwhere.ai/priority, runwhere.ai/quota, runwhere.ai/workload-type (node "cpu-node-1")`)
 		r = c.Kubectl(t, "", "label", "node", "cpu-node-1", "runwhere.ai/health=healthy")
 		assert.Equal(t, 0, r.ExitCode, r.Stderr)
 	})
