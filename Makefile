@@ -22,7 +22,11 @@ control-plane: ## kube-apiserver, etcd, controller-manager, scheduler, kwok into
 	hack/build-control-plane.sh
 
 .PHONY: test
-test: test-unit test-e2e ## everything CI runs
+test: verify test-unit test-e2e ## everything CI runs
+
+.PHONY: verify
+verify: ## gofmt, golangci-lint (.golangci.yml), shellcheck on hack/, generated code up to date
+	hack/verify.sh
 
 .PHONY: test-unit
 test-unit: ## unit tests (fake clientsets, pure functions, fuzz seeds)

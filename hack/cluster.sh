@@ -110,9 +110,9 @@ down() {
   local left
   left=$(pgrep -f "$KWOK_WORKDIR/clusters/$name/" || true)
   if [ -n "$left" ]; then
-    kill $left 2>/dev/null || true
+    echo "$left" | xargs -r kill 2>/dev/null || true
     sleep 1
-    kill -9 $(pgrep -f "$KWOK_WORKDIR/clusters/$name/") 2>/dev/null || true
+    pgrep -f "$KWOK_WORKDIR/clusters/$name/" | xargs -r kill -9 2>/dev/null || true
   fi
 }
 

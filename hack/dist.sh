@@ -45,7 +45,7 @@ for p in $platforms; do
   if [ "$os" = windows ]; then
     exe=.exe ext=zip script=kubectl_complete-litepool.cmd
   else
-    exe= ext=tar.gz script=kubectl_complete-litepool
+    exe='' ext=tar.gz script=kubectl_complete-litepool
   fi
   echo "building kubectl-litepool $version for $os/$arch"
   CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath -ldflags "$ldflags" \
@@ -63,4 +63,4 @@ verify_all=-all-platforms
 [ -z "$partial" ] || verify_all=
 "$work/disttool" verify -manifest "$out/litepool.yaml" -dir "$out" $verify_all
 echo "release files in $out:"
-(cd "$out" && ls -l kubectl-litepool_"$version"_* litepool.yaml checksums.txt | awk '{printf "  %10s  %s\n", $5, $9}')
+(cd "$out" && stat -c "  %10s  %n" kubectl-litepool_"$version"_* litepool.yaml checksums.txt)

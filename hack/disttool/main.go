@@ -18,7 +18,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fail(fmt.Errorf("usage: disttool pack|render|verify ..."))
+		fail(fmt.Errorf("usage: disttool pack|render|verify ARGS"))
 	}
 	var err error
 	switch os.Args[1] {

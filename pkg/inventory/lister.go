@@ -47,7 +47,7 @@ func Collect(ctx context.Context, client kubernetes.Interface, opts Options, ext
 		var pod corev1.Pod
 		names := map[string]string{}
 		err := scanList(ctx, rc, "pods", podOpts, func(item []byte) error {
-			if err := scanPod(item, &pod, names); err != nil {
+			if err := itemDecoder.pod(item, &pod, names); err != nil {
 				return err
 			}
 			b.AddPod(&pod)
@@ -56,7 +56,7 @@ func Collect(ctx context.Context, client kubernetes.Interface, opts Options, ext
 		if err == nil {
 			var node corev1.Node
 			err = scanList(ctx, rc, "nodes", nodeOpts, func(item []byte) error {
-				if err := scanNode(item, &node); err != nil {
+				if err := itemDecoder.node(item, &node); err != nil {
 					return err
 				}
 				b.AddNode(&node)

@@ -121,12 +121,17 @@ func run(what string, n int, fn func(int) error) {
 func retry(fn func() error) error {
 	var err error
 	for attempt := 0; attempt < 10; attempt++ {
-		if err = fn(); err == nil || !(apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err)) {
+		if err = fn(); !retriable(err) {
 			return err
 		}
 		time.Sleep(time.Duration(attempt+1) * 200 * time.Millisecond)
 	}
 	return err
+}
+
+// retriable: the API server is overloaded or slow, not refusing.
+func retriable(err error) bool {
+	return apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err)
 }
 
 func ignoreExists(err error) error {
@@ -236,7 +241,7 @@ func node(i int) *corev1.Node {
 			Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: fmt.Sprintf("192.168.%d.%d", i/256, i%256)}, {Type: corev1.NodeHostName, Address: name}},
 			NodeInfo: corev1.NodeSystemInfo{MachineID: fmt.Sprintf("%032x", i), SystemUUID: fmt.Sprintf("%032x", i+1), BootID: fmt.Sprintf("%032x", i+2),
 				KernelVersion: "5.15.0-105-generic", OSImage: "Ubuntu 22.04.4 LTS", ContainerRuntimeVersion: "containerd://1.7.13",
-				KubeletVersion: "v1.36.3", KubeProxyVersion: "v1.36.3", OperatingSystem: "linux", Architecture: "amd64"},
+				KubeletVersion: "v1.36.3", OperatingSystem: "linux", Architecture: "amd64"},
 			Images: images,
 		},
 	}

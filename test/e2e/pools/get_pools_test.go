@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -111,7 +112,9 @@ func TestFinishedPodsFreeTheirAccelerators(t *testing.T) {
 			return true, nil
 		}
 		p.Status.Phase = corev1.PodSucceeded
-		_, err = kube.CoreV1().Pods("default").UpdateStatus(ctx, p, metav1.UpdateOptions{})
+		if _, err := kube.CoreV1().Pods("default").UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil && !apierrors.IsConflict(err) {
+			return false, err // a conflict (kwok updated the pod) is retried on the next poll
+		}
 		return false, nil
 	})
 	require.NoError(t, err)

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# make verify: formatting, lint, shell scripts and generated code. Every tool comes from the
+# Go module proxy or Debian's packages, so a fresh machine needs nothing installed by hand.
+#
+#   hack/verify.sh            all checks
+#   hack/verify.sh gofmt|lint|shellcheck|codegen
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+tools="$root/_output/tools"
+golangci_version=v2.15.0
+
+failed=()
+check() { # check NAME: run verify_NAME, remember a failure, go on with the others
+  echo "== verify $1"
+  if "verify_$1"; then echo "ok: $1"; else failed+=("$1"); echo "FAILED: $1" >&2; fi
+}
+
+verify_gofmt() {
+  local bad
+  bad=$(git ls-files -z '*.go' | xargs -0 gofmt -l)
+  [ -z "$bad" ] && return 0
+  echo "gofmt would change these files (run: gofmt -w FILE):" >&2
+  echo "$bad" >&2
+  return 1
+}
+
+verify_lint() {
+  local bin="$tools/golangci-lint-$golangci_version"
+  if [ ! -x "$bin" ]; then
+    echo "installing golangci-lint $golangci_version into $tools"
+    mkdir -p "$tools/gobin"
+    GOBIN="$tools/gobin" go install "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$golangci_version"
+    mv "$tools/gobin/golangci-lint" "$bin"
+  fi
+  "$bin" run ./...
+  # hack/tools is a module of its own (the control plane); it has no code of ours to lint.
+}
+
+verify_shellcheck() {
+  if ! command -v shellcheck >/dev/null; then
+    echo "installing shellcheck from Debian's packages"
+    { apt-get install -y -qq shellcheck || { apt-get update -qq && apt-get install -y -qq shellcheck; }; } >/dev/null \
+      || { echo "shellcheck is missing and could not be installed (apt-get install shellcheck)" >&2; return 1; }
+  fi
+  shellcheck -x hack/*.sh .ci/run
+}
+
+# verify_codegen regenerates the deep-copy functions and the CRD and fails if they differ
+# from the files in the tree, which are put back either way.
+verify_codegen() {
+  local saved rc=0
+  saved=$(mktemp -d)
+  cp -a pkg/apis deploy/webhook/crd "$saved/"
+  hack/update-codegen.sh
+  if ! diff -r "$saved/apis" pkg/apis >&2 || ! diff -r "$saved/crd" deploy/webhook/crd >&2; then
+    echo "generated code is out of date: run make generate and commit the result" >&2
+    rc=1
+  fi
+  rm -rf pkg/apis deploy/webhook/crd
+  cp -a "$saved/apis" pkg/
+  cp -a "$saved/crd" deploy/webhook/
+  rm -rf "$saved"
+  return $rc
+}
+
+if [ $# -eq 0 ]; then set -- gofmt shellcheck codegen lint; fi
+for c in "$@"; do check "$c"; done
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "verify failed: ${failed[*]}" >&2
+  exit 1
+fi
+echo "verify: all checks passed"

@@ -1,0 +1,31 @@
+package inventory
+
+import corev1 "k8s.io/api/core/v1"
+
+// decoder turns one protobuf list item into the Pod or Node the Builder reads.
+type decoder struct {
+	name string
+	pod  func(item []byte, pod *corev1.Pod, names map[string]string) error
+	node func(item []byte, node *corev1.Node) error
+}
+
+// scanDecoder reads only the fields the inventory uses (scan.go).
+var scanDecoder = decoder{name: "scan", pod: scanPod, node: scanNode}
+
+// unmarshalDecoder decodes every field with the generated protobuf Unmarshal: the
+// yardstick the scanner is measured against (bench/getpools builds a plugin with the
+// build tag inventory_unmarshal that uses it, and runs both side by side).
+var unmarshalDecoder = decoder{
+	name: "unmarshal",
+	pod: func(item []byte, pod *corev1.Pod, _ map[string]string) error {
+		pod.Reset()
+		return pod.Unmarshal(item)
+	},
+	node: func(item []byte, node *corev1.Node) error {
+		node.Reset()
+		return node.Unmarshal(item)
+	},
+}
+
+// itemDecoder is the one Collect uses.
+var itemDecoder = scanDecoder
