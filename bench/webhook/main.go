@@ -35,6 +35,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -548,9 +549,11 @@ func cpuTime(pids ...int) time.Duration {
 		}
 		// Fields after the command name (which may hold spaces) start at ") ".
 		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
-		var utime, stime int64
-		fmt.Sscan(f[11], &utime)
-		fmt.Sscan(f[12], &stime)
+		utime, uerr := strconv.ParseInt(f[11], 10, 64)
+		stime, serr := strconv.ParseInt(f[12], 10, 64)
+		if uerr != nil || serr != nil {
+			continue // not the stat format this reads: count nothing rather than garbage
+		}
 		total += time.Duration(utime+stime) * 10 * time.Millisecond
 	}
 	return total

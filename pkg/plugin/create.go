@@ -198,7 +198,7 @@ func expandFile(name string, recursive bool) ([]string, error) {
 
 // readDocuments splits a file into its non-empty YAML documents.
 func readDocuments(file string, in io.Reader) ([][]byte, error) {
-	var r io.Reader = in
+	r := in
 	if file != "-" {
 		f, err := os.Open(file)
 		if err != nil {

@@ -1,7 +1,6 @@
 package plugin
 
 import (
-	"fmt"
 	"io"
 	"strings"
 
@@ -110,6 +109,3 @@ func none(s string) string {
 }
 
 func joinOrNone(items []string) string { return none(strings.Join(items, ",")) }
-
-// errorf is fmt.Errorf, named so that user-facing errors are easy to find.
-var errorf = fmt.Errorf

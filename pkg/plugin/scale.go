@@ -128,7 +128,7 @@ func (o *ScaleOptions) Validate() error {
 		}
 	}
 	if given != 1 {
-		return fmt.Errorf("give exactly one of --nodes N, --add NODE... or --remove NODE...")
+		return errors.New("give exactly one of --nodes N, --add NODE... or --remove NODE...") //nolint:staticcheck // ends with the flags' own NODE...
 	}
 	if o.Pool == policy.DefaultPool {
 		return fmt.Errorf("the default pool cannot be scaled: it is the nodes that belong to no pool; scale the pool you want the nodes in or out of")

@@ -138,7 +138,7 @@ func TestBalancerRoundRobinSkipsDeadBackends(t *testing.T) {
 	closeDead()
 	lb, err := NewBalancer(a, dead, b)
 	require.NoError(t, err)
-	defer lb.Close()
+	defer func() { _ = lb.Close() }()
 	read := func() string {
 		c, err := net.Dial("tcp", lb.Addr)
 		require.NoError(t, err)
