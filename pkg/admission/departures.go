@@ -104,6 +104,22 @@ func (d *Departures) Grant(ctx context.Context, pool, node string, dryRun bool, 
 	})
 }
 
+// Release drops node's grant from pool's reservation, if it holds one (the node
+// rejoined the pool, so its departure is over).
+func (d *Departures) Release(ctx context.Context, pool, node string) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cm, found, err := d.get(ctx, pool)
+		if err != nil || !found {
+			return err
+		}
+		if _, ok := cm.Data[node]; !ok {
+			return nil
+		}
+		delete(cm.Data, node)
+		return d.Client.Update(ctx, cm)
+	})
+}
+
 // retriable: another grant came first (update conflict, or a create of the same
 // ConfigMap), so the departure is judged again on the new list.
 func retriable(err error) bool {

@@ -144,3 +144,29 @@ func TestDepartureFailsClosed(t *testing.T) {
 	assert.Contains(t, resp.Result.Message, `could not reserve the departure of node "a100-node-0" from pool "train-a100"`)
 	assert.Contains(t, resp.Result.Message, "etcd is on fire")
 }
+
+// TestDepartureGrantReleasedWhenTheNodeRejoins: a node that left and came back within
+// the TTL counts as a member again at once; before, its stale grant kept it out of the
+// count and refused the pool's next departures ("would have 0 node(s)") until it expired.
+func TestDepartureGrantReleasedWhenTheNodeRejoins(t *testing.T) {
+	cat, deps := floorCluster(t, 3, 2, nil)
+	h := &NodeHandler{Catalog: cat, Departures: deps}
+	member := testNode("a100-node-0", "A100-80G", "train-a100")
+	outside := member.DeepCopy()
+	delete(outside.Labels, policy.LabelPool)
+
+	require.True(t, review(t, h, nodeRequest(t, admissionv1.Update, outside, member)).Allowed, "leave")
+	granted, err := deps.GrantedNodes(context.Background(), "train-a100")
+	require.NoError(t, err)
+	require.Equal(t, []string{"a100-node-0"}, granted)
+
+	// The cache still shows node-0 as a member (it rejoined): the departure of another
+	// node must be judged with node-0 counted.
+	require.True(t, review(t, h, nodeRequest(t, admissionv1.Update, member, outside)).Allowed, "rejoin")
+	granted, err = deps.GrantedNodes(context.Background(), "train-a100")
+	require.NoError(t, err)
+	assert.Empty(t, granted, "the rejoin released the grant")
+
+	other := testNode("a100-node-1", "A100-80G", "train-a100")
+	assert.True(t, review(t, h, nodeRequest(t, admissionv1.Delete, nil, other)).Allowed, "3 members, floor 2: one may go")
+}

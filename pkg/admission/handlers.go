@@ -181,7 +181,25 @@ func (h *NodeHandler) Handle(ctx context.Context, req admission.Request) admissi
 	if cat.err != nil {
 		return allowUnjudged(ctx, hookNodes, start, cat.err)
 	}
+	if err == nil {
+		h.releaseOnJoin(ctx, req, node, old)
+	}
 	return h.answer(ctx, req, start, d, err)
+}
+
+// releaseOnJoin drops the departure grant of a node that (re)joins a pool: the old
+// object does not carry the pool, so its departure has committed and the grant no longer
+// stands for a departure in flight. Left in place, it would keep the node out of the
+// pool's count until it expired (over-refusing the next departures). A failure only
+// leaves the floor stricter until then, so it is logged, not answered.
+func (h *NodeHandler) releaseOnJoin(ctx context.Context, req admission.Request, node, old *corev1.Node) {
+	pool := policy.JoinsPool(node, old)
+	if pool == "" || h.Departures == nil || (req.DryRun != nil && *req.DryRun) {
+		return
+	}
+	if err := h.Departures.Release(ctx, pool, node.Name); err != nil {
+		logf.FromContext(ctx).Error(err, "releasing the departure grant of a node that rejoined its pool", "node", node.Name, "pool", pool)
+	}
 }
 
 // depart judges a departure from pool and reserves it: fail closed.
@@ -213,6 +231,7 @@ func (h *NodeHandler) depart(ctx context.Context, req admission.Request, start t
 	case err != nil:
 		return h.answer(ctx, req, start, d, errors.Unwrap(err))
 	}
+	h.releaseOnJoin(ctx, req, node, old) // a move from one pool to another joins the other
 	return h.answer(ctx, req, start, d, nil)
 }
 

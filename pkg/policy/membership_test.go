@@ -97,6 +97,9 @@ func TestCheckAdoption(t *testing.T) {
 	assert.NoError(t, CheckAdoption(p, nil), "nothing to adopt")
 	assert.EqualError(t, CheckAdoption(p, []*corev1.Node{node("a10-node-1", "A10-24G"), node("a100-node-9", "A100-80G")}),
 		`[R1] pool "infer-a10" with accelerator type "A10-24G" cannot adopt the 1 node(s) labelled runwhere.ai/pool=infer-a10 whose gpu-type differs: a100-node-9 (gpu-type A100-80G); set spec.accelerator.type to their gpu-type, or take those nodes out of the pool first`)
+	assert.EqualError(t, CheckAdoption(p, []*corev1.Node{node("b-node", "A100-80G"), node("a-node", "A100-80G")}),
+		`[R1] pool "infer-a10" with accelerator type "A10-24G" cannot adopt the 2 node(s) labelled runwhere.ai/pool=infer-a10 whose gpu-type differs: a-node (gpu-type A100-80G), b-node (gpu-type A100-80G); set spec.accelerator.type to their gpu-type, or take those nodes out of the pool first`,
+		"named in order, whatever order the cache gives them in")
 	p.Spec.Accelerator.Type = ""
 	assert.NoError(t, CheckAdoption(p, []*corev1.Node{node("a100-node-9", "A100-80G")}), "a pool with no accelerator type takes any node")
 }

@@ -165,6 +165,19 @@ func DepartsFrom(node, old *corev1.Node) string {
 	return name
 }
 
+// JoinsPool names the pool node enters (created in it, or relabelled into it from no
+// pool, the default pool or another); "" when it enters none.
+func JoinsPool(node, old *corev1.Node) string {
+	if node == nil {
+		return ""
+	}
+	name := node.Labels[LabelPool]
+	if name == "" || name == DefaultPool || (old != nil && old.Labels[LabelPool] == name) {
+		return ""
+	}
+	return name
+}
+
 // checkLeave is rule N3 for a node that leaves its pool (its pool label is removed or
 // changed) or is deleted while in one.
 func checkLeave(node, old *corev1.Node, pools NodeCatalog) error {

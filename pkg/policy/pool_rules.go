@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"sort"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -102,6 +103,7 @@ func CheckAdoption(pool *v1alpha1.Pool, members []*corev1.Node) error {
 	if len(mismatched) == 0 {
 		return nil
 	}
+	sort.Strings(mismatched) // the caller's members come in cache order
 	return fmt.Errorf("[R1] pool %q with accelerator type %q cannot adopt the %d node(s) labelled %s=%s whose gpu-type differs: %s; set spec.accelerator.type to their gpu-type, or take those nodes out of the pool first",
 		pool.Name, pool.Spec.Accelerator.Type, len(mismatched), LabelPool, pool.Name, summarize(mismatched, 3))
 }

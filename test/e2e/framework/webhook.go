@@ -63,8 +63,13 @@ func StartWebhook(c *Cluster) (*Webhook, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The webhook's namespace holds its departure reservations (minNodes, N3).
+	if err := localwebhook.EnsureNamespace(context.Background(), c.Kube, localwebhook.Namespace); err != nil {
+		return nil, err
+	}
 	p, err := localwebhook.Launch(localwebhook.Options{Binary: filepath.Join(BinDir, "litepool-webhook"),
-		Kubeconfig: c.Kubeconfig, Output: logFile, Flags: []string{"--cert-mode=files", "--cert-dir=" + certs.Dir}})
+		Kubeconfig: c.Kubeconfig, Namespace: localwebhook.Namespace, Output: logFile,
+		Flags: []string{"--cert-mode=files", "--cert-dir=" + certs.Dir}})
 	if err != nil {
 		return nil, err
 	}

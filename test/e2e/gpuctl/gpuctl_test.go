@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/runwhere-ai/litepool/test/e2e/framework"
-	"github.com/runwhere-ai/litepool/test/e2e/framework/localwebhook"
 )
 
 func TestMain(m *testing.M) { framework.Main(m, "e2e-gpuctl") }
@@ -36,47 +34,19 @@ const (
 
 var ctx = context.Background()
 
-// startWebhook runs the built webhook as a local process and registers deploy/webhook's
-// own webhook configurations for it, by URL.
+// startWebhook runs the built webhook under the cluster (framework.StartWebhook, the
+// same harness the plugin's e2e tests use) until the test ends.
 func startWebhook(t *testing.T) {
 	t.Helper()
-	certs, err := localwebhook.NewCerts(t.TempDir())
-	require.NoError(t, err)
-	logs := &lockedWriter{}
-	p, err := localwebhook.Launch(localwebhook.Options{Binary: filepath.Join(framework.BinDir, "litepool-webhook"),
-		Kubeconfig: framework.C.Kubeconfig, Flags: []string{"--cert-mode=files", "--cert-dir=" + certs.Dir}, Output: logs})
+	w, err := framework.StartWebhook(framework.C)
 	require.NoError(t, err)
 	t.Cleanup(func() {
-		p.Kill()
 		if t.Failed() {
-			t.Logf("webhook log:\n%s", logs.String())
+			log, _ := os.ReadFile(w.Log)
+			t.Logf("webhook log:\n%s", log)
 		}
+		w.Stop()
 	})
-	require.NoError(t, p.WaitReady(ctx, 60*time.Second))
-	cfgs, err := localwebhook.LoadConfigurations(filepath.Join(framework.Root, "deploy", "webhook", "webhooks.yaml"))
-	require.NoError(t, err)
-	cfgs.ByURL(p.Addr, certs.CAPEM)
-	t.Cleanup(func() { _ = cfgs.Unregister(context.Background(), framework.C.Kube) })
-	require.NoError(t, cfgs.Register(ctx, framework.C.Kube))
-	require.NoError(t, localwebhook.WaitEffective(ctx, framework.C.Kube, "default", 30*time.Second))
-}
-
-// lockedWriter collects the webhook's output, written from its process's goroutines.
-type lockedWriter struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (w *lockedWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *lockedWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
 }
 
 // addGPUNode adds a kwok node whose device plugin reports product with gpus GPUs.
