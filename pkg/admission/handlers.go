@@ -76,7 +76,10 @@ func allowUnjudged(ctx context.Context, hook string, start time.Time, err error)
 }
 
 func deny(ctx context.Context, hook string, start time.Time, err error, warnings []string) admission.Response {
-	rules := ruleIDs(err.Error())
+	rules := policy.Rules(err)
+	if len(rules) == 0 {
+		rules = []string{"unknown"}
+	}
 	logf.FromContext(ctx).Info("denied", "webhook", hook, "rules", rules, "reason", err.Error())
 	observe(hook, rules, OutcomeDenied, start)
 	return admission.Denied(err.Error()).WithWarnings(warnings...)

@@ -1,7 +1,6 @@
 package admission
 
 import (
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -63,23 +62,4 @@ func observe(webhook string, rules []string, outcome string, start time.Time) {
 		decisions.WithLabelValues(webhook, r, outcome).Inc()
 	}
 	latency.WithLabelValues(webhook, outcome).Observe(time.Since(start).Seconds())
-}
-
-// ruleIDs returns the rule ids that start the lines of a denial ("[P3] ...").
-func ruleIDs(msg string) []string {
-	var ids []string
-	seen := map[string]bool{}
-	for _, line := range strings.Split(msg, "\n") {
-		if !strings.HasPrefix(line, "[") {
-			continue
-		}
-		if i := strings.IndexByte(line, ']'); i > 1 && i < 6 && !seen[line[1:i]] {
-			seen[line[1:i]] = true
-			ids = append(ids, line[1:i])
-		}
-	}
-	if len(ids) == 0 {
-		ids = []string{"unknown"}
-	}
-	return ids
 }

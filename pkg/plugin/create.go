@@ -370,12 +370,12 @@ func (o *CreateOptions) checkAdoption(ctx context.Context, p *v1alpha1.Pool) err
 // it matches the pool (N2).
 func checkGpuctlNode(p *v1alpha1.Pool, gn policy.GpuctlNode, node *corev1.Node) error {
 	if from := policy.PoolOf(node); from != policy.DefaultPool && from != p.Name {
-		return fmt.Errorf("[S1] node %q belongs to pool %q: remove it from %q first (kubectl litepool scale %s --remove %s)",
+		return policy.Violationf("S1", "node %q belongs to pool %q: remove it from %q first (kubectl litepool scale %s --remove %s)",
 			node.Name, from, from, from, node.Name)
 	}
 	for _, key := range gpuTypeKeys {
 		if have, ok := node.Labels[key]; ok && have != gn.GPUType {
-			return fmt.Errorf("[N2] node %q is labelled %s=%s but the pool file declares gpu-type %q for it",
+			return policy.Violationf("N2", "node %q is labelled %s=%s but the pool file declares gpu-type %q for it",
 				node.Name, key, have, gn.GPUType)
 		}
 	}

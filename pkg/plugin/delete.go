@@ -105,7 +105,7 @@ func NewCmdDeletePool(f cmdutil.Factory, streams genericiooptions.IOStreams) *co
 // releases what is left (members, and nodes a release left half-done) and finishes.
 func (o *DeletePoolOptions) Run(ctx context.Context) error {
 	if o.Name == policy.DefaultPool {
-		return fmt.Errorf("[R1] the default pool cannot be deleted: it is the nodes that belong to no pool")
+		return policy.Violationf("R1", "the default pool cannot be deleted: it is the nodes that belong to no pool")
 	}
 	pool, err := poolObject(ctx, o.clients, o.Name)
 	if err != nil {

@@ -211,7 +211,7 @@ func (o *EditPoolOptions) applyFlags(old *v1alpha1.Pool) (*v1alpha1.Pool, error)
 	}
 	if o.set["min-nodes"] {
 		if o.MinNodes < 1 {
-			return nil, fmt.Errorf("[R1] --min-nodes %d: must be at least 1", o.MinNodes)
+			return nil, policy.Violationf("R1", "--min-nodes %d: must be at least 1", o.MinNodes)
 		}
 		p.Spec.MinNodes = o.MinNodes
 	}

@@ -120,19 +120,19 @@ func (o *HCCLSetOptions) Validate() error {
 		return fmt.Errorf("nothing to set: give --op-retry, --max-retries or --retry-timeout")
 	}
 	if o.RetryTimeout%time.Second != 0 {
-		return fmt.Errorf("[R1] hccl retry timeout %s: must be a whole number of seconds", o.RetryTimeout)
+		return policy.Violationf("R1", "hccl retry timeout %s: must be a whole number of seconds", o.RetryTimeout)
 	}
 	// 0 means "unset" inside a Pool, and ValidateHCCL passes it; typed on the command
 	// line it is a value, and out of range.
 	if o.changed["max-retries"] && o.MaxRetries == 0 {
-		return fmt.Errorf("[R1] hccl max retries 0 out of range: must be %d-%d", policy.HCCLMinRetries, policy.HCCLMaxRetries)
+		return policy.Violationf("R1", "hccl max retries 0 out of range: must be %d-%d", policy.HCCLMinRetries, policy.HCCLMaxRetries)
 	}
 	if o.changed["retry-timeout"] && o.RetryTimeout == 0 {
-		return fmt.Errorf("[R1] hccl retry timeout 0s out of range: must be %d-%ds", policy.HCCLMinTimeoutSeconds, policy.HCCLMaxTimeoutSeconds)
+		return policy.Violationf("R1", "hccl retry timeout 0s out of range: must be %d-%ds", policy.HCCLMinTimeoutSeconds, policy.HCCLMaxTimeoutSeconds)
 	}
 	secs := int64(o.RetryTimeout / time.Second)
 	if secs > policy.HCCLMaxTimeoutSeconds { // before it could overflow int32
-		return fmt.Errorf("[R1] hccl retry timeout %ds out of range: must be %d-%ds", secs, policy.HCCLMinTimeoutSeconds, policy.HCCLMaxTimeoutSeconds)
+		return policy.Violationf("R1", "hccl retry timeout %ds out of range: must be %d-%ds", secs, policy.HCCLMinTimeoutSeconds, policy.HCCLMaxTimeoutSeconds)
 	}
 	return policy.ValidateHCCL(v1alpha1.OpRetrySpec{MaxRetries: o.MaxRetries, RetryTimeoutSeconds: int32(secs)})
 }

@@ -208,7 +208,7 @@ func (o *StressRunOptions) Run(ctx context.Context) error {
 	}
 	fmt.Fprintf(o.ErrOut, "pool %s: %d passed, %d failed, %d skipped\n", o.Pool, passed, len(failed), len(skipped))
 	if len(failed) > 0 {
-		return fmt.Errorf("[T2] %d node(s) failed the stress test and are now %s=%s: %s", len(failed), policy.LabelHealth, policy.HealthDegraded, strings.Join(failed, ", "))
+		return policy.Violationf("T2", "%d node(s) failed the stress test and are now %s=%s: %s", len(failed), policy.LabelHealth, policy.HealthDegraded, strings.Join(failed, ", "))
 	}
 	return nil
 }

@@ -347,7 +347,7 @@ func (o *UpgradeResumeOptions) Run(ctx context.Context) error {
 			return fmt.Errorf("node %s: %w", n.Name, err)
 		}
 		if run != nil && run.ID != r.ID {
-			return fmt.Errorf("[U3] %s has nodes of two rollouts (%s and %s): resume them one node at a time with --node", o.Scope.String(), run.ID, r.ID)
+			return policy.Violationf("U3", "%s has nodes of two rollouts (%s and %s): resume them one node at a time with --node", o.Scope.String(), run.ID, r.ID)
 		}
 		run = &r
 		unfinished = append(unfinished, n)
@@ -381,7 +381,7 @@ func (o *UpgradeResumeOptions) Run(ctx context.Context) error {
 			for _, n := range failed {
 				names = append(names, fmt.Sprintf("%s (%s)", n.Name, n.Annotations[policy.AnnotationUpgradeMessage]))
 			}
-			return fmt.Errorf("[U4] rollout %s stopped on failed node(s) %s: fix them, then resume with --retry-failed", run.ID, strings.Join(names, "; "))
+			return policy.Violationf("U4", "rollout %s stopped on failed node(s) %s: fix them, then resume with --retry-failed", run.ID, strings.Join(names, "; "))
 		}
 		for _, n := range failed {
 			if err := u.Retry(ctx, *run, n); err != nil {

@@ -72,7 +72,7 @@ func (r CompatResult) Err() error {
 			parts = append(parts, fmt.Sprintf("%s %s %s: %s", l.Link, l.Value, l.Verdict, l.Reason))
 		}
 	}
-	return fmt.Errorf("[C1] version chain is %s: %s", r.Verdict, strings.Join(parts, "; "))
+	return Violationf("C1", "version chain is %s: %s", r.Verdict, strings.Join(parts, "; "))
 }
 
 // CheckCompat checks a version chain against the matrix. It is a pure function: the

@@ -61,7 +61,7 @@ func exclusiveDenial(pod *corev1.Pod, ns *corev1.Namespace, m ExclusiveMember, h
 	if why == "" {
 		return nil
 	}
-	return fmt.Errorf("[P6] pod %s/%s may not run on node %q: %s, but the node belongs to exclusive pool %q, which runs only its own pods and DaemonSet pods, and %s; label the pod %s=%s from a namespace the pool admits, or keep it off the pool's nodes",
+	return Violationf("P6", "pod %s/%s may not run on node %q: %s, but the node belongs to exclusive pool %q, which runs only its own pods and DaemonSet pods, and %s; label the pod %s=%s from a namespace the pool admits, or keep it off the pool's nodes",
 		pod.Namespace, podName(pod), m.Node.Name, how, m.Pool.Name, why, LabelPool, m.Pool.Name)
 }
 

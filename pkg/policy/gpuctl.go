@@ -128,7 +128,7 @@ func ParseGpuctlPool(doc []byte) (*GpuctlPool, error) {
 			kinds = append(kinds, fmt.Sprintf("%s on %s", orNone(t), strings.Join(nodes, ", ")))
 		}
 		sort.Strings(kinds)
-		return nil, fmt.Errorf("[N2] gpuctl pool file: pool %q lists nodes of different gpu-types (%s): a pool holds one accelerator model; split them into one pool per gpu-type",
+		return nil, Violationf("N2", "gpuctl pool file: pool %q lists nodes of different gpu-types (%s): a pool holds one accelerator model; split them into one pool per gpu-type",
 			f.Pool.Name, strings.Join(kinds, "; "))
 	}
 	for t := range byType {
@@ -183,11 +183,11 @@ func CheckDeclaredGPUType(node *corev1.Node, declared string) error {
 		return nil
 	}
 	if product := node.Labels[LabelNVIDIAProduct]; product != "" && !nvidiaModelMatches(declared, product) {
-		return fmt.Errorf("[N2] node %q: the pool file declares gpu-type %q but its device plugin reports %s=%s: declare the model the node has, or leave the node out",
+		return Violationf("N2", "node %q: the pool file declares gpu-type %q but its device plugin reports %s=%s: declare the model the node has, or leave the node out",
 			node.Name, declared, LabelNVIDIAProduct, product)
 	}
 	if family, label := ascendFamily(node); family != "" && !ascendTypeMatches(declared, family) {
-		return fmt.Errorf("[N2] node %q: the pool file declares gpu-type %q but its device plugin reports %s=%s (Ascend %s): declare an Ascend %s type (e.g. Snt%c, Ascend%s), or leave the node out",
+		return Violationf("N2", "node %q: the pool file declares gpu-type %q but its device plugin reports %s=%s (Ascend %s): declare an Ascend %s type (e.g. Snt%c, Ascend%s), or leave the node out",
 			node.Name, declared, label, node.Labels[label], family, family, family[0], family)
 	}
 	return nil

@@ -154,13 +154,13 @@ func ValidateLabelKey(key string) error {
 			return nil
 		}
 		if info, ok := Registry[key]; ok && info.Annotation {
-			return fmt.Errorf("[N1] %q is an annotation key, not a label key", key)
+			return fieldViolationf("N1", labelField(key), "%q is an annotation key, not a label key", key)
 		}
-		return fmt.Errorf("[N1] unknown label key %q: keys under %q must be one of %s",
+		return fieldViolationf("N1", labelField(key), "unknown label key %q: keys under %q must be one of %s",
 			key, Prefix, strings.Join(LabelKeys(), ", "))
 	}
 	if right := lookalikeKey(key); right != "" {
-		return fmt.Errorf("[N1] label key %q looks like litepool's %q: use %q", key, right, right)
+		return fieldViolationf("N1", labelField(key), "label key %q looks like litepool's %q: use %q", key, right, right)
 	}
 	return nil
 }
@@ -171,14 +171,14 @@ func ValidateLabel(key, value string) error {
 		return err
 	}
 	if errs := validation.IsValidLabelValue(value); len(errs) > 0 {
-		return fmt.Errorf("[N1] invalid value %q for label %q: %s", value, key, strings.Join(errs, "; "))
+		return fieldViolationf("N1", labelField(key), "invalid value %q for label %q: %s", value, key, strings.Join(errs, "; "))
 	}
 	info, ok := Registry[key]
 	if !ok || info.Validate == nil || value == "" {
 		return nil
 	}
 	if err := info.Validate(value); err != nil {
-		return fmt.Errorf("[N1] invalid value %q for label %q: %s", value, key, stripRuleID(err))
+		return fieldViolationf("N1", labelField(key), "invalid value %q for label %q: %s", value, key, messageOf(err))
 	}
 	return nil
 }
@@ -189,9 +189,9 @@ func ValidateLabel(key, value string) error {
 func UserLabelKey(key string) (string, error) {
 	if !strings.HasPrefix(key, Prefix) {
 		if right := lookalikeKey(key); right != "" {
-			return "", fmt.Errorf("[N1] label key %q has no %q prefix: did you mean %q?", key, Prefix, right)
+			return "", Violationf("N1", "label key %q has no %q prefix: did you mean %q?", key, Prefix, right)
 		}
-		return "", fmt.Errorf("[N1] label key %q is not a litepool key: litepool manages only keys under %q (%s)",
+		return "", Violationf("N1", "label key %q is not a litepool key: litepool manages only keys under %q (%s)",
 			key, Prefix, strings.Join(LabelKeys(), ", "))
 	}
 	if err := ValidateLabelKey(key); err != nil {
@@ -225,13 +225,5 @@ func validateDNSLabel(v string) error {
 	return nil
 }
 
-// stripRuleID drops a leading "[X9] " so that nested errors do not repeat the rule id.
-func stripRuleID(err error) string {
-	msg := err.Error()
-	if strings.HasPrefix(msg, "[") {
-		if i := strings.Index(msg, "] "); i > 0 && i < 6 {
-			return msg[i+2:]
-		}
-	}
-	return msg
-}
+// labelField is the field path of label key, as a Violation names it.
+func labelField(key string) string { return "metadata.labels[" + key + "]" }

@@ -32,7 +32,7 @@ func CheckJoin(pool *v1alpha1.Pool, node *corev1.Node) error {
 	if got == "" {
 		got = "none"
 	}
-	return fmt.Errorf("[N2] node %q (gpu-type %s) cannot join pool %q: the pool takes only %s nodes; choose a node labelled %s=%s or a pool for %s nodes",
+	return Violationf("N2", "node %q (gpu-type %s) cannot join pool %q: the pool takes only %s nodes; choose a node labelled %s=%s or a pool for %s nodes",
 		node.Name, got, pool.Name, want, LabelGPUType, want, got)
 }
 
@@ -44,18 +44,18 @@ func CheckJoin(pool *v1alpha1.Pool, node *corev1.Node) error {
 // that its last node goes only with the audited override (delete pool --force).
 func CheckLeave(pool *v1alpha1.Pool, poolName, node string, workloadPods []string, remaining int) error {
 	if len(workloadPods) > 0 {
-		return fmt.Errorf("[N3] node %q cannot leave pool %q: it runs %d workload pod(s) (%s); drain it first (kubectl litepool drain %s) or wait for them to finish",
+		return Violationf("N3", "node %q cannot leave pool %q: it runs %d workload pod(s) (%s); drain it first (kubectl litepool drain %s) or wait for them to finish",
 			node, poolName, len(workloadPods), summarize(workloadPods, 3), node)
 	}
 	if pool == nil {
 		if remaining < 1 {
-			return fmt.Errorf("[N3] node %q cannot leave pool %q: it is the last node of a pool of labels only (minNodes 1); to dissolve the pool, annotate the node %s=\"<who>: <why>\" (kubectl litepool delete pool %s --force does) or add a node first",
+			return Violationf("N3", "node %q cannot leave pool %q: it is the last node of a pool of labels only (minNodes 1); to dissolve the pool, annotate the node %s=\"<who>: <why>\" (kubectl litepool delete pool %s --force does) or add a node first",
 				node, poolName, AnnotationForce, poolName)
 		}
 		return nil
 	}
 	if floor := MinNodes(pool.Spec); remaining < floor {
-		return fmt.Errorf("[N3] node %q cannot leave pool %q: the pool would have %d node(s), below its minNodes %d; lower spec.minNodes first or add a node",
+		return Violationf("N3", "node %q cannot leave pool %q: the pool would have %d node(s), below its minNodes %d; lower spec.minNodes first or add a node",
 			node, poolName, remaining, floor)
 	}
 	return nil
@@ -83,7 +83,7 @@ func CheckPoolDelete(pool *v1alpha1.Pool, workloadPods []string) error {
 	if len(workloadPods) == 0 || DeleteConfirmed(pool) {
 		return nil
 	}
-	return fmt.Errorf("[R2] pool %q cannot be deleted: %d workload pod(s) run on its nodes (%s); wait for them to finish, or confirm with the annotation %s=%s (kubectl litepool delete pool %s --force), which leaves the pods running",
+	return Violationf("R2", "pool %q cannot be deleted: %d workload pod(s) run on its nodes (%s); wait for them to finish, or confirm with the annotation %s=%s (kubectl litepool delete pool %s --force), which leaves the pods running",
 		pool.Name, len(workloadPods), summarize(workloadPods, 3), AnnotationConfirmDelete, pool.Name, pool.Name)
 }
 

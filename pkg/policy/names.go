@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"fmt"
 	"regexp"
 )
 
@@ -17,11 +16,11 @@ func ValidatePoolName(name string) error {
 	const accepted = "4-24 characters: lowercase letters, digits and hyphens, starting with a letter and not ending with a hyphen (e.g. train-a100)"
 	switch {
 	case name == DefaultPool:
-		return fmt.Errorf("[R1] pool name %q is reserved for nodes that belong to no pool", name)
+		return Violationf("R1", "pool name %q is reserved for nodes that belong to no pool", name)
 	case len(name) < 4 || len(name) > 24:
-		return fmt.Errorf("[R1] invalid pool name %q: it has %d characters; a pool name has %s", name, len(name), accepted)
+		return Violationf("R1", "invalid pool name %q: it has %d characters; a pool name has %s", name, len(name), accepted)
 	case !poolNamePattern.MatchString(name):
-		return fmt.Errorf("[R1] invalid pool name %q: a pool name has %s", name, accepted)
+		return Violationf("R1", "invalid pool name %q: a pool name has %s", name, accepted)
 	}
 	return nil
 }

@@ -48,7 +48,7 @@ func ParseForce(v string) (who, why string, err error) {
 	who, why, ok := strings.Cut(v, ":")
 	who, why = strings.TrimSpace(who), strings.TrimSpace(why)
 	if !ok || who == "" || why == "" {
-		return "", "", fmt.Errorf("[N3] annotation %s=%q does not say who forces and why: write it as \"<who>: <why>\" (e.g. \"alice: replacing a failed PSU\")", AnnotationForce, v)
+		return "", "", Violationf("N3", "annotation %s=%q does not say who forces and why: write it as \"<who>: <why>\" (e.g. \"alice: replacing a failed PSU\")", AnnotationForce, v)
 	}
 	return who, why, nil
 }
@@ -69,7 +69,7 @@ func CheckNodeLabels(node, old *corev1.Node) error {
 			continue
 		}
 		if err := ValidateLabel(k, v); err != nil {
-			errs = append(errs, fmt.Errorf("%v (node %q)", err, node.Name))
+			errs = append(errs, withSuffix(err, fmt.Sprintf(" (node %q)", node.Name)))
 		}
 	}
 	return errors.Join(errs...)
@@ -96,7 +96,7 @@ func AdmitNode(node, old *corev1.Node, pools NodeCatalog) (NodeDecision, error) 
 			if who, why, err := ParseForce(v); err == nil {
 				d.Forced = &Force{By: who, Reason: why, Overrode: leaveErr.Error()}
 				d.Warnings = append(d.Warnings, fmt.Sprintf("[N3] forced by %s (%s) through %s; overridden: %s; remove the annotation when done (kubectl annotate node %s %s-)",
-					who, why, AnnotationForce, strings.TrimPrefix(leaveErr.Error(), "[N3] "), carrier.Name, AnnotationForce))
+					who, why, AnnotationForce, messageOf(leaveErr), carrier.Name, AnnotationForce))
 				leaveErr = nil
 			}
 		}

@@ -168,9 +168,9 @@ func poolMissing(name string, fromNS bool, ns *corev1.Namespace, existing []stri
 		origin = fmt.Sprintf("the default pool of namespace %q", ns.Name)
 	}
 	if len(existing) == 0 {
-		return fmt.Errorf("[P2] pool %q (%s) does not exist, and no pools exist yet: create it (kubectl litepool create -f pool.yaml) or remove the label", name, origin)
+		return Violationf("P2", "pool %q (%s) does not exist, and no pools exist yet: create it (kubectl litepool create -f pool.yaml) or remove the label", name, origin)
 	}
-	return fmt.Errorf("[P2] pool %q (%s) does not exist: the pools are %s", name, origin, strings.Join(existing, ", "))
+	return Violationf("P2", "pool %q (%s) does not exist: the pools are %s", name, origin, strings.Join(existing, ", "))
 }
 
 // checkNodePool is P2 for the node pool a pod names (label runwhere.ai/node-pool): it
@@ -187,7 +187,7 @@ func checkNodePool(pod *corev1.Pod, info PoolInfo) error {
 		}
 		names = append(names, p.Name)
 	}
-	return fmt.Errorf("[P2] node pool %q (label %s) does not exist in pool %q: its node pools are %s",
+	return Violationf("P2", "node pool %q (label %s) does not exist in pool %q: its node pools are %s",
 		np, LabelNodePool, info.Name, strings.Join(names, ", "))
 }
 
@@ -208,7 +208,7 @@ func CheckPodNamespace(info PoolInfo, ns *corev1.Namespace, namespace string) er
 	if spec.NamespaceSelector != nil {
 		sel, err := metav1.LabelSelectorAsSelector(spec.NamespaceSelector)
 		if err != nil {
-			return fmt.Errorf("[P4] pool %q has an invalid namespaceSelector (%v): fix the pool before its pods can be admitted", info.Name, err)
+			return Violationf("P4", "pool %q has an invalid namespaceSelector (%v): fix the pool before its pods can be admitted", info.Name, err)
 		}
 		var nsLabels labels.Set
 		if ns != nil {
@@ -219,7 +219,7 @@ func CheckPodNamespace(info PoolInfo, ns *corev1.Namespace, namespace string) er
 		}
 		accepted = append(accepted, fmt.Sprintf("namespaces labelled %s", sel))
 	}
-	return fmt.Errorf("[P4] namespace %q may not use pool %q: the pool admits %s; use an admitted namespace or add %q to spec.namespaces of pool %q",
+	return Violationf("P4", "namespace %q may not use pool %q: the pool admits %s; use an admitted namespace or add %q to spec.namespaces of pool %q",
 		namespace, info.Name, strings.Join(accepted, " and "), namespace, info.Name)
 }
 
@@ -230,11 +230,11 @@ func CheckPodWorkload(pod *corev1.Pod, info PoolInfo) (warning string, err error
 	switch origin {
 	case WorkloadFromLabel:
 		if err := ValidateWorkloadType(string(wt)); err != nil {
-			return "", fmt.Errorf("[P3] label %s: %v", LabelWorkloadType, err)
+			return "", Violationf("P3", "label %s: %v", LabelWorkloadType, err)
 		}
 	case WorkloadFromJobType:
 		if err := ValidateJobType(pod.Labels[LabelJobType]); err != nil {
-			return "", fmt.Errorf("[P3] label %s (gpuctl's job type): %v; or set label %s (%s)",
+			return "", Violationf("P3", "label %s (gpuctl's job type): %v; or set label %s (%s)",
 				LabelJobType, err, LabelWorkloadType, joinTypes(WorkloadTypes))
 		}
 	}
@@ -256,7 +256,7 @@ func CheckPodWorkload(pod *corev1.Pod, info PoolInfo) (warning string, err error
 	if poolType == "" {
 		poolType = v1alpha1.PoolTypeTraining
 	}
-	return "", fmt.Errorf("[P3] pool %q (type %s) does not accept %s work (%s): it accepts %s; use a pool that takes %s work",
+	return "", Violationf("P3", "pool %q (type %s) does not accept %s work (%s): it accepts %s; use a pool that takes %s work",
 		info.Name, poolType, wt, origin, joinTypes(accepted), wt)
 }
 
@@ -270,7 +270,7 @@ func CheckPodAccelerator(pod *corev1.Pod, info PoolInfo) error {
 		for _, key := range []string{LabelGPUType, LabelGPUTypeCamel} {
 			for _, req := range requestedValues(pod, key, true) {
 				if !req.allows(want) {
-					errs = append(errs, fmt.Errorf("[P5] %s %s does not match pool %q, whose nodes are %s=%s: ask for %s=%s or use a pool of the gpu-type you need",
+					errs = append(errs, Violationf("P5", "%s %s does not match pool %q, whose nodes are %s=%s: ask for %s=%s or use a pool of the gpu-type you need",
 						req.origin, req.expr(key), info.Name, LabelGPUType, want, key, want))
 				}
 			}
@@ -279,7 +279,7 @@ func CheckPodAccelerator(pod *corev1.Pod, info PoolInfo) error {
 	if have := info.Spec().Accelerator.ResourceName; have != "" {
 		for _, got := range PodAcceleratorResources(pod) {
 			if !sameAccelerator(got, have) {
-				errs = append(errs, fmt.Errorf("[P5] pod requests %s but pool %q provides %s: request %s or use a pool of %s nodes",
+				errs = append(errs, Violationf("P5", "pod requests %s but pool %q provides %s: request %s or use a pool of %s nodes",
 					got, info.Name, have, have, got))
 			}
 		}
@@ -317,7 +317,7 @@ func podPlacement(pod *corev1.Pod, info PoolInfo, fromNS bool) (PodPatch, error)
 		for _, req := range requestedValues(pod, key, false) {
 			if !req.allows(value) {
 				conflict = true
-				errs = append(errs, fmt.Errorf("[P1] %s %s conflicts with pool %q, which needs %s=%s: remove it or make it %s=%s (litepool never overwrites it)",
+				errs = append(errs, Violationf("P1", "%s %s conflicts with pool %q, which needs %s=%s: remove it or make it %s=%s (litepool never overwrites it)",
 					req.origin, req.expr(key), info.Name, key, value, key, value))
 			}
 		}
@@ -363,10 +363,10 @@ func hcclPatch(pod *corev1.Pod, info PoolInfo) ([]ContainerEnv, error) {
 				case j < 0:
 					add = append(add, ev)
 				case c.Env[j].ValueFrom != nil:
-					errs = append(errs, fmt.Errorf("[P1] container %q sets %s from a reference but pool %q sets it to %q: remove it from the container (the pool's value is injected) or change the pool's HCCL settings",
+					errs = append(errs, Violationf("P1", "container %q sets %s from a reference but pool %q sets it to %q: remove it from the container (the pool's value is injected) or change the pool's HCCL settings",
 						c.Name, ev.Name, info.Name, ev.Value))
 				case c.Env[j].Value != ev.Value:
-					errs = append(errs, fmt.Errorf("[P1] container %q sets %s=%q but pool %q sets %q: remove it from the container (the pool's value is injected) or change the pool's HCCL settings",
+					errs = append(errs, Violationf("P1", "container %q sets %s=%q but pool %q sets %q: remove it from the container (the pool's value is injected) or change the pool's HCCL settings",
 						c.Name, ev.Name, c.Env[j].Value, info.Name, ev.Value))
 				}
 			}

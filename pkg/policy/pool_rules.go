@@ -24,10 +24,10 @@ const (
 // ValidateHCCL checks HCCL operator-retry settings (R1).
 func ValidateHCCL(r v1alpha1.OpRetrySpec) error {
 	if r.MaxRetries != 0 && (r.MaxRetries < HCCLMinRetries || r.MaxRetries > HCCLMaxRetries) {
-		return fmt.Errorf("[R1] hccl max retries %d out of range: must be %d-%d", r.MaxRetries, HCCLMinRetries, HCCLMaxRetries)
+		return Violationf("R1", "hccl max retries %d out of range: must be %d-%d", r.MaxRetries, HCCLMinRetries, HCCLMaxRetries)
 	}
 	if r.RetryTimeoutSeconds != 0 && (r.RetryTimeoutSeconds < HCCLMinTimeoutSeconds || r.RetryTimeoutSeconds > HCCLMaxTimeoutSeconds) {
-		return fmt.Errorf("[R1] hccl retry timeout %ds out of range: must be %d-%ds", r.RetryTimeoutSeconds, HCCLMinTimeoutSeconds, HCCLMaxTimeoutSeconds)
+		return Violationf("R1", "hccl retry timeout %ds out of range: must be %d-%ds", r.RetryTimeoutSeconds, HCCLMinTimeoutSeconds, HCCLMaxTimeoutSeconds)
 	}
 	return nil
 }
@@ -42,16 +42,16 @@ func ValidatePool(pool, old *v1alpha1.Pool, members int) error {
 	}
 	errs = append(errs, ValidatePoolType(pool.Spec.Type))
 	if pool.Spec.MinNodes < 0 { // 0 is unset: the CRD defaults it to 1
-		errs = append(errs, fmt.Errorf("[R1] minNodes %d: must be at least 1", pool.Spec.MinNodes))
+		errs = append(errs, Violationf("R1", "minNodes %d: must be at least 1", pool.Spec.MinNodes))
 	}
 	for _, w := range pool.Spec.AllowedWorkloads {
 		if err := ValidateWorkloadType(string(w)); err != nil {
-			errs = append(errs, fmt.Errorf("[R1] allowedWorkloads: %w", err))
+			errs = append(errs, Violationf("R1", "allowedWorkloads: %w", err))
 		}
 	}
 	errs = append(errs, ValidateHCCL(pool.Spec.HCCL.OpRetry))
 	if old != nil && members > 0 && old.Spec.Accelerator.Type != pool.Spec.Accelerator.Type {
-		errs = append(errs, fmt.Errorf("[R1] accelerator type of pool %q cannot change from %q to %q while it has %d node(s); remove its nodes first",
+		errs = append(errs, Violationf("R1", "accelerator type of pool %q cannot change from %q to %q while it has %d node(s); remove its nodes first",
 			pool.Name, old.Spec.Accelerator.Type, pool.Spec.Accelerator.Type, members))
 	}
 	return errors.Join(errs...)
@@ -104,6 +104,6 @@ func CheckAdoption(pool *v1alpha1.Pool, members []*corev1.Node) error {
 		return nil
 	}
 	sort.Strings(mismatched) // the caller's members come in cache order
-	return fmt.Errorf("[R1] pool %q with accelerator type %q cannot adopt the %d node(s) labelled %s=%s whose gpu-type differs: %s; set spec.accelerator.type to their gpu-type, or take those nodes out of the pool first",
+	return Violationf("R1", "pool %q with accelerator type %q cannot adopt the %d node(s) labelled %s=%s whose gpu-type differs: %s; set spec.accelerator.type to their gpu-type, or take those nodes out of the pool first",
 		pool.Name, pool.Spec.Accelerator.Type, len(mismatched), LabelPool, pool.Name, summarize(mismatched, 3))
 }

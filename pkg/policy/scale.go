@@ -35,9 +35,9 @@ func ExclusiveTaint(pool string) corev1.Taint {
 func CheckScaleUpCandidate(pool *v1alpha1.Pool, node *corev1.Node) error {
 	if from := PoolOf(node); from != DefaultPool {
 		if from == pool.Name {
-			return fmt.Errorf("[S1] node %q is already in pool %q", node.Name, pool.Name)
+			return Violationf("S1", "node %q is already in pool %q", node.Name, pool.Name)
 		}
-		return fmt.Errorf("[S1] node %q belongs to pool %q, not to the default pool: remove it from %q first (kubectl litepool scale %s --remove %s)",
+		return Violationf("S1", "node %q belongs to pool %q, not to the default pool: remove it from %q first (kubectl litepool scale %s --remove %s)",
 			node.Name, from, from, from, node.Name)
 	}
 	return CheckJoin(pool, node)
@@ -64,7 +64,7 @@ func PlanScaleUp(pool *v1alpha1.Pool, nodes []*corev1.Node, count int) ([]*corev
 		return fit[:count], nil
 	}
 	want := pool.Spec.Accelerator.Type
-	msg := fmt.Sprintf("[S1] pool %q needs %d more node(s) but the default pool has %d Running node(s) of gpu-type %s", pool.Name, count, len(fit), orNone(want))
+	msg := fmt.Sprintf("pool %q needs %d more node(s) but the default pool has %d Running node(s) of gpu-type %s", pool.Name, count, len(fit), orNone(want))
 	if len(fit) > 0 {
 		msg += " (" + strings.Join(names(fit), ", ") + ")"
 	}
@@ -72,7 +72,7 @@ func PlanScaleUp(pool *v1alpha1.Pool, nodes []*corev1.Node, count int) ([]*corev
 		sort.Strings(mismatched)
 		msg += fmt.Sprintf("; these default-pool nodes do not match it: %s", summarize(mismatched, 5))
 	}
-	return nil, fmt.Errorf("%s; add %s nodes to the cluster or ask for fewer", msg, orNone(want))
+	return nil, Violationf("S1", "%s; add %s nodes to the cluster or ask for fewer", msg, orNone(want))
 }
 
 // ScaleCandidate is what scale-down planning knows of a member node.
@@ -91,7 +91,7 @@ func CheckScaleDown(pool *v1alpha1.Pool, current, target int) error {
 	if target >= floor {
 		return nil
 	}
-	return fmt.Errorf("[N3] pool %q cannot shrink from %d to %d node(s): its minNodes is %d; lower spec.minNodes first (kubectl litepool edit pool %s --min-nodes %d) or remove fewer nodes",
+	return Violationf("N3", "pool %q cannot shrink from %d to %d node(s): its minNodes is %d; lower spec.minNodes first (kubectl litepool edit pool %s --min-nodes %d) or remove fewer nodes",
 		pool.Name, current, target, floor, pool.Name, max(target, 1))
 }
 
@@ -138,10 +138,10 @@ func CheckScaleDownNodes(pool *v1alpha1.Pool, members []ScaleCandidate, remove [
 	seen := map[string]bool{}
 	for _, n := range remove {
 		if !isMember[n] {
-			return fmt.Errorf("[S2] node %q is not a member of pool %q; its members are: %s", n, pool.Name, orNone(summarize(candidateNames(members), 10)))
+			return Violationf("S2", "node %q is not a member of pool %q; its members are: %s", n, pool.Name, orNone(summarize(candidateNames(members), 10)))
 		}
 		if seen[n] {
-			return fmt.Errorf("[S2] node %q is named twice", n)
+			return Violationf("S2", "node %q is named twice", n)
 		}
 		seen[n] = true
 	}
@@ -213,7 +213,7 @@ func ValidateNodePool(np *v1alpha1.NodePool) error {
 	sort.Strings(keys)
 	for _, k := range keys {
 		if k == LabelPool || k == LabelNodePool {
-			return fmt.Errorf("[N1] node pool %q: label %q is set by litepool itself and cannot be a node-pool label", np.Name, k)
+			return Violationf("N1", "node pool %q: label %q is set by litepool itself and cannot be a node-pool label", np.Name, k)
 		}
 		if err := ValidateLabel(k, np.Labels[k]); err != nil {
 			return fmt.Errorf("node pool %q: %w", np.Name, err)
@@ -226,7 +226,7 @@ func ValidateNodePool(np *v1alpha1.NodePool) error {
 		switch t.Effect {
 		case corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
 		default:
-			return fmt.Errorf("[N1] node pool %q: taint %q has effect %q: must be NoSchedule, PreferNoSchedule or NoExecute", np.Name, t.Key, t.Effect)
+			return Violationf("N1", "node pool %q: taint %q has effect %q: must be NoSchedule, PreferNoSchedule or NoExecute", np.Name, t.Key, t.Effect)
 		}
 	}
 	return nil

@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"fmt"
 	"strings"
 	"time"
 
@@ -19,17 +18,17 @@ func ParseStressSchedule(expr string) (schedule, timeZone string, err error) {
 		if rest, ok := strings.CutPrefix(schedule, prefix); ok {
 			zone, sched, _ := strings.Cut(rest, " ")
 			if _, err := time.LoadLocation(zone); err != nil || zone == "" || strings.EqualFold(zone, "local") {
-				return "", "", fmt.Errorf("[T1] invalid --cron %q: unknown time zone %q; use an IANA zone name such as \"CRON_TZ=Asia/Shanghai 0 2 * * 0\" (it becomes the CronJob's spec.timeZone)", expr, zone)
+				return "", "", Violationf("T1", "invalid --cron %q: unknown time zone %q; use an IANA zone name such as \"CRON_TZ=Asia/Shanghai 0 2 * * 0\" (it becomes the CronJob's spec.timeZone)", expr, zone)
 			}
 			schedule, timeZone = strings.TrimSpace(sched), zone
 			break
 		}
 	}
 	if strings.Contains(schedule, "TZ=") {
-		return "", "", fmt.Errorf("[T1] invalid --cron %q: a time zone may only come first, once, as CRON_TZ=<zone> or TZ=<zone>", expr)
+		return "", "", Violationf("T1", "invalid --cron %q: a time zone may only come first, once, as CRON_TZ=<zone> or TZ=<zone>", expr)
 	}
 	if _, err := cron.ParseStandard(schedule); err != nil {
-		return "", "", fmt.Errorf("[T1] invalid --cron %q: %v; want five fields (minute hour day-of-month month day-of-week) such as \"0 2 * * 0\", or @hourly/@daily/@weekly/@monthly", expr, err)
+		return "", "", Violationf("T1", "invalid --cron %q: %v; want five fields (minute hour day-of-month month day-of-week) such as \"0 2 * * 0\", or @hourly/@daily/@weekly/@monthly", expr, err)
 	}
 	return schedule, timeZone, nil
 }

@@ -2,7 +2,6 @@ package policy
 
 import (
 	"encoding/json"
-	"fmt"
 	"sort"
 	"strconv"
 	"strings"
@@ -46,10 +45,10 @@ func stateIndex(s UpgradeState) int {
 // step is skipped, so a node is never uncordoned before its driver was validated.
 func CheckUpgradeTransition(from, to UpgradeState) error {
 	if !ValidUpgradeState(to) {
-		return fmt.Errorf("[U1] unknown upgrade state %q", to)
+		return Violationf("U1", "unknown upgrade state %q", to)
 	}
 	if from != "" && !ValidUpgradeState(from) {
-		return fmt.Errorf("[U1] unknown upgrade state %q", from)
+		return Violationf("U1", "unknown upgrade state %q", from)
 	}
 	switch {
 	case to == UpgradeRequired && (from == "" || from == UpgradeDone || from == UpgradeFailed):
@@ -60,7 +59,7 @@ func CheckUpgradeTransition(from, to UpgradeState) error {
 	if next, ok := NextUpgradeState(from); ok && next == to {
 		return nil
 	}
-	return fmt.Errorf("[U1] a node cannot go from upgrade state %q to %q: states follow %s, any step may fail, and a failed node is re-marked upgrade-required",
+	return Violationf("U1", "a node cannot go from upgrade state %q to %q: states follow %s, any step may fail, and a failed node is re-marked upgrade-required",
 		orEmpty(from), to, upgradePath())
 }
 
@@ -93,13 +92,13 @@ func ParseMaxUnavailable(s string) (intstr.IntOrString, error) {
 	if strings.HasSuffix(s, "%") {
 		n, err := strconv.Atoi(strings.TrimSuffix(s, "%"))
 		if err != nil || n < 1 || n > 100 {
-			return intstr.IntOrString{}, fmt.Errorf("[U2] invalid --max-unavailable %q: a percentage must be 1%%-100%%", s)
+			return intstr.IntOrString{}, Violationf("U2", "invalid --max-unavailable %q: a percentage must be 1%%-100%%", s)
 		}
 		return intstr.FromString(s), nil
 	}
 	n, err := strconv.Atoi(s)
 	if err != nil || n < 1 {
-		return intstr.IntOrString{}, fmt.Errorf("[U2] invalid --max-unavailable %q: want a node count of at least 1 or a percentage such as 25%%", s)
+		return intstr.IntOrString{}, Violationf("U2", "invalid --max-unavailable %q: want a node count of at least 1 or a percentage such as 25%%", s)
 	}
 	return intstr.FromInt32(int32(n)), nil
 }
@@ -294,10 +293,10 @@ func (r UpgradeRun) Encode() string {
 func DecodeUpgradeRun(s string) (UpgradeRun, error) {
 	var r UpgradeRun
 	if err := json.Unmarshal([]byte(s), &r); err != nil {
-		return r, fmt.Errorf("[U3] unreadable %s annotation: %w", AnnotationUpgradeRun, err)
+		return r, Violationf("U3", "unreadable %s annotation: %w", AnnotationUpgradeRun, err)
 	}
 	if r.ID == "" || r.Target == "" {
-		return r, fmt.Errorf("[U3] %s annotation lacks the rollout id or target version", AnnotationUpgradeRun)
+		return r, Violationf("U3", "%s annotation lacks the rollout id or target version", AnnotationUpgradeRun)
 	}
 	return r, nil
 }
@@ -310,7 +309,7 @@ func (r UpgradeRun) Durations() (wait, drain, install, validate time.Duration, e
 		}
 		d, e := time.ParseDuration(s)
 		if e != nil {
-			err = fmt.Errorf("[U3] invalid duration %q in rollout %s: %w", s, r.ID, e)
+			err = Violationf("U3", "invalid duration %q in rollout %s: %w", s, r.ID, e)
 		}
 		return d
 	}
@@ -321,10 +320,10 @@ func (r UpgradeRun) Durations() (wait, drain, install, validate time.Duration, e
 // the node's driver-version label).
 func ValidateDriverVersion(v string) error {
 	if v == "" {
-		return fmt.Errorf("[U2] --version is required: the driver version to install (as the node's driver-version label will read it)")
+		return Violationf("U2", "--version is required: the driver version to install (as the node's driver-version label will read it)")
 	}
 	if err := ValidateLabel(LabelDriverVersion, v); err != nil {
-		return fmt.Errorf("[U2] invalid --version %q: %s", v, stripRuleID(err))
+		return Violationf("U2", "invalid --version %q: %s", v, messageOf(err))
 	}
 	return nil
 }

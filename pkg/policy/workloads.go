@@ -36,7 +36,7 @@ func ValidatePoolType(t v1alpha1.PoolType) error {
 	if t == "" || slices.Contains(PoolTypes, t) {
 		return nil
 	}
-	return fmt.Errorf("[R1] unknown pool type %q: must be one of %s", t, joinTypes(PoolTypes))
+	return Violationf("R1", "unknown pool type %q: must be one of %s", t, joinTypes(PoolTypes))
 }
 
 // AcceptedWorkloads is the set of workload types a pool takes: allowedWorkloads when

@@ -44,7 +44,7 @@ var Tests = []string{"npu", "hccs", "roce", "storage"}
 // ValidateTests checks --tests ([T1]).
 func ValidateTests(tests []string) error {
 	if len(tests) == 0 {
-		return fmt.Errorf("[T1] no stress tests given: choose from %s", strings.Join(Tests, ", "))
+		return policy.Violationf("T1", "no stress tests given: choose from %s", strings.Join(Tests, ", "))
 	}
 	for _, t := range tests {
 		ok := false
@@ -52,7 +52,7 @@ func ValidateTests(tests []string) error {
 			ok = ok || t == k
 		}
 		if !ok {
-			return fmt.Errorf("[T1] unknown stress test %q: choose from %s", t, strings.Join(Tests, ", "))
+			return policy.Violationf("T1", "unknown stress test %q: choose from %s", t, strings.Join(Tests, ", "))
 		}
 	}
 	return nil

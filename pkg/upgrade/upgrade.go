@@ -88,7 +88,7 @@ func (u *Upgrader) Mark(ctx context.Context, nodes []string, run policy.UpgradeR
 		}
 		from := policy.UpgradeState(node.Annotations[policy.AnnotationUpgradeState])
 		if err := policy.CheckUpgradeTransition(from, policy.UpgradeRequired); err != nil {
-			return fmt.Errorf("[U4] node %q is already in a driver upgrade (state %s, target %s): finish it with `kubectl litepool upgrade resume` or stop it with `kubectl litepool upgrade abort` first",
+			return policy.Violationf("U4", "node %q is already in a driver upgrade (state %s, target %s): finish it with `kubectl litepool upgrade resume` or stop it with `kubectl litepool upgrade abort` first",
 				name, from, node.Annotations[policy.AnnotationUpgradeTarget])
 		}
 	}
@@ -209,7 +209,7 @@ func (u *Upgrader) Rollout(ctx context.Context, run policy.UpgradeRun, nodeNames
 				ErrFailed, run.ID, plan.Done, plan.Total, strings.Join(msgs, "; "), scopeFlag(run, nodeNames))
 		}
 		if plan.Stalled() {
-			return fmt.Errorf("[U2] rollout %s cannot start more nodes: max-unavailable %d is taken by %d unavailable node(s) of the pool (%s); %d/%d done; bring them back or raise it: `kubectl litepool upgrade resume %s --max-unavailable N`",
+			return policy.Violationf("U2", "rollout %s cannot start more nodes: max-unavailable %d is taken by %d unavailable node(s) of the pool (%s); %d/%d done; bring them back or raise it: `kubectl litepool upgrade resume %s --max-unavailable N`",
 				run.ID, maxU, len(plan.Unavailable), strings.Join(plan.Unavailable, ", "), plan.Done, plan.Total, scopeFlag(run, nodeNames))
 		}
 		if plan.Finished() {
@@ -282,7 +282,7 @@ func (u *Upgrader) UpgradeNode(ctx context.Context, run policy.UpgradeRun, name 
 		}
 		next, ok := policy.NextUpgradeState(state)
 		if !ok {
-			return fmt.Errorf("[U1] node %s is in unknown upgrade state %q", name, state)
+			return policy.Violationf("U1", "node %s is in unknown upgrade state %q", name, state)
 		}
 		if err := u.advance(ctx, node, state, next, msg); err != nil {
 			return err
@@ -342,7 +342,7 @@ func (u *Upgrader) step(ctx context.Context, run policy.UpgradeRun, node *corev1
 		}
 		return "", err
 	}
-	return "", fmt.Errorf("[U1] unknown upgrade state %q", state)
+	return "", policy.Violationf("U1", "unknown upgrade state %q", state)
 }
 
 // waitForJobs waits for the node's workload pods (matching selector) to finish. After the
@@ -550,7 +550,7 @@ func (u *Upgrader) advance(ctx context.Context, node *corev1.Node, from, to poli
 	}
 	if cur, gerr := u.Kube.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{}); gerr == nil &&
 		cur.Annotations[policy.AnnotationUpgradeState] != string(from) {
-		return fmt.Errorf("[U1] node %s left state %s for %q while this plugin worked on it (another `upgrade resume` or `abort`?)",
+		return policy.Violationf("U1", "node %s left state %s for %q while this plugin worked on it (another `upgrade resume` or `abort`?)",
 			node.Name, from, cur.Annotations[policy.AnnotationUpgradeState])
 	}
 	return err

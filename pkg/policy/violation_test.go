@@ -1,0 +1,45 @@
+package policy
+
+import (
+	"errors"
+	"io"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestViolationReadsAsBeforeAndCarriesItsRule(t *testing.T) {
+	err := ValidateLabel("runwhere.ai/pol", "x")
+	var v *Violation
+	require.True(t, errors.As(err, &v))
+	assert.Equal(t, "N1", v.Rule)
+	assert.Equal(t, "metadata.labels[runwhere.ai/pol]", v.Field)
+	assert.Regexp(t, `^\[N1\] unknown label key "runwhere.ai/pol": keys under "runwhere.ai/" must be one of `, err.Error())
+	assert.Equal(t, err.Error(), "[N1] "+v.Message)
+}
+
+func TestViolationfKeepsTheWrappedError(t *testing.T) {
+	err := Violationf("U3", "unreadable annotation: %w", io.ErrUnexpectedEOF)
+	assert.Equal(t, "[U3] unreadable annotation: unexpected EOF", err.Error())
+	assert.ErrorIs(t, err, io.ErrUnexpectedEOF)
+	var v *Violation
+	require.True(t, errors.As(err, &v))
+	assert.Equal(t, "U3", v.Rule)
+	assert.Equal(t, []string{"U3"}, Rules(err))
+}
+
+func TestRulesOfAJoinedDenial(t *testing.T) {
+	// A node update that adds a typo'd key and leaves a pool it is the last of: N1 and N3.
+	old := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{LabelPool: "solo-pool"}}}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"runwhere.ai/gpu_type": "A100"}}}
+	cat := catalog{pools: map[string]PoolInfo{"solo-pool": {Name: "solo-pool", Members: 1}}}
+	_, err := AdmitNode(node, old, cat)
+	require.Error(t, err)
+	assert.Equal(t, []string{"N1", "N3"}, Rules(err))
+	assert.Contains(t, err.Error(), `(node "n1")`, "the node is still named in N1's message")
+	assert.Empty(t, Rules(errors.New("[P9] text that only looks like a rule")), "rules are read from types, never parsed")
+	assert.Empty(t, Rules(nil))
+}
