@@ -135,7 +135,7 @@ func launch(ctx context.Context, o options, dir, kubeconfigSum string, kube kube
 	}
 	defer logFile.Close()
 	p, err := localwebhook.Launch(localwebhook.Options{Binary: binary, Kubeconfig: kubeconfig, Output: logFile, Detach: true,
-		Flags: []string{"--cert-mode=files", "--cert-dir=" + certs.Dir}})
+		Flags: []string{"--cert-mode=files", "--cert-dir=" + certs.Dir, "--controllers=true", "--leader-elect=true"}})
 	if err != nil {
 		return err
 	}
