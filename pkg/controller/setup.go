@@ -1,7 +1,10 @@
 package controller
 
 import (
+	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/runwhere-ai/litepool/pkg/events"
 )
 
 // Name is the controller's name in Events (reportingController) and logs.
@@ -11,9 +14,18 @@ const Name = "litepool-controller"
 // webhook serves on every replica, the controllers run on the holder only.
 const LeaderElectionID = "litepool-controller"
 
-// Setup registers litepool's controllers with the manager. They start when the manager
-// has won the leader election (or at once without one).
+// Setup registers litepool's controllers with the manager: Pool status and metrics,
+// and in-cluster driver rollouts. They start when the manager has won the leader
+// election (or at once without one).
 func Setup(mgr ctrl.Manager) error {
 	status := &StatusReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name)}
-	return status.SetupWithManager(mgr)
+	if err := status.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	kube, err := kubernetes.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return err
+	}
+	rollouts := &RolloutReconciler{Client: mgr.GetClient(), Kube: kube, Recorder: &events.Recorder{Client: kube}}
+	return rollouts.SetupWithManager(mgr)
 }
