@@ -1,6 +1,7 @@
 package controller
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -19,6 +20,13 @@ const LeaderElectionID = "litepool-controller"
 // election (or at once without one).
 func Setup(mgr ctrl.Manager) error {
 	status := &StatusReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name)}
+	var err error
+	if status.Pods, err = informerStore(mgr.GetCache(), &corev1.Pod{}); err != nil {
+		return err
+	}
+	if status.Nodes, err = informerStore(mgr.GetCache(), &corev1.Node{}); err != nil {
+		return err
+	}
 	if err := status.SetupWithManager(mgr); err != nil {
 		return err
 	}

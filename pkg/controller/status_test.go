@@ -224,3 +224,23 @@ func TestCacheTransformKeepsWhatTheInventoryReads(t *testing.T) {
 		}
 	}
 }
+
+type sliceStore []any
+
+func (s sliceStore) List() []any { return s }
+
+// Reading the informers' stores in place gives what listing through the client gives.
+func TestInventoryFromStoresEqualsInventoryFromLists(t *testing.T) {
+	objs := []client.Object{node("n1", "train", 8, true), node("n2", "train", 8, false), pod("a", "n1", "3"), pod("b", "n2", "8")}
+	r, _, _ := newReconciler(t, objs...)
+	fromLists, err := r.inventory(context.Background(), nil)
+	require.NoError(t, err)
+	r.Pods, r.Nodes = sliceStore{objs[2], objs[3]}, sliceStore{objs[0], objs[1]}
+	fromStores, err := r.inventory(context.Background(), nil)
+	require.NoError(t, err)
+	for _, inv := range []*inventory.Inventory{fromLists, fromStores} {
+		train := inv.Pools["train"]
+		assert.Equal(t, []int64{8, 3, 5}, []int64{train.Total, train.Used, train.Free()})
+	}
+	assert.Equal(t, len(fromLists.Nodes), len(fromStores.Nodes))
+}

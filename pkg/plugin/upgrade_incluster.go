@@ -92,3 +92,27 @@ func rolloutProgress(nodes []corev1.Node, id string) (UpgradeRolloutStatus, bool
 	}
 	return UpgradeRolloutStatus{}, false
 }
+
+// watch prints each rollout's line whenever it changes until none is in progress (or
+// the user interrupts; the rollouts go on).
+func (o *UpgradeStatusOptions) watch(ctx context.Context, st UpgradeStatus) error {
+	last := map[string]string{}
+	for _, p := range st.Rollouts {
+		last[p.ID] = rolloutLine(p)
+	}
+	return wait.PollUntilContextCancel(ctx, rolloutFollowInterval, false, func(ctx context.Context) (bool, error) {
+		nodes, err := o.Scope.nodes(ctx, o.clients)
+		if err != nil {
+			return false, err
+		}
+		active := false
+		for _, p := range upgradeStatusOf(nodes).Rollouts {
+			if line := rolloutLine(p); line != last[p.ID] {
+				fmt.Fprintln(o.Out, line)
+				last[p.ID] = line
+			}
+			active = active || p.Phase == "in progress"
+		}
+		return !active, nil
+	})
+}

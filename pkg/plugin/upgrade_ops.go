@@ -91,6 +91,7 @@ func (s *upgradeScope) String() string {
 type UpgradeStatusOptions struct {
 	Scope   upgradeScope
 	Output  string
+	Watch   bool
 	clients *clients
 	genericiooptions.IOStreams
 }
@@ -113,6 +114,9 @@ func NewCmdUpgradeStatus(f cmdutil.Factory, streams genericiooptions.IOStreams) 
 			# One pool's rollout
 			kubectl litepool upgrade status --pool train-snt9b
 
+			# Follow a rollout (one handed to the cluster, or another operator's) until it ends
+			kubectl litepool upgrade status --pool train-snt9b -w
+
 			# As data, for scripts
 			kubectl litepool upgrade status --pool train-snt9b -o json`),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -125,6 +129,9 @@ func NewCmdUpgradeStatus(f cmdutil.Factory, streams genericiooptions.IOStreams) 
 			if o.Output != "" && o.Output != "json" && o.Output != "yaml" {
 				return fmt.Errorf("invalid -o %q: must be json or yaml", o.Output)
 			}
+			if o.Watch && o.Output != "" {
+				return fmt.Errorf("--watch prints progress lines: it does not go with -o %s", o.Output)
+			}
 			var err error
 			if o.clients, err = newClients(f); err != nil {
 				return err
@@ -134,6 +141,7 @@ func NewCmdUpgradeStatus(f cmdutil.Factory, streams genericiooptions.IOStreams) 
 	}
 	o.Scope.addFlags(cmd, f)
 	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "Output format: json or yaml (default: a table and a progress line per rollout)")
+	cmd.Flags().BoolVarP(&o.Watch, "watch", "w", false, "After the table, print each rollout's progress line whenever it changes, until no rollout is in progress")
 	return cmd
 }
 
@@ -247,14 +255,22 @@ func (o *UpgradeStatusOptions) Run(ctx context.Context) error {
 		return err
 	}
 	for _, p := range st.Rollouts {
-		scope := "nodes"
-		if p.Pool != "" {
-			scope = "pool " + p.Pool
-		}
-		fmt.Fprintf(o.Out, "rollout %s (%s → %s): %s: %d/%d done (%d%%), %d in progress, %d pending, %d failed\n",
-			p.ID, scope, p.Target, p.Phase, p.Done, p.Total, p.Done*100/p.Total, p.InProgress, p.Pending, p.Failed)
+		fmt.Fprintln(o.Out, rolloutLine(p))
+	}
+	if o.Watch {
+		return o.watch(ctx, st)
 	}
 	return nil
+}
+
+// rolloutLine is a rollout's progress line.
+func rolloutLine(p UpgradeRolloutStatus) string {
+	scope := "nodes"
+	if p.Pool != "" {
+		scope = "pool " + p.Pool
+	}
+	return fmt.Sprintf("rollout %s (%s → %s): %s: %d/%d done (%d%%), %d in progress, %d pending, %d failed",
+		p.ID, scope, p.Target, p.Phase, p.Done, p.Total, p.Done*100/p.Total, p.InProgress, p.Pending, p.Failed)
 }
 
 // ---- resume ----

@@ -70,14 +70,14 @@ func TestRolloutSurvivesPluginExitAndLeaderKill(t *testing.T) {
 	first.Kill()
 
 	waitLeader(t, second)
-	require.NoError(t, wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
-		for _, n := range nodes {
-			if state(t, n) != string(policy.UpgradeDone) {
-				return false, nil
-			}
-		}
-		return true, nil
-	}), "the rollout did not complete under the new leader:\n%s", second.logs.String())
+	// The operator follows it from the plugin: status -w returns when no rollout of the
+	// pool is in progress.
+	watched := framework.C.Litepool(t, "upgrade", "status", "--pool", "ctl-roll", "-w")
+	require.Equal(t, 0, watched.ExitCode, watched.Stderr)
+	assert.Regexp(t, `rollout \S+ \(pool ctl-roll → 24.1.0.3\): complete: 4/4 done \(100%\), 0 in progress, 0 pending, 0 failed\n$`, watched.Stdout)
+	for _, n := range nodes {
+		assert.Equal(t, string(policy.UpgradeDone), state(t, n), "%s\n%s", n, second.logs.String())
+	}
 	assert.Contains(t, second.logs.String(), "driving rollout")
 
 	jobs := installerJobs(t)
