@@ -18,6 +18,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -136,7 +137,7 @@ func measureStart(ctx context.Context, c config, cl clients, controllers bool) (
 	if err != nil {
 		return startFigures{}, err
 	}
-	f := startFigures{pid: p.Cmd.Process.Pid, stop: func() { p.Kill(); logFile.Close(); os.RemoveAll(dir) }}
+	f := startFigures{pid: p.Cmd.Process.Pid, stop: func() { stop(p); logFile.Close(); os.RemoveAll(dir) }}
 	if err := p.WaitReady(ctx, 5*time.Minute); err != nil {
 		f.stop()
 		return f, err
@@ -154,6 +155,17 @@ func measureStart(ctx context.Context, c config, cl clients, controllers bool) (
 	f.cpuIdlePercent = (cpuSeconds(f.pid) - f.cpuStart) / c.idle.Seconds() * 100
 	f.peakMiB = peakMiB(f.pid)
 	return f, nil
+}
+
+// stop ends the process gracefully (a leader releases its Lease, so the next run does
+// not wait for it to expire), killing it if it does not exit within 10 seconds.
+func stop(p *localwebhook.Process) {
+	_ = p.Cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.Done():
+	case <-time.After(10 * time.Second):
+		p.Kill()
+	}
 }
 
 // waitFirstPass waits until the controller has computed every pool once after start

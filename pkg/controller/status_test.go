@@ -206,8 +206,22 @@ func TestCacheTransformKeepsWhatTheInventoryReads(t *testing.T) {
 			require.NoError(t, err)
 			got := out.(*corev1.Pod)
 			assert.Equal(t, int64(2), policy.PodAccelerators(got))
-			assert.Len(t, got.Spec.Containers, 1, "containers without accelerators are dropped")
-			assert.Empty(t, got.Spec.Containers[0].Image)
+			assert.Empty(t, got.Spec.Containers, "the request is kept, the containers are not")
+
+			// Init containers and sidecars are summed as kubectl sums them.
+			in = pod("y", "n", "1")
+			in.Spec.InitContainers = []corev1.Container{{Name: "init", Resources: corev1.ResourceRequirements{
+				Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("4")}}}}
+			out, err = o.Transform(in)
+			require.NoError(t, err)
+			assert.Equal(t, policy.PodAccelerators(in), policy.PodAccelerators(out.(*corev1.Pod)))
+			assert.Equal(t, int64(4), policy.PodAccelerators(out.(*corev1.Pod)))
+
+			cpuOnly := pod("z", "n", "0")
+			cpuOnly.Spec.Containers[0].Resources.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
+			out, err = o.Transform(cpuOnly)
+			require.NoError(t, err)
+			assert.Nil(t, out.(*corev1.Pod).Spec.Overhead)
 		case *corev1.Node:
 			in := node("n", "p", 8, true)
 			in.Status.Allocatable[corev1.ResourceCPU] = resource.MustParse("96")
