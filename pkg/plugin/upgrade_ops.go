@@ -382,6 +382,9 @@ func (o *UpgradeResumeOptions) Run(ctx context.Context) error {
 		if run.Pool == "" {
 			return fmt.Errorf("--max-unavailable applies to a pool rollout; rollout %s upgrades single nodes", run.ID)
 		}
+		if run.InCluster {
+			return fmt.Errorf("[U3] rollout %s is driven by the controller in litepool-webhook with the budget it started with: abort it and start it again with --max-unavailable", run.ID)
+		}
 		run.MaxUnavailable = o.MaxUnavailable
 	}
 	u := &upgrade.Upgrader{Kube: o.clients.kube, Recorder: &events.Recorder{Client: o.clients.kube}, Progress: o.Out}
@@ -412,6 +415,11 @@ func (o *UpgradeResumeOptions) Run(ctx context.Context) error {
 	}
 	if o.dryRun != cmdutil.DryRunNone {
 		return o.printPlan(ctx, u, *run, scope)
+	}
+	if run.InCluster {
+		fmt.Fprintf(o.Out, "rollout %s (%s → %s): %d node(s) unfinished; the controller in litepool-webhook drives it: follow it with `kubectl litepool upgrade status %s -w`\n",
+			run.ID, o.Scope.String(), run.Target, len(unfinished), o.Scope.flag())
+		return nil
 	}
 	fmt.Fprintf(o.Out, "resuming rollout %s (%s → %s): %d node(s) unfinished\n", run.ID, o.Scope.String(), run.Target, len(unfinished))
 	return u.Rollout(ctx, *run, scope)

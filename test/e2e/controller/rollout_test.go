@@ -286,3 +286,36 @@ func countCordons(t *testing.T, pool string) func() map[string]int {
 		return out
 	}
 }
+
+// A node of an in-cluster rollout fails validation: the controller stops there, leaves
+// the node cordoned and failed; `upgrade resume --retry-failed` re-marks it and hands
+// the rollout back, and the controller finishes it.
+func TestInClusterRolloutRetryFailed(t *testing.T) {
+	certs, err := localwebhook.NewCerts(t.TempDir())
+	require.NoError(t, err)
+	r := startReplica(t, certs)
+	waitLeader(t, r)
+	nodes := makePool(t, "ctl-fail", 1)
+	silent := playDriver(t, time.Hour) // the installer "succeeds", the driver never reports
+	res := framework.C.Litepool(t, "upgrade", "driver", "--pool", "ctl-fail", "--version", target, "--installer-image", installer,
+		"--validate-timeout", "2s", "--in-cluster", "--wait", "--yes")
+	silent()
+	assert.Equal(t, 1, res.ExitCode, res.Stdout)
+	assert.Contains(t, res.Stderr, "stopped on failure")
+	assert.Equal(t, string(policy.UpgradeFailed), state(t, nodes[0]))
+	assert.True(t, node(t, nodes[0]).Spec.Unschedulable, "a failed node stays cordoned for the operator")
+
+	res = framework.C.Litepool(t, "upgrade", "resume", "--pool", "ctl-fail", "--max-unavailable", "2")
+	assert.Contains(t, res.Stderr, "driven by the controller in litepool-webhook")
+
+	stopAgent := playDriver(t, 0)
+	defer stopAgent()
+	out := framework.C.MustLitepool(t, "upgrade", "resume", "--pool", "ctl-fail", "--retry-failed")
+	assert.Contains(t, out, "node/ctl-fail-1: failed → upgrade-required (retry)\n")
+	assert.Contains(t, out, "the controller in litepool-webhook drives it")
+	watched := framework.C.MustLitepool(t, "upgrade", "status", "--pool", "ctl-fail", "-w")
+	assert.Regexp(t, `complete: 1/1 done \(100%\)`, watched)
+	assert.Equal(t, target, node(t, nodes[0]).Labels[driverLabel])
+	assert.False(t, node(t, nodes[0]).Spec.Unschedulable)
+	assert.Equal(t, 1, installerJobs(t)[nodes[0]], "the retry replaced the failed installer Job")
+}
