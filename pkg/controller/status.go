@@ -157,7 +157,10 @@ func (r *StatusReconciler) updateStatus(ctx context.Context, pool *v1alpha1.Pool
 		return nil
 	}
 	want.Status.ObservedAt = &metav1.Time{Time: r.now()}
-	if err := r.Client.Status().Patch(ctx, want, client.MergeFrom(pool)); err != nil {
+	// An update, not a merge patch: a patch would leave out the figures that are 0 on
+	// both sides (a new pool's), and kubectl would print them blank. A conflict (the
+	// spec changed meanwhile) returns an error and the pass runs again.
+	if err := r.Client.Status().Update(ctx, want); err != nil {
 		return fmt.Errorf("pool %s: %w", pool.Name, err)
 	}
 	r.recordConditionEvents(pool, want)
