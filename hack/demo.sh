@@ -19,6 +19,11 @@ echo
 show kubectl litepool get pools -o wide
 
 echo
+echo "# The controller in litepool-webhook keeps each Pool's status; plain kubectl shows it:"
+kubectl wait --for=condition=Upgrading=false --timeout=60s --all pools >/dev/null
+show kubectl get pools
+
+echo
 echo "# The webhook pins a pool's pods to the pool's nodes (rule P1):"
 kubectl delete pod demo-trainer -n ai-team --ignore-not-found --now >/dev/null
 show kubectl run demo-trainer -n ai-team --image=busybox --restart=Never \
@@ -45,5 +50,6 @@ The local cluster and the webhook are still running. To use them:
   export KUBECONFIG=$kubeconfig PATH=$root/_output/bin:\$PATH
   kubectl get nodes -L runwhere.ai/pool,runwhere.ai/gpu-type
   kubectl litepool get pools
+  kubectl get pools -o wide            # status kept by the in-cluster controller
 Stop both with: make cluster-down
 EOF2

@@ -1,5 +1,7 @@
 // Command litepool-webhook serves litepool's admission rules (P1-P6, N1-N3, R1-R2) as a
-// mutating and a validating webhook, answering from informer caches.
+// mutating and a validating webhook, answering from informer caches. With --controllers
+// it also runs litepool's controllers (pkg/controller: Pool status, per-pool metrics)
+// on the replica that holds the leader lease (--leader-elect).
 //
 // Certificates: by default (--cert-mode=self) the webhook issues its own CA and serving
 // certificate into a Secret, mounts it (the Deployment's volume), and patches the CA
@@ -37,6 +39,7 @@ import (
 
 	"github.com/runwhere-ai/litepool/pkg/admission"
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/controller"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 	"github.com/runwhere-ai/litepool/pkg/version"
 )
@@ -52,6 +55,8 @@ type options struct {
 	acceleratorResources              string
 	departureTTL                      time.Duration
 	enableHTTP2                       bool
+	controllers, leaderElect          bool
+	leaderElectionNamespace           string
 }
 
 const (
@@ -75,6 +80,9 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.mutatingConfig, "mutating-webhook-configuration", "litepool-webhook", "MutatingWebhookConfiguration whose CA bundle is managed (cert-mode self)")
 	fs.StringVar(&o.validatingConfig, "validating-webhook-configuration", "litepool-webhook", "ValidatingWebhookConfiguration whose CA bundle is managed (cert-mode self)")
 	fs.StringVar(&o.extraDNSNames, "extra-dns-names", "", "comma-separated extra DNS names for the self-managed certificate")
+	fs.BoolVar(&o.controllers, "controllers", false, "also run litepool's controllers (Pool status, per-pool metrics) on the replica that holds the leader lease")
+	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader among replicas (a Lease named "+controller.LeaderElectionID+"): controllers run on the leader only; the webhook serves on every replica")
+	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader Lease (default --namespace, else kube-system)")
 	fs.StringVar(&o.acceleratorResources, "accelerator-resources", "", "comma-separated extra accelerator resource names (beyond nvidia.com/gpu, huawei.com/Ascend*, amd.com/gpu)")
 }
 
@@ -131,17 +139,30 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
 	}
+	cacheByObject := admission.CacheByObject()
+	if o.controllers {
+		cacheByObject = controller.CacheByObject(cacheByObject)
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress: o.probeAddr,
 		PprofBindAddress:       o.pprofAddr,
-		Cache:                  cache.Options{ByObject: admission.CacheByObject(), DefaultTransform: cache.TransformStripManagedFields()},
-		// Every replica answers from its own cache; nothing needs a leader.
-		LeaderElection: false,
+		Cache:                  cache.Options{ByObject: cacheByObject, DefaultTransform: cache.TransformStripManagedFields()},
+		// Every replica answers admission requests from its own cache; only the
+		// controllers need a leader.
+		LeaderElection:                o.leaderElect,
+		LeaderElectionID:              controller.LeaderElectionID,
+		LeaderElectionNamespace:       o.leaseNamespace(),
+		LeaderElectionReleaseOnCancel: true,
 	})
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
+	}
+	if o.controllers {
+		if err := controller.Setup(mgr); err != nil {
+			return fmt.Errorf("setting up the controllers: %w", err)
+		}
 	}
 	if err := admission.SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
@@ -199,7 +220,8 @@ func run(ctx context.Context, o options) error {
 	if err := mgr.AddReadyzCheck("webhook-serving", srv.StartedChecker()); err != nil {
 		return err
 	}
-	log.Info("starting litepool-webhook", "version", version.Version, "commit", version.Commit, "certMode", o.certMode)
+	log.Info("starting litepool-webhook", "version", version.Version, "commit", version.Commit, "certMode", o.certMode,
+		"controllers", o.controllers, "leaderElect", o.leaderElect)
 	return mgr.Start(ctx)
 }
 
@@ -247,6 +269,18 @@ func addRotator(mgr manager.Manager, o options, ready chan struct{}) error {
 		LookaheadInterval:      90 * 24 * time.Hour,
 		RotationCheckFrequency: 12 * time.Hour,
 	})
+}
+
+// leaseNamespace is where the leader Lease lives: the webhook's own namespace, or
+// kube-system for a local run that has none.
+func (o *options) leaseNamespace() string {
+	switch {
+	case o.leaderElectionNamespace != "":
+		return o.leaderElectionNamespace
+	case o.namespace != "":
+		return o.namespace
+	}
+	return "kube-system"
 }
 
 func splitList(s string) []string {

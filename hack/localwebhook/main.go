@@ -138,7 +138,7 @@ func launch(ctx context.Context, o options, dir, kubeconfigSum string, kube kube
 		return err
 	}
 	p, err := localwebhook.Launch(localwebhook.Options{Binary: binary, Kubeconfig: kubeconfig, Output: logFile, Detach: true,
-		Namespace: localwebhook.Namespace, Flags: []string{"--cert-mode=files", "--cert-dir=" + certs.Dir}})
+		Namespace: localwebhook.Namespace, Flags: []string{"--cert-mode=files", "--cert-dir=" + certs.Dir, "--controllers=true", "--leader-elect=true"}})
 	if err != nil {
 		return err
 	}

@@ -27,9 +27,10 @@ type Node struct {
 	GPUType       string
 	DriverVersion string
 	Resource      corev1.ResourceName
-	Total         int64 // allocatable whole accelerators (MIG slices are not added)
-	Used          int64 // whole accelerators requested by non-terminal pods bound to the node
-	WorkloadPods  int   // non-terminal pods not owned by a DaemonSet
+	UpgradeState  policy.UpgradeState // runwhere.ai/upgrade-state; empty when never upgraded
+	Total         int64               // allocatable whole accelerators (MIG slices are not added)
+	Used          int64               // whole accelerators requested by non-terminal pods bound to the node
+	WorkloadPods  int                 // non-terminal pods not owned by a DaemonSet
 	// MIG is the node's NVIDIA MIG slices, per profile: shown apart, never added to GPUs.
 	MIG    []MIGSlices
 	Labels map[string]string
@@ -53,9 +54,12 @@ type Pool struct {
 	Nodes          []*Node
 	Resource       corev1.ResourceName
 	Total          int64 // allocatable accelerators of Ready members
-	Used           int64
+	Used           int64 // requested by pods on Ready members: free never counts pods on nodes the total leaves out
 	Healthy        int
 	Faulty         int
+	ReadyNodes     int
+	NodeStates     map[policy.NodeState]int
+	UpgradeStates  map[policy.UpgradeState]int
 	Phase          string
 	GPUTypes       []string
 	DriverVersions []string
@@ -122,6 +126,7 @@ func (b *Builder) AddNode(node *corev1.Node) {
 		NodePool:      node.Labels[policy.LabelNodePool],
 		State:         policy.StateOfNode(node),
 		Ready:         policy.IsNodeReady(node),
+		UpgradeState:  policy.UpgradeState(node.Annotations[policy.AnnotationUpgradeState]),
 		GPUType:       policy.GPUType(node),
 		DriverVersion: policy.DriverVersion(node),
 		Resource:      resource,
@@ -162,10 +167,10 @@ func addMIG(pool []MIGSlices, node []MIGSlices, ready bool) []MIGSlices {
 			pool = append(pool, MIGSlices{Resource: m.Resource})
 			i = len(pool) - 1
 		}
-		if ready {
+		if ready { // as for whole GPUs: a NotReady node's slices are neither total nor used
 			pool[i].Total += m.Total
+			pool[i].Used += m.Used
 		}
-		pool[i].Used += m.Used
 	}
 	slices.SortFunc(pool, func(a, b MIGSlices) int { return strings.Compare(string(a.Resource), string(b.Resource)) })
 	return pool
@@ -199,8 +204,8 @@ func (b *Builder) Build(extraPools ...string) *Inventory {
 		p.Nodes = append(p.Nodes, n)
 		if n.Ready {
 			p.Total += n.Total
+			p.Used += n.Used
 		}
-		p.Used += n.Used
 		p.MIG = addMIG(p.MIG, n.MIG, n.Ready)
 		if p.Resource == "" {
 			p.Resource = n.Resource
@@ -215,8 +220,16 @@ func (b *Builder) Build(extraPools ...string) *Inventory {
 func (p *Pool) finish() {
 	states := make([]policy.NodeState, len(p.Nodes))
 	gpuTypes, drivers := map[string]bool{}, map[string]bool{}
+	p.NodeStates, p.UpgradeStates = map[policy.NodeState]int{}, map[policy.UpgradeState]int{}
 	for i, n := range p.Nodes {
 		states[i] = n.State
+		p.NodeStates[n.State]++
+		if n.UpgradeState != "" {
+			p.UpgradeStates[n.UpgradeState]++
+		}
+		if n.Ready {
+			p.ReadyNodes++
+		}
 		if n.State == policy.NodeRunning {
 			p.Healthy++
 		} else {

@@ -183,10 +183,10 @@ func (r *NodePoolRow) figures() (phase string, total, used int64) {
 	states := make([]policy.NodeState, len(r.Nodes))
 	for i, n := range r.Nodes {
 		states[i] = n.State
-		if n.Ready {
+		if n.Ready { // as for pools: used and free count the nodes the total counts
 			total += n.Total
+			used += n.Used
 		}
-		used += n.Used
 	}
 	return policy.PoolPhase(states), total, used
 }

@@ -174,22 +174,7 @@ func meta(conds []metav1.Condition, t string) bool {
 	return false
 }
 
-func setStatus(pool *v1alpha1.Pool, sum *inventory.Pool) {
-	s := &pool.Status
-	s.Phase = sum.Phase
-	s.NodeCount = int32(len(sum.Nodes))
-	s.HealthyNodes, s.FaultyNodes = int32(sum.Healthy), int32(sum.Faulty)
-	s.AcceleratorResource = sum.Resource
-	if pool.Spec.Accelerator.ResourceName != "" {
-		s.AcceleratorResource = pool.Spec.Accelerator.ResourceName
-	}
-	s.AcceleratorTotal, s.AcceleratorUsed, s.AcceleratorFree = sum.Total, sum.Used, sum.Free()
-	s.MIGSlices = nil
-	for _, m := range sum.MIG {
-		s.MIGSlices = append(s.MIGSlices, v1alpha1.MIGSliceStatus{Resource: m.Resource, Total: m.Total, Used: m.Used, Free: m.Free()})
-	}
-	s.GPUTypes, s.DriverVersions = sum.GPUTypes, sum.DriverVersions
-}
+func setStatus(pool *v1alpha1.Pool, sum *inventory.Pool) { inventory.SetStatus(pool, sum) }
 
 func selectPools(pools []v1alpha1.Pool, names []string) ([]v1alpha1.Pool, error) {
 	if len(names) == 0 {

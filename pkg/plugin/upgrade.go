@@ -63,6 +63,8 @@ type UpgradeDriverOptions struct {
 	ForceDrain          bool
 	Force               bool
 	Yes                 bool
+	InCluster           bool
+	Wait                bool
 	Compat              compatSourceFlags
 
 	dryRun  cmdutil.DryRunStrategy
@@ -99,6 +101,11 @@ func NewCmdUpgradeDriver(f cmdutil.Factory, streams genericiooptions.IOStreams) 
 			is marked failed. Every step is stored in node annotations and recorded as
 			an Event on the node, so "upgrade resume" continues an interrupted rollout.
 
+			With --in-cluster the plugin only records the rollout in the nodes'
+			annotations and returns: the controller in litepool-webhook (its leader)
+			drives it, so the rollout goes on when the plugin exits, the controller
+			restarts or the leader changes. --wait follows it until it ends.
+
 			A driver upgrade is a high-risk operation: it asks for confirmation unless
 			--yes.`),
 		Example: templates.Examples(`
@@ -112,6 +119,9 @@ func NewCmdUpgradeDriver(f cmdutil.Factory, streams genericiooptions.IOStreams) 
 
 			# A quarter of the pool at a time, no prompt
 			kubectl litepool upgrade driver --pool train-a100 --version 550.54.15 --max-unavailable 25% --yes
+
+			# Hand the rollout to the in-cluster controller, then follow it
+			kubectl litepool upgrade driver --pool train-snt9b --version 24.1.0.3 --in-cluster --wait --yes
 
 			# Show the pre-flight verdict and the waves without changing anything
 			kubectl litepool upgrade driver --pool train-snt9b --version 24.1.0.3 --max-unavailable 2 --dry-run=client`),
@@ -141,6 +151,8 @@ func NewCmdUpgradeDriver(f cmdutil.Factory, streams genericiooptions.IOStreams) 
 	fl.BoolVar(&o.ForceDrain, "force-drain", false, "Drain pods that no controller manages, as kubectl drain --force")
 	fl.BoolVar(&o.Force, "force", false, "Upgrade even when the compatibility pre-flight says the target is incompatible or unknown")
 	fl.BoolVarP(&o.Yes, "yes", "y", false, "Do not ask for confirmation")
+	fl.BoolVar(&o.InCluster, "in-cluster", false, "Record the rollout and return: the controller in litepool-webhook drives it (docs/controller.md)")
+	fl.BoolVar(&o.Wait, "wait", false, "With --in-cluster: follow the rollout until it completes or stops")
 	o.Compat.addFlags(cmd)
 	cmdutil.AddDryRunFlag(cmd)
 	_ = cmd.RegisterFlagCompletionFunc("pool", completePoolNames(f))
@@ -170,6 +182,9 @@ func (o *UpgradeDriverOptions) Validate() error {
 	}
 	if err := policy.ValidateDriverVersion(o.Version); err != nil {
 		return err
+	}
+	if o.Wait && !o.InCluster {
+		return fmt.Errorf("--wait follows a rollout handed to the cluster: use it with --in-cluster (without it the plugin drives the rollout and waits anyway)")
 	}
 	if _, err := policy.ParseMaxUnavailable(o.MaxUnavailable); err != nil {
 		return err
@@ -268,10 +283,14 @@ func (o *UpgradeDriverOptions) Run(ctx context.Context) error {
 	if err := confirm(o.IOStreams, &Mutation{Yes: o.Yes, DryRun: o.dryRun}, o.risk(len(need)), ""); err != nil {
 		return err
 	}
+	run.InCluster = o.InCluster
 	if err := u.Mark(ctx, need, run, cmdutil.DryRunNone); err != nil {
 		return err
 	}
 	fmt.Fprintf(o.Out, "rollout %s: %d node(s) marked for driver %s\n", run.ID, len(need), o.Version)
+	if o.InCluster {
+		return o.handOver(ctx, run)
+	}
 	return followRollout(ctx, u, run, need)
 }
 

@@ -91,6 +91,7 @@ func (s *upgradeScope) String() string {
 type UpgradeStatusOptions struct {
 	Scope   upgradeScope
 	Output  string
+	Watch   bool
 	clients *clients
 	genericiooptions.IOStreams
 }
@@ -113,6 +114,9 @@ func NewCmdUpgradeStatus(f cmdutil.Factory, streams genericiooptions.IOStreams) 
 			# One pool's rollout
 			kubectl litepool upgrade status --pool train-snt9b
 
+			# Follow a rollout (one handed to the cluster, or another operator's) until it ends
+			kubectl litepool upgrade status --pool train-snt9b -w
+
 			# As data, for scripts
 			kubectl litepool upgrade status --pool train-snt9b -o json`),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -125,6 +129,9 @@ func NewCmdUpgradeStatus(f cmdutil.Factory, streams genericiooptions.IOStreams) 
 			if o.Output != "" && o.Output != "json" && o.Output != "yaml" {
 				return fmt.Errorf("invalid -o %q: must be json or yaml", o.Output)
 			}
+			if o.Watch && o.Output != "" {
+				return fmt.Errorf("--watch prints progress lines: it does not go with -o %s", o.Output)
+			}
 			var err error
 			if o.clients, err = newClients(f); err != nil {
 				return err
@@ -134,6 +141,7 @@ func NewCmdUpgradeStatus(f cmdutil.Factory, streams genericiooptions.IOStreams) 
 	}
 	o.Scope.addFlags(cmd, f)
 	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "Output format: json or yaml (default: a table and a progress line per rollout)")
+	cmd.Flags().BoolVarP(&o.Watch, "watch", "w", false, "After the table, print each rollout's progress line whenever it changes, until no rollout is in progress")
 	return cmd
 }
 
@@ -247,14 +255,22 @@ func (o *UpgradeStatusOptions) Run(ctx context.Context) error {
 		return err
 	}
 	for _, p := range st.Rollouts {
-		scope := "nodes"
-		if p.Pool != "" {
-			scope = "pool " + p.Pool
-		}
-		fmt.Fprintf(o.Out, "rollout %s (%s → %s): %s: %d/%d done (%d%%), %d in progress, %d pending, %d failed\n",
-			p.ID, scope, p.Target, p.Phase, p.Done, p.Total, p.Done*100/p.Total, p.InProgress, p.Pending, p.Failed)
+		fmt.Fprintln(o.Out, rolloutLine(p))
+	}
+	if o.Watch {
+		return o.watch(ctx, st)
 	}
 	return nil
+}
+
+// rolloutLine is a rollout's progress line.
+func rolloutLine(p UpgradeRolloutStatus) string {
+	scope := "nodes"
+	if p.Pool != "" {
+		scope = "pool " + p.Pool
+	}
+	return fmt.Sprintf("rollout %s (%s → %s): %s: %d/%d done (%d%%), %d in progress, %d pending, %d failed",
+		p.ID, scope, p.Target, p.Phase, p.Done, p.Total, p.Done*100/p.Total, p.InProgress, p.Pending, p.Failed)
 }
 
 // ---- resume ----
@@ -366,6 +382,9 @@ func (o *UpgradeResumeOptions) Run(ctx context.Context) error {
 		if run.Pool == "" {
 			return fmt.Errorf("--max-unavailable applies to a pool rollout; rollout %s upgrades single nodes", run.ID)
 		}
+		if run.InCluster {
+			return fmt.Errorf("[U3] rollout %s is driven by the controller in litepool-webhook with the budget it started with: abort it and start it again with --max-unavailable", run.ID)
+		}
 		run.MaxUnavailable = o.MaxUnavailable
 	}
 	u := &upgrade.Upgrader{Kube: o.clients.kube, Recorder: &events.Recorder{Client: o.clients.kube}, Progress: o.Out}
@@ -396,6 +415,11 @@ func (o *UpgradeResumeOptions) Run(ctx context.Context) error {
 	}
 	if o.dryRun != cmdutil.DryRunNone {
 		return o.printPlan(ctx, u, *run, scope)
+	}
+	if run.InCluster {
+		fmt.Fprintf(o.Out, "rollout %s (%s → %s): %d node(s) unfinished; the controller in litepool-webhook drives it: follow it with `kubectl litepool upgrade status %s -w`\n",
+			run.ID, o.Scope.String(), run.Target, len(unfinished), o.Scope.flag())
+		return nil
 	}
 	fmt.Fprintf(o.Out, "resuming rollout %s (%s → %s): %d node(s) unfinished\n", run.ID, o.Scope.String(), run.Target, len(unfinished))
 	return followRollout(ctx, u, *run, scope)

@@ -281,6 +281,9 @@ type UpgradeRun struct {
 	InstallTimeout   string   `json:"installTimeout,omitempty"`
 	ValidateTimeout  string   `json:"validateTimeout,omitempty"`
 	ForceDrain       bool     `json:"forceDrain,omitempty"`
+	// InCluster hands the rollout to the controller in litepool-webhook (its leader
+	// drives it); the plugin that marked the nodes only follows it.
+	InCluster bool `json:"inCluster,omitempty"`
 }
 
 // Encode is the annotation value.

@@ -34,6 +34,13 @@ const (
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Type",type=string,JSONPath=`.spec.type`
 // +kubebuilder:printcolumn:name="Accelerator",type=string,JSONPath=`.spec.accelerator.type`
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.status.nodeCount`
+// +kubebuilder:printcolumn:name="Total",type=integer,JSONPath=`.status.acceleratorTotal`
+// +kubebuilder:printcolumn:name="Used",type=integer,JSONPath=`.status.acceleratorUsed`
+// +kubebuilder:printcolumn:name="Free",type=integer,JSONPath=`.status.acceleratorFree`
+// +kubebuilder:printcolumn:name="Faulty",type=integer,JSONPath=`.status.faultyNodes`,priority=1
+// +kubebuilder:printcolumn:name="Drivers",type=string,JSONPath=`.status.driverVersions`,priority=1
 // +kubebuilder:printcolumn:name="Min Nodes",type=integer,JSONPath=`.spec.minNodes`
 // +kubebuilder:printcolumn:name="Exclusive",type=boolean,JSONPath=`.spec.exclusive`
 // +kubebuilder:printcolumn:name="Description",type=string,JSONPath=`.spec.description`,priority=1
@@ -198,15 +205,31 @@ type UpgradeSpec struct {
 	InstallerCommand []string `json:"installerCommand,omitempty"`
 }
 
-// PoolStatus is the observed state of a pool. The plugin computes it from nodes and
-// pods each time it reads a pool (it is not stored), so that -o json/yaml show it.
+// PoolStatus is the observed state of a pool. The controller in litepool-webhook keeps
+// it (pkg/controller); the plugin computes the same figures with the same code
+// (pkg/inventory) each time it reads a pool, so that -o json/yaml are exact.
 type PoolStatus struct {
+	// ObservedAt is when the controller last wrote this status (it writes only when a
+	// figure or condition changes, so this is the time of the last change it saw).
+	// +optional
+	ObservedAt *metav1.Time `json:"observedAt,omitempty"`
+	// ObservedGeneration is the spec generation the conditions were computed for.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 	// Phase is Running, Degraded (some nodes not Running), Empty or Upgrading.
 	// +optional
 	Phase string `json:"phase,omitempty"`
 	// NodeCount is the number of member nodes.
 	// +optional
 	NodeCount int32 `json:"nodeCount"`
+	// NodeStates counts members by state (Running, NotReady, Cordoned, Draining,
+	// Upgrading, Degraded); states with no member are left out.
+	// +optional
+	NodeStates map[string]int32 `json:"nodeStates,omitempty"`
+	// UpgradeStates counts members by driver-upgrade state (runwhere.ai/upgrade-state);
+	// nodes never upgraded are left out.
+	// +optional
+	UpgradeStates map[string]int32 `json:"upgradeStates,omitempty"`
 	// HealthyNodes are members in state Running; FaultyNodes the rest.
 	// +optional
 	HealthyNodes int32 `json:"healthyNodes"`
@@ -215,10 +238,11 @@ type PoolStatus struct {
 	// AcceleratorResource is the resource the figures below count.
 	// +optional
 	AcceleratorResource corev1.ResourceName `json:"acceleratorResource,omitempty"`
-	// AcceleratorTotal is the allocatable accelerators of Ready members.
+	// AcceleratorTotal is the allocatable accelerators of Ready members; used and free
+	// count the same Ready members, so pods on a NotReady node take nothing from free.
 	// +optional
 	AcceleratorTotal int64 `json:"acceleratorTotal"`
-	// AcceleratorUsed is what non-terminal pods bound to members request.
+	// AcceleratorUsed is what non-terminal pods bound to Ready members request.
 	// +optional
 	AcceleratorUsed int64 `json:"acceleratorUsed"`
 	// +optional
@@ -233,7 +257,10 @@ type PoolStatus struct {
 	// DriverVersions are the driver versions seen on members.
 	// +optional
 	DriverVersions []string `json:"driverVersions,omitempty"`
-	// Conditions of the pool.
+	// Conditions of the pool: Degraded (some member not Running), BelowMinNodes (fewer
+	// Running members than spec.minNodes), Upgrading (a member is mid-upgrade).
+	// +listType=map
+	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }

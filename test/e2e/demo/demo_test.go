@@ -170,6 +170,10 @@ func TestLocalWebhook(t *testing.T) {
 		} {
 			assert.Contains(t, out, want)
 		}
+		// Plain kubectl shows the status the controller keeps (printer columns).
+		assert.Regexp(t, `\$ kubectl get pools\nNAME +TYPE +ACCELERATOR +STATUS +NODES +TOTAL +USED +FREE +MIN NODES`, out)
+		assert.Regexp(t, `\ndev-sandbox +Development +A10-24G +Empty +0 +0 +0 +0 +1 `, out)
+		assert.Regexp(t, `\ntrain-a100 +Training +A100-80G +Running +3 +24 +12 +12 +2 `, out)
 		_, err := kube.CoreV1().Pods("ai-team").Get(ctx, "demo-h100", metav1.GetOptions{})
 		assert.True(t, apierrors.IsNotFound(err), "the denied pod does not exist: %v", err)
 		again, _ := run(t, filepath.Join(framework.Root, "hack", "demo.sh"), framework.C.Kubeconfig)

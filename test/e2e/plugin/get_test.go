@@ -98,7 +98,7 @@ dev-sandbox   Empty      0           0          0          0
 	require.NoError(t, yaml.Unmarshal([]byte(must(t, "get", "pool", "train-a100", "-o", "yaml")), &p))
 	assert.Equal(t, "A100-80G", p.Spec.Accelerator.Type)
 	assert.Equal(t, int32(2), p.Spec.MinNodes)
-	assert.Equal(t, v1alpha1.PoolStatus{Phase: "Running", NodeCount: 3, HealthyNodes: 3, AcceleratorResource: "nvidia.com/gpu",
+	assert.Equal(t, v1alpha1.PoolStatus{Phase: "Running", NodeCount: 3, NodeStates: map[string]int32{"Running": 3}, HealthyNodes: 3, AcceleratorResource: "nvidia.com/gpu",
 		AcceleratorTotal: 24, AcceleratorUsed: 12, AcceleratorFree: 12, GPUTypes: []string{"A100-80G"}, DriverVersions: []string{"535.104.05"}}, p.Status)
 	assert.Equal(t, "error: invalid --sort-by \"free\": must be one of [name gpu-total gpu-used gpu-free nodes]\n", fails(t, "get", "pools", "--sort-by", "free"))
 }

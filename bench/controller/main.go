@@ -1,0 +1,361 @@
+// Command controller measures litepool-webhook's controllers (bench/controller/run.sh) on
+// a populated cluster, beside the same binary serving only the webhook:
+//
+//   - start-up: time until /readyz (caches synced) and, with controllers, until every
+//     Pool object has a status; CPU seconds spent; peak RSS;
+//   - idle: CPU over a quiet period;
+//   - status lag: a pod bound to a pool's node appears in (and, deleted, leaves) the
+//     Pool's status.acceleratorUsed after how long (repeated, median and max);
+//   - churn: 1,000 pods created at once; CPU spent and time until status counts all.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/runwhere-ai/litepool/pkg/policy"
+	"github.com/runwhere-ai/litepool/pkg/poolclient"
+	"github.com/runwhere-ai/litepool/test/e2e/framework/localwebhook"
+)
+
+type config struct {
+	kubeconfig, bin string
+	idle            time.Duration
+	lagRounds       int
+	churnPods       int
+}
+
+func main() {
+	var c config
+	flag.StringVar(&c.kubeconfig, "kubeconfig", "", "the populated cluster")
+	flag.StringVar(&c.bin, "webhook-bin", "_output/bin/litepool-webhook", "litepool-webhook binary")
+	flag.DurationVar(&c.idle, "idle", 20*time.Second, "quiet period measured after start-up")
+	flag.IntVar(&c.lagRounds, "lag-rounds", 10, "status-lag measurements (pod added, then removed)")
+	flag.IntVar(&c.churnPods, "churn-pods", 1000, "pods created at once in the churn phase")
+	flag.Parse()
+	if err := run(c); err != nil {
+		fmt.Fprintln(os.Stderr, "bench/controller:", err)
+		os.Exit(1)
+	}
+}
+
+type clients struct {
+	kube  kubernetes.Interface
+	pools *poolclient.Client
+}
+
+func run(c config) error {
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig)
+	if err != nil {
+		return err
+	}
+	cfg.QPS, cfg.Burst = 500, 1000
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	cl := clients{kube: kube, pools: poolclient.New(dyn)}
+	ctx := context.Background()
+
+	fmt.Printf("%-34s %12s %14s %12s %12s\n", "litepool-webhook", "ready (s)", "all status (s)", "CPU start (s)", "CPU idle (%)")
+	web, err := measureStart(ctx, c, cl, false)
+	if err != nil {
+		return err
+	}
+	web.print("webhook only")
+	web.stop()
+	ctl, err := measureStart(ctx, c, cl, true)
+	if err != nil {
+		return err
+	}
+	defer ctl.stop()
+	ctl.print("webhook + controllers (leader)")
+	fmt.Printf("peak RSS: webhook only %.1f MiB, webhook + controllers %.1f MiB\n", web.peakMiB, peakMiB(ctl.pid))
+
+	if err := statusLag(ctx, c, cl); err != nil {
+		return err
+	}
+	return churn(ctx, c, cl, ctl.pid)
+}
+
+type startFigures struct {
+	pid                      int
+	ready, allStatus         time.Duration
+	cpuStart, cpuIdlePercent float64
+	peakMiB                  float64
+	stop                     func()
+}
+
+func (f startFigures) print(name string) {
+	all := "-"
+	if f.allStatus > 0 {
+		all = fmt.Sprintf("%.2f", f.allStatus.Seconds())
+	}
+	fmt.Printf("%-34s %12.2f %14s %12.2f %12.1f\n", name, f.ready.Seconds(), all, f.cpuStart, f.cpuIdlePercent)
+}
+
+// measureStart launches the binary and measures its start-up and a quiet period.
+func measureStart(ctx context.Context, c config, cl clients, controllers bool) (startFigures, error) {
+	dir, err := os.MkdirTemp("", "bench-controller-")
+	if err != nil {
+		return startFigures{}, err
+	}
+	certs, err := localwebhook.NewCerts(dir)
+	if err != nil {
+		return startFigures{}, err
+	}
+	flags := []string{"--cert-mode=files", "--cert-dir=" + certs.Dir}
+	if controllers {
+		flags = append(flags, "--controllers=true", "--leader-elect=true")
+	}
+	logFile, err := os.Create(filepath.Join(dir, "log"))
+	if err != nil {
+		return startFigures{}, err
+	}
+	start := time.Now()
+	p, err := localwebhook.Launch(localwebhook.Options{Binary: c.bin, Kubeconfig: c.kubeconfig, Flags: flags, Output: logFile})
+	if err != nil {
+		return startFigures{}, err
+	}
+	f := startFigures{pid: p.Cmd.Process.Pid, stop: func() { stop(p); logFile.Close(); os.RemoveAll(dir) }}
+	if err := p.WaitReady(ctx, 5*time.Minute); err != nil {
+		f.stop()
+		return f, err
+	}
+	f.ready = time.Since(start)
+	if controllers {
+		if err := waitFirstPass(ctx, p.Metrics, start); err != nil {
+			f.stop()
+			return f, err
+		}
+		f.allStatus = time.Since(start)
+	}
+	f.cpuStart = cpuSeconds(f.pid)
+	time.Sleep(c.idle)
+	f.cpuIdlePercent = (cpuSeconds(f.pid) - f.cpuStart) / c.idle.Seconds() * 100
+	f.peakMiB = peakMiB(f.pid)
+	return f, nil
+}
+
+// stop ends the process gracefully (a leader releases its Lease, so the next run does
+// not wait for it to expire), killing it if it does not exit within 10 seconds.
+func stop(p *localwebhook.Process) {
+	_ = p.Cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.Done():
+	case <-time.After(10 * time.Second):
+		p.Kill()
+	}
+}
+
+// waitFirstPass waits until the controller has computed every pool once after start
+// (its litepool_pool_status_last_sync_timestamp_seconds gauge), status written.
+func waitFirstPass(ctx context.Context, metrics string, start time.Time) error {
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 5*time.Minute, true, func(context.Context) (bool, error) {
+		_, body := localwebhook.Get("http://" + metrics + "/metrics")
+		for _, line := range strings.Split(body, "\n") {
+			if v, ok := strings.CutPrefix(line, "litepool_pool_status_last_sync_timestamp_seconds "); ok {
+				ts, err := strconv.ParseFloat(v, 64)
+				return err == nil && ts >= float64(start.Unix()), nil
+			}
+		}
+		return false, nil
+	})
+}
+
+// statusLag adds a pod to a pool's node and removes it, timing until the Pool's
+// status.acceleratorUsed follows each change.
+func statusLag(ctx context.Context, c config, cl clients) error {
+	pool, node, res, err := pickPoolNode(ctx, cl)
+	if err != nil {
+		return err
+	}
+	var lags []time.Duration
+	for i := 0; i < c.lagRounds; i++ {
+		before, err := used(ctx, cl, pool)
+		if err != nil {
+			return err
+		}
+		pod := benchPod(fmt.Sprintf("lag-%d-%d", time.Now().UnixNano(), i), node, res, 1)
+		t0 := time.Now()
+		if _, err := cl.kube.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+		if err := waitUsed(ctx, cl, pool, before+1); err != nil {
+			return err
+		}
+		lags = append(lags, time.Since(t0))
+		t0 = time.Now()
+		if err := deletePod(ctx, cl, pod.Name); err != nil {
+			return err
+		}
+		if err := waitUsed(ctx, cl, pool, before); err != nil {
+			return err
+		}
+		lags = append(lags, time.Since(t0))
+	}
+	sort.Slice(lags, func(i, j int) bool { return lags[i] < lags[j] })
+	fmt.Printf("status lag (pod created or deleted → Pool %s status.acceleratorUsed follows), %d changes: median %s, max %s\n",
+		pool, len(lags), lags[len(lags)/2].Round(time.Millisecond), lags[len(lags)-1].Round(time.Millisecond))
+	return nil
+}
+
+// churn creates many pods at once on one pool's node and measures the controller's CPU
+// and the time until status counts them all.
+func churn(ctx context.Context, c config, cl clients, pid int) error {
+	pool, nodes, res, err := pickPoolNodes(ctx, cl, 100)
+	if err != nil {
+		return err
+	}
+	before, err := used(ctx, cl, pool)
+	if err != nil {
+		return err
+	}
+	cpu0, t0 := cpuSeconds(pid), time.Now()
+	names := make([]string, c.churnPods)
+	errs := make(chan error, c.churnPods)
+	sem := make(chan struct{}, 50)
+	for i := range names {
+		names[i] = fmt.Sprintf("churn-%d-%d", t0.UnixNano(), i)
+		sem <- struct{}{}
+		go func(name, node string) {
+			defer func() { <-sem }()
+			_, err := cl.kube.CoreV1().Pods("default").Create(ctx, benchPod(name, node, res, 1), metav1.CreateOptions{})
+			errs <- err
+		}(names[i], nodes[i%len(nodes)])
+	}
+	for range names {
+		if err := <-errs; err != nil {
+			return err
+		}
+	}
+	created := time.Since(t0)
+	if err := waitUsed(ctx, cl, pool, before+int64(c.churnPods)); err != nil {
+		return err
+	}
+	followed := time.Since(t0)
+	cpu := cpuSeconds(pid) - cpu0
+	fmt.Printf("churn: %d pods created in %s; status counted them all %s after the first create (%s after the last); controller CPU %.2f s; peak RSS %.1f MiB\n",
+		c.churnPods, created.Round(time.Millisecond), followed.Round(time.Millisecond), (followed - created).Round(time.Millisecond), cpu, peakMiB(pid))
+	for _, n := range names {
+		if err := deletePod(ctx, cl, n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func pickPoolNode(ctx context.Context, cl clients) (pool, node string, res corev1.ResourceName, err error) {
+	pool, nodes, res, err := pickPoolNodes(ctx, cl, 1)
+	if err != nil {
+		return "", "", "", err
+	}
+	return pool, nodes[0], res, nil
+}
+
+// pickPoolNodes finds a Pool object and up to n of its Ready nodes with accelerators of
+// one resource.
+func pickPoolNodes(ctx context.Context, cl clients, n int64) (pool string, names []string, res corev1.ResourceName, err error) {
+	pools, err := cl.pools.List(ctx)
+	if err != nil {
+		return "", nil, "", err
+	}
+	for _, p := range pools {
+		nodes, err := cl.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: policy.LabelPool + "=" + p.Name, Limit: n})
+		if err != nil {
+			return "", nil, "", err
+		}
+		for i := range nodes.Items {
+			r, total := policy.NodeAccelerators(&nodes.Items[i])
+			if policy.IsNodeReady(&nodes.Items[i]) && total > 0 && (res == "" || r == res) {
+				res, names = r, append(names, nodes.Items[i].Name)
+			}
+		}
+		if len(names) > 0 {
+			return p.Name, names, res, nil
+		}
+	}
+	return "", nil, "", fmt.Errorf("no Pool object with a Ready accelerator node")
+}
+
+func benchPod(name, node string, res corev1.ResourceName, n int64) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "bench",
+			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{res: *resource.NewQuantity(n, resource.DecimalSI)}}}}}}
+}
+
+func deletePod(ctx context.Context, cl clients, name string) error {
+	zero := int64(0)
+	return cl.kube.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+}
+
+func used(ctx context.Context, cl clients, pool string) (int64, error) {
+	p, err := cl.pools.Get(ctx, pool)
+	if err != nil {
+		return 0, err
+	}
+	return p.Status.AcceleratorUsed, nil
+}
+
+func waitUsed(ctx context.Context, cl clients, pool string, want int64) error {
+	var got int64
+	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := cl.pools.Get(ctx, pool)
+		if err != nil {
+			return false, err
+		}
+		got = p.Status.AcceleratorUsed
+		return got == want, nil
+	})
+	if err != nil {
+		return fmt.Errorf("pool %s: status.acceleratorUsed %d, want %d: %w", pool, got, want, err)
+	}
+	return nil
+}
+
+// cpuSeconds is the process's user+system CPU time (Linux /proc, 100 ticks a second).
+func cpuSeconds(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (ut + st) / 100
+}
+
+// peakMiB is the process's peak resident set (VmHWM).
+func peakMiB(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmHWM:") {
+			kb, _ := strconv.ParseFloat(strings.Fields(line)[1], 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}

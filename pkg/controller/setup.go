@@ -1,0 +1,39 @@
+package controller
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/runwhere-ai/litepool/pkg/events"
+)
+
+// Name is the controller's name in Events (reportingController) and logs.
+const Name = "litepool-controller"
+
+// LeaderElectionID names the Lease the replicas of litepool-webhook compete for: the
+// webhook serves on every replica, the controllers run on the holder only.
+const LeaderElectionID = "litepool-controller"
+
+// Setup registers litepool's controllers with the manager: Pool status and metrics,
+// and in-cluster driver rollouts. They start when the manager has won the leader
+// election (or at once without one).
+func Setup(mgr ctrl.Manager) error {
+	status := &StatusReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name)}
+	var err error
+	if status.Pods, err = informerStore(mgr.GetCache(), &corev1.Pod{}); err != nil {
+		return err
+	}
+	if status.Nodes, err = informerStore(mgr.GetCache(), &corev1.Node{}); err != nil {
+		return err
+	}
+	if err := status.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	kube, err := kubernetes.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return err
+	}
+	rollouts := &RolloutReconciler{Client: mgr.GetClient(), Kube: kube, Recorder: &events.Recorder{Client: kube}}
+	return rollouts.SetupWithManager(mgr)
+}

@@ -1,0 +1,69 @@
+package inventory
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/policy"
+)
+
+// A pod bound to a NotReady node uses nothing of the pool's total: the node's
+// accelerators are not in it, so they must not come off the free count either.
+func TestPodsOnNotReadyNodesTakeNothingFromFree(t *testing.T) {
+	b := NewBuilder()
+	b.AddPod(gpuPod("on-ready", "n1", corev1.PodRunning, "4"))
+	b.AddPod(gpuPod("on-notready", "n2", corev1.PodRunning, "8"))
+	b.AddNode(gpuNode("n1", "train", 8, true))
+	b.AddNode(gpuNode("n2", "train", 8, false))
+	train := b.Build().Pools["train"]
+	assert.Equal(t, []int64{8, 4, 4}, []int64{train.Total, train.Used, train.Free()})
+	assert.Equal(t, 1, train.ReadyNodes)
+	assert.Equal(t, map[policy.NodeState]int{policy.NodeRunning: 1, policy.NodeNotReady: 1}, train.NodeStates)
+	assert.Equal(t, int64(8), b.nodes[1].Used, "the node itself still shows what its pods request")
+}
+
+func TestSetStatusAndConditions(t *testing.T) {
+	b := NewBuilder()
+	b.AddPod(gpuPod("p", "n1", corev1.PodRunning, "2"))
+	up := gpuNode("n2", "train", 8, true)
+	up.Annotations = map[string]string{policy.AnnotationUpgradeState: string(policy.UpgradeInstall)}
+	b.AddNode(gpuNode("n1", "train", 8, true))
+	b.AddNode(up)
+	b.AddNode(gpuNode("n3", "train", 8, false))
+	inv := b.Build("empty")
+
+	pool := &v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: "train"}, Spec: v1alpha1.PoolSpec{MinNodes: 3}}
+	SetStatus(pool, inv.Pools["train"])
+	s := pool.Status
+	assert.Equal(t, []int64{16, 2, 14}, []int64{s.AcceleratorTotal, s.AcceleratorUsed, s.AcceleratorFree})
+	assert.Equal(t, map[string]int32{"Running": 1, "Upgrading": 1, "NotReady": 1}, s.NodeStates)
+	assert.Equal(t, map[string]int32{"install": 1}, s.UpgradeStates)
+	assert.Equal(t, policy.PoolUpgrading, s.Phase)
+
+	conds := Conditions(pool, inv.Pools["train"])
+	status := func(t string) metav1.ConditionStatus {
+		c := apimeta.FindStatusCondition(conds, t)
+		if c == nil {
+			panic("no condition " + t)
+		}
+		return c.Status
+	}
+	assert.Equal(t, metav1.ConditionTrue, status(ConditionDegraded))
+	assert.Equal(t, metav1.ConditionTrue, status(ConditionBelowMinNodes), "2 Ready nodes, minNodes 3")
+	assert.Equal(t, metav1.ConditionTrue, status(ConditionUpgrading))
+
+	pool.Spec.MinNodes = 2
+	conds = Conditions(pool, inv.Pools["train"])
+	assert.Equal(t, metav1.ConditionFalse, status(ConditionBelowMinNodes))
+
+	empty := &v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: "empty"}}
+	conds = Conditions(empty, inv.Pools["empty"])
+	assert.Equal(t, metav1.ConditionTrue, status(ConditionBelowMinNodes), "minNodes defaults to 1")
+	assert.Equal(t, metav1.ConditionFalse, status(ConditionDegraded))
+	assert.Equal(t, metav1.ConditionFalse, status(ConditionUpgrading))
+}

@@ -1,0 +1,321 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/policy"
+	"github.com/runwhere-ai/litepool/pkg/poolclient"
+	"github.com/runwhere-ai/litepool/pkg/upgrade"
+	"github.com/runwhere-ai/litepool/test/e2e/framework"
+	"github.com/runwhere-ai/litepool/test/e2e/framework/localwebhook"
+)
+
+const (
+	driverLabel = "huawei.com/driver.version"
+	oldDriver   = "23.0.6"
+	target      = "24.1.0.3"
+	installer   = "registry.example.com/ascend-installer:24.1.0.3"
+)
+
+// A pool rollout handed to the cluster: the plugin exits at once, two replicas of
+// litepool-webhook run the controllers with leader election, the leader is killed
+// mid-wave, the other takes over and finishes. Every node gets one installer Job and
+// one cordon, and ends schedulable.
+func TestRolloutSurvivesPluginExitAndLeaderKill(t *testing.T) {
+	certs, err := localwebhook.NewCerts(t.TempDir())
+	require.NoError(t, err)
+	first := startReplica(t, certs)
+	waitLeader(t, first)
+	second := startReplica(t, certs)
+
+	nodes := makePool(t, "ctl-roll", 4)
+	stopAgent := playDriver(t, 3*time.Second)
+	defer stopAgent()
+	cordons := countCordons(t, "ctl-roll")
+
+	out := framework.C.MustLitepool(t, "upgrade", "driver", "--pool", "ctl-roll", "--version", target, "--max-unavailable", "2",
+		"--installer-image", installer, "--in-cluster", "--yes")
+	assert.Contains(t, out, "handed to the controller in litepool-webhook")
+	assert.NotContains(t, out, "wave 1", "the plugin drives nothing itself")
+
+	// Mid-wave: a node is installing. Kill the leader there.
+	require.NoError(t, wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, waitTimeout, true, func(context.Context) (bool, error) {
+		for _, n := range nodes {
+			if state(t, n) == string(policy.UpgradeInstall) {
+				return true, nil
+			}
+		}
+		return false, nil
+	}), "no node reached install under the first leader:\n%s", first.logs.String())
+	states := map[string]string{}
+	for _, n := range nodes {
+		states[n] = state(t, n)
+	}
+	t.Logf("killing the leader with node states %v", states)
+	first.Kill()
+
+	waitLeader(t, second)
+	// The operator follows it from the plugin: status -w returns when no rollout of the
+	// pool is in progress.
+	watched := framework.C.Litepool(t, "upgrade", "status", "--pool", "ctl-roll", "-w")
+	require.Equal(t, 0, watched.ExitCode, watched.Stderr)
+	assert.Regexp(t, `rollout \S+ \(pool ctl-roll → 24.1.0.3\): complete: 4/4 done \(100%\), 0 in progress, 0 pending, 0 failed\n$`, watched.Stdout)
+	for _, n := range nodes {
+		assert.Equal(t, string(policy.UpgradeDone), state(t, n), "%s\n%s", n, second.logs.String())
+	}
+	assert.Contains(t, second.logs.String(), "driving rollout")
+
+	jobs := installerJobs(t)
+	perNode := cordons()
+	for _, n := range nodes {
+		got := node(t, n)
+		assert.Equal(t, target, got.Labels[driverLabel], n)
+		assert.False(t, got.Spec.Unschedulable, "%s left cordoned", n)
+		assert.NotContains(t, got.Annotations, policy.AnnotationWasCordoned, n)
+		assert.Equal(t, 1, jobs[n], "installer Jobs of %s", n)
+		assert.Equal(t, 1, perNode[n], "cordons of %s", n)
+	}
+
+	// `upgrade status` tells the same from the cluster.
+	status := framework.C.MustLitepool(t, "upgrade", "status", "--pool", "ctl-roll")
+	assert.Regexp(t, `rollout \S+ \(pool ctl-roll → 24.1.0.3\): complete: 4/4 done`, status)
+}
+
+// A rollout the plugin follows with --wait: it prints progress and returns when the
+// controller has finished.
+func TestInClusterRolloutWait(t *testing.T) {
+	certs, err := localwebhook.NewCerts(t.TempDir())
+	require.NoError(t, err)
+	r := startReplica(t, certs)
+	waitLeader(t, r)
+	nodes := makePool(t, "ctl-wait", 2)
+	stopAgent := playDriver(t, 0)
+	defer stopAgent()
+
+	out := framework.C.MustLitepool(t, "upgrade", "driver", "--pool", "ctl-wait", "--version", target,
+		"--installer-image", installer, "--in-cluster", "--wait", "--yes")
+	assert.Regexp(t, `rollout \S+: complete: 2/2 done, 0 in progress, 0 pending, 0 failed\n$`, out)
+	for _, n := range nodes {
+		assert.Equal(t, string(policy.UpgradeDone), state(t, n))
+		assert.False(t, node(t, n).Spec.Unschedulable)
+	}
+
+	res := framework.C.Litepool(t, "upgrade", "driver", "--pool", "ctl-wait", "--version", "24.1.0.5", "--wait", "--yes")
+	assert.NotEqual(t, 0, res.ExitCode)
+	assert.Contains(t, res.Stderr, "use it with --in-cluster")
+}
+
+// waitLeader waits until the replica says it holds the leader lease.
+func waitLeader(t *testing.T, r *replica) {
+	t.Helper()
+	require.NoError(t, wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, waitTimeout, true, func(context.Context) (bool, error) {
+		return strings.Contains(strings.ToLower(r.logs.String()), "successfully acquired lease"), nil
+	}), "replica never became leader:\n%s", r.logs.String())
+}
+
+// makePool creates a Pool object and n Ready Snt9B nodes NAME-1..n at oldDriver.
+func makePool(t *testing.T, name string, n int) []string {
+	t.Helper()
+	ctx := context.Background()
+	_, err := poolclient.New(framework.C.Dynamic).Create(ctx, &v1alpha1.Pool{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: v1alpha1.PoolSpec{Type: v1alpha1.PoolTypeTraining, MinNodes: 1, Software: v1alpha1.SoftwareSpec{CANN: "8.2.RC1"},
+			Accelerator: v1alpha1.AcceleratorSpec{Type: "Snt9B", ResourceName: "huawei.com/Ascend910"}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	var names []string
+	for i := 1; i <= n; i++ {
+		nodeName := fmt.Sprintf("%s-%d", name, i)
+		list := corev1.ResourceList{"cpu": resource.MustParse("192"), "memory": resource.MustParse("1Ti"), "pods": resource.MustParse("110"), "huawei.com/Ascend910": resource.MustParse("8")}
+		_, err := framework.C.Kube.CoreV1().Nodes().Create(ctx, &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: nodeName, Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
+				Labels: map[string]string{"type": "kwok", driverLabel: oldDriver, policy.LabelGPUType: "Snt9B", policy.LabelPool: name,
+					"kubernetes.io/hostname": nodeName}},
+			Status: corev1.NodeStatus{Allocatable: list, Capacity: list},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		names = append(names, nodeName)
+	}
+	require.NoError(t, wait.PollUntilContextTimeout(ctx, waitInterval, waitTimeout, true, func(context.Context) (bool, error) {
+		for _, nn := range names {
+			if !policy.IsNodeReady(node(t, nn)) {
+				return false, nil
+			}
+		}
+		return true, nil
+	}), "nodes of %s did not go Ready", name)
+	return names
+}
+
+func node(t *testing.T, name string) *corev1.Node {
+	t.Helper()
+	n, err := framework.C.Kube.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+	require.NoError(t, err)
+	return n
+}
+
+func state(t *testing.T, name string) string {
+	return node(t, name).Annotations[policy.AnnotationUpgradeState]
+}
+
+// playDriver plays the device plugin after an install: once an installer pod has run
+// for delay, it marks the pod Succeeded (if kwok has not) and sets the node's driver
+// label to the pod's DRIVER_VERSION.
+func playDriver(t *testing.T, delay time.Duration) func() {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	seen := map[string]time.Time{}
+	done := map[string]bool{}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for ctx.Err() == nil {
+			pods, err := framework.C.Kube.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{
+				LabelSelector: upgrade.LabelComponent + "=" + upgrade.Component})
+			if err == nil {
+				for i := range pods.Items {
+					finishInstall(ctx, &pods.Items[i], delay, seen, done)
+				}
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	return func() { cancel(); wg.Wait() }
+}
+
+func finishInstall(ctx context.Context, p *corev1.Pod, delay time.Duration, seen map[string]time.Time, done map[string]bool) {
+	if p.Spec.NodeName == "" || done[p.Name] {
+		return
+	}
+	if _, ok := seen[p.Name]; !ok {
+		seen[p.Name] = time.Now()
+	}
+	if time.Since(seen[p.Name]) < delay {
+		return
+	}
+	kube := framework.C.Kube
+	if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+		now := metav1.Now()
+		p.Status.Phase = corev1.PodSucceeded
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "installer", Image: p.Spec.Containers[0].Image,
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", StartedAt: now, FinishedAt: now}}}}
+		if _, err := kube.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+			return
+		}
+	}
+	version := ""
+	for _, e := range p.Spec.Containers[0].Env {
+		if e.Name == "DRIVER_VERSION" {
+			version = e.Value
+		}
+	}
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, driverLabel, version)
+	if _, err := kube.CoreV1().Nodes().Patch(ctx, p.Spec.NodeName, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err == nil {
+		done[p.Name] = true
+	}
+}
+
+// installerJobs counts installer Jobs per node, from the cluster.
+func installerJobs(t *testing.T) map[string]int {
+	t.Helper()
+	list, err := framework.C.Kube.BatchV1().Jobs("kube-system").List(context.Background(), metav1.ListOptions{
+		LabelSelector: upgrade.LabelComponent + "=" + upgrade.Component})
+	require.NoError(t, err)
+	out := map[string]int{}
+	for _, j := range list.Items {
+		out[j.Spec.Template.Spec.NodeName]++
+	}
+	return out
+}
+
+// countCordons watches the pool's nodes and counts, per node, how often it went from
+// schedulable to unschedulable: the cluster's own account.
+func countCordons(t *testing.T, pool string) func() map[string]int {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	sel := policy.LabelPool + "=" + pool
+	list, err := framework.C.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: sel})
+	require.NoError(t, err)
+	var mu sync.Mutex
+	now, count := map[string]bool{}, map[string]int{}
+	for _, n := range list.Items {
+		now[n.Name] = n.Spec.Unschedulable
+	}
+	w, err := framework.C.Kube.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{LabelSelector: sel, ResourceVersion: list.ResourceVersion})
+	require.NoError(t, err)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			n, ok := ev.Object.(*corev1.Node)
+			if !ok || ev.Type == watch.Error {
+				continue
+			}
+			mu.Lock()
+			if !now[n.Name] && n.Spec.Unschedulable {
+				count[n.Name]++
+			}
+			now[n.Name] = n.Spec.Unschedulable
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() { cancel(); w.Stop(); <-done })
+	return func() map[string]int {
+		mu.Lock()
+		defer mu.Unlock()
+		out := map[string]int{}
+		for k, v := range count {
+			out[k] = v
+		}
+		return out
+	}
+}
+
+// A node of an in-cluster rollout fails validation: the controller stops there, leaves
+// the node cordoned and failed; `upgrade resume --retry-failed` re-marks it and hands
+// the rollout back, and the controller finishes it.
+func TestInClusterRolloutRetryFailed(t *testing.T) {
+	certs, err := localwebhook.NewCerts(t.TempDir())
+	require.NoError(t, err)
+	r := startReplica(t, certs)
+	waitLeader(t, r)
+	nodes := makePool(t, "ctl-fail", 1)
+	silent := playDriver(t, time.Hour) // the installer "succeeds", the driver never reports
+	res := framework.C.Litepool(t, "upgrade", "driver", "--pool", "ctl-fail", "--version", target, "--installer-image", installer,
+		"--validate-timeout", "2s", "--in-cluster", "--wait", "--yes")
+	silent()
+	assert.Equal(t, 1, res.ExitCode, res.Stdout)
+	assert.Contains(t, res.Stderr, "stopped on failure")
+	assert.Equal(t, string(policy.UpgradeFailed), state(t, nodes[0]))
+	assert.True(t, node(t, nodes[0]).Spec.Unschedulable, "a failed node stays cordoned for the operator")
+
+	res = framework.C.Litepool(t, "upgrade", "resume", "--pool", "ctl-fail", "--max-unavailable", "2")
+	assert.Contains(t, res.Stderr, "driven by the controller in litepool-webhook")
+
+	stopAgent := playDriver(t, 0)
+	defer stopAgent()
+	out := framework.C.MustLitepool(t, "upgrade", "resume", "--pool", "ctl-fail", "--retry-failed")
+	assert.Contains(t, out, "node/ctl-fail-1: failed → upgrade-required (retry)\n")
+	assert.Contains(t, out, "the controller in litepool-webhook drives it")
+	watched := framework.C.MustLitepool(t, "upgrade", "status", "--pool", "ctl-fail", "-w")
+	assert.Regexp(t, `complete: 1/1 done \(100%\)`, watched)
+	assert.Equal(t, target, node(t, nodes[0]).Labels[driverLabel])
+	assert.False(t, node(t, nodes[0]).Spec.Unschedulable)
+	assert.Equal(t, 1, installerJobs(t)[nodes[0]], "the retry replaced the failed installer Job")
+}
