@@ -65,7 +65,11 @@ type UpgradeDriverOptions struct {
 	Yes                 bool
 	InCluster           bool
 	Wait                bool
+	ControllerNamespace string
 	Compat              compatSourceFlags
+
+	// controllerSeen says how InCluster was chosen when --in-cluster was not given.
+	controllerSeen string
 
 	dryRun  cmdutil.DryRunStrategy
 	clients *clients
@@ -101,10 +105,13 @@ func NewCmdUpgradeDriver(f cmdutil.Factory, streams genericiooptions.IOStreams) 
 			is marked failed. Every step is stored in node annotations and recorded as
 			an Event on the node, so "upgrade resume" continues an interrupted rollout.
 
-			With --in-cluster the plugin only records the rollout in the nodes'
-			annotations and returns: the controller in litepool-webhook (its leader)
-			drives it, so the rollout goes on when the plugin exits, the controller
-			restarts or the leader changes. --wait follows it until it ends.
+			When litepool's controller runs in the cluster (a litepool-webhook replica
+			holds the leader Lease litepool-controller), the plugin only records the
+			rollout in the nodes' annotations and returns: the controller drives it, so
+			the rollout goes on when the plugin exits, the controller restarts or the
+			leader changes; --wait follows it until it ends. With no controller running
+			the plugin drives the rollout itself and says so. --in-cluster=true|false
+			chooses explicitly.
 
 			A driver upgrade is a high-risk operation: it asks for confirmation unless
 			--yes.`),
@@ -151,8 +158,9 @@ func NewCmdUpgradeDriver(f cmdutil.Factory, streams genericiooptions.IOStreams) 
 	fl.BoolVar(&o.ForceDrain, "force-drain", false, "Drain pods that no controller manages, as kubectl drain --force")
 	fl.BoolVar(&o.Force, "force", false, "Upgrade even when the compatibility pre-flight says the target is incompatible or unknown")
 	fl.BoolVarP(&o.Yes, "yes", "y", false, "Do not ask for confirmation")
-	fl.BoolVar(&o.InCluster, "in-cluster", false, "Record the rollout and return: the controller in litepool-webhook drives it (docs/controller.md)")
-	fl.BoolVar(&o.Wait, "wait", false, "With --in-cluster: follow the rollout until it completes or stops")
+	fl.BoolVar(&o.InCluster, "in-cluster", false, "Record the rollout and return: the controller in litepool-webhook drives it (docs/controller.md). Default: true when the controller runs (holds its leader Lease)")
+	fl.BoolVar(&o.Wait, "wait", false, "With a rollout handed to the cluster: follow it until it completes or stops")
+	fl.StringVar(&o.ControllerNamespace, "controller-namespace", "litepool-system", "Namespace of litepool-webhook, whose leader Lease tells whether the controller runs")
 	o.Compat.addFlags(cmd)
 	cmdutil.AddDryRunFlag(cmd)
 	_ = cmd.RegisterFlagCompletionFunc("pool", completePoolNames(f))
@@ -171,8 +179,13 @@ func (o *UpgradeDriverOptions) Complete(f cmdutil.Factory, cmd *cobra.Command, a
 	if o.dryRun, err = cmdutil.GetDryRunStrategy(cmd); err != nil {
 		return err
 	}
-	o.clients, err = newClients(f)
-	return err
+	if o.clients, err = newClients(f); err != nil {
+		return err
+	}
+	if !cmd.Flags().Changed("in-cluster") {
+		o.InCluster, o.controllerSeen = controllerRunning(cmd.Context(), o.clients.kube, o.ControllerNamespace, time.Now())
+	}
+	return nil
 }
 
 // Validate checks the flags.
@@ -184,7 +197,11 @@ func (o *UpgradeDriverOptions) Validate() error {
 		return err
 	}
 	if o.Wait && !o.InCluster {
-		return fmt.Errorf("--wait follows a rollout handed to the cluster: use it with --in-cluster (without it the plugin drives the rollout and waits anyway)")
+		why := "--in-cluster=false"
+		if o.controllerSeen != "" {
+			why = o.controllerSeen
+		}
+		return fmt.Errorf("--wait follows a rollout handed to the cluster, and this one is not (%s): the plugin drives the rollout and waits anyway", why)
 	}
 	if _, err := policy.ParseMaxUnavailable(o.MaxUnavailable); err != nil {
 		return err
@@ -288,6 +305,9 @@ func (o *UpgradeDriverOptions) Run(ctx context.Context) error {
 		return err
 	}
 	fmt.Fprintf(o.Out, "rollout %s: %d node(s) marked for driver %s\n", run.ID, len(need), o.Version)
+	if o.controllerSeen != "" && !o.InCluster {
+		fmt.Fprintf(o.ErrOut, "rollout %s: driven by this command (%s); stopping it pauses the rollout: resume with kubectl litepool upgrade resume\n", run.ID, o.controllerSeen)
+	}
 	if o.InCluster {
 		return o.handOver(ctx, run)
 	}

@@ -51,8 +51,10 @@ func startReplica(t *testing.T, certs *localwebhook.Certs, extra ...string) *rep
 	t.Helper()
 	logs := &syncBuffer{}
 	flags := append([]string{"--cert-mode=files", "--cert-dir=" + certs.Dir, "--controllers=true", "--leader-elect=true"}, extra...)
+	// The webhook's namespace holds the leader Lease and the departure reservations.
+	require.NoError(t, localwebhook.EnsureNamespace(context.Background(), framework.C.Kube, localwebhook.Namespace))
 	p, err := localwebhook.Launch(localwebhook.Options{Binary: filepath.Join(framework.BinDir, "litepool-webhook"),
-		Kubeconfig: framework.C.Kubeconfig, Flags: flags, Output: logs})
+		Kubeconfig: framework.C.Kubeconfig, Namespace: localwebhook.Namespace, Flags: flags, Output: logs})
 	require.NoError(t, err)
 	r := &replica{Process: p, logs: logs}
 	t.Cleanup(func() {
