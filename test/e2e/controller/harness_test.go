@@ -1,13 +1,11 @@
 package controller
 
 import (
-	"bytes"
 	"context"
 	"net/http"
 	"path/filepath"
 	"regexp"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,34 +20,17 @@ const (
 	waitTimeout  = 60 * time.Second
 )
 
-type syncBuffer struct {
-	mu sync.Mutex
-	bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.Buffer.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.Buffer.String()
-}
-
 // replica is one litepool-webhook process with its controllers on.
 type replica struct {
 	*localwebhook.Process
-	logs *syncBuffer
+	logs *localwebhook.LogBuffer
 }
 
 // startReplica runs litepool-webhook with the webhook, --controllers and
 // --leader-elect, serving certs, and waits until it is ready (caches synced).
 func startReplica(t *testing.T, certs *localwebhook.Certs, extra ...string) *replica {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &localwebhook.LogBuffer{}
 	flags := append([]string{"--cert-mode=files", "--cert-dir=" + certs.Dir, "--controllers=true", "--leader-elect=true"}, extra...)
 	// The webhook's namespace holds the leader Lease and the departure reservations.
 	require.NoError(t, localwebhook.EnsureNamespace(context.Background(), framework.C.Kube, localwebhook.Namespace))

@@ -239,7 +239,7 @@ func startReplicas(t *testing.T) (*localwebhook.Replicas, *localwebhook.Certs) {
 	crt, err := localwebhook.NewCerts(t.TempDir())
 	require.NoError(t, err)
 	require.NoError(t, localwebhook.EnsureNamespace(ctx, framework.C.Kube, localwebhook.Namespace))
-	logs := &syncBuffer{}
+	logs := &localwebhook.LogBuffer{}
 	rs, err := localwebhook.LaunchReplicas(ctx, localwebhook.Options{Binary: filepath.Join(framework.BinDir, "litepool-webhook"),
 		Kubeconfig: framework.C.Kubeconfig, Namespace: localwebhook.Namespace, Output: logs,
 		Flags: []string{"--cert-mode=files", "--cert-dir=" + crt.Dir}}, replicas, 60*time.Second)
@@ -331,21 +331,4 @@ func review(crt *localwebhook.Certs, addr, path string, op admissionv1.Operation
 		return "allowed"
 	}
 	return "denied: " + out.Response.Result.Message
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.Buffer.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.Buffer.String()
 }

@@ -1,7 +1,6 @@
 package webhook
 
 import (
-	"bytes"
 	"context"
 	"net/http"
 	"path/filepath"
@@ -32,26 +31,9 @@ func newCerts(t *testing.T) *localwebhook.Certs {
 // webhookProc is the litepool-webhook binary running as a local process.
 type webhookProc struct{ *localwebhook.Process }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.Buffer.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.Buffer.String()
-}
-
 // startWebhook runs the webhook with the files of c (--cert-mode=files) and waits
 // until it is ready.
-func startWebhook(t *testing.T, c *localwebhook.Certs) (webhookProc, *syncBuffer) {
+func startWebhook(t *testing.T, c *localwebhook.Certs) (webhookProc, *localwebhook.LogBuffer) {
 	t.Helper()
 	p, logs := launchWebhook(t, "--cert-mode=files", "--cert-dir="+c.Dir)
 	waitReady(t, p, logs)
@@ -60,9 +42,9 @@ func startWebhook(t *testing.T, c *localwebhook.Certs) (webhookProc, *syncBuffer
 
 // launchWebhook runs _output/bin/litepool-webhook against the cluster on free loopback
 // ports, with extra flags.
-func launchWebhook(t *testing.T, flags ...string) (webhookProc, *syncBuffer) {
+func launchWebhook(t *testing.T, flags ...string) (webhookProc, *localwebhook.LogBuffer) {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &localwebhook.LogBuffer{}
 	require.NoError(t, localwebhook.EnsureNamespace(context.Background(), framework.C.Kube, localwebhook.Namespace))
 	p, err := localwebhook.Launch(localwebhook.Options{Binary: filepath.Join(framework.BinDir, "litepool-webhook"),
 		Kubeconfig: framework.C.Kubeconfig, Namespace: localwebhook.Namespace, Flags: flags, Output: logs})
@@ -77,7 +59,7 @@ func launchWebhook(t *testing.T, flags ...string) (webhookProc, *syncBuffer) {
 }
 
 // waitReady waits until /readyz says the caches have synced and the certificate serves.
-func waitReady(t *testing.T, p webhookProc, logs *syncBuffer) {
+func waitReady(t *testing.T, p webhookProc, logs *localwebhook.LogBuffer) {
 	t.Helper()
 	require.NoError(t, p.WaitReady(context.Background(), 60*time.Second), logs.String())
 }

@@ -1,0 +1,25 @@
+package localwebhook
+
+import (
+	"bytes"
+	"sync"
+)
+
+// LogBuffer collects a webhook process's output (Options.Output), written from the
+// process's goroutines while a test reads it.
+type LogBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *LogBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *LogBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
