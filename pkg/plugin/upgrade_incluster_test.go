@@ -25,8 +25,8 @@ func TestControllerRunningReadsTheLeaderLease(t *testing.T) {
 		running bool
 		why     string
 	}{
-		{"held and fresh", []*coordinationv1.Lease{lease("webhook-1_abc", 5 * time.Second)}, true, ""},
-		{"expired: the leader died", []*coordinationv1.Lease{lease("webhook-1_abc", 20 * time.Second)}, false, "no litepool controller holds Lease litepool-system/litepool-controller"},
+		{"held and fresh", []*coordinationv1.Lease{lease("webhook-1_abc", 5*time.Second)}, true, ""},
+		{"expired: the leader died", []*coordinationv1.Lease{lease("webhook-1_abc", 20*time.Second)}, false, "no litepool controller holds Lease litepool-system/litepool-controller"},
 		{"released", []*coordinationv1.Lease{lease("", time.Second)}, false, "no litepool controller holds Lease litepool-system/litepool-controller"},
 		{"no lease: no controller deployed", nil, false, `no litepool controller found: reading Lease litepool-system/litepool-controller: leases.coordination.k8s.io "litepool-controller" not found`},
 	} {
