@@ -92,7 +92,13 @@ func NewCmdStressRun(f cmdutil.Factory, streams genericiooptions.IOStreams) *cob
 			deleted; those of failing nodes are kept for their logs.
 
 			The image (and the tests) default to the pool's spec.stressTest. The
-			command exits non-zero when a node fails.`),
+			command exits non-zero when a node fails.
+
+			When litepool's controller runs (in litepool-webhook), the run is recorded
+			on the Pool (runwhere.ai/stress-run) and the command returns: the
+			controller runs it, and --wait follows it. With no controller, or a pool
+			without a Pool object, the command runs the tests itself and says why.
+			--in-cluster=true|false chooses.`),
 		Example: templates.Examples(`
 			# NPU and HCCS tests on the idle nodes of a pool
 			kubectl litepool stress run --pool train-snt9b --tests npu,hccs --image registry.example.com/npu-stress:1.0

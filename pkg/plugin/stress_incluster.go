@@ -35,8 +35,8 @@ func (o *StressRunOptions) handOver(ctx context.Context) (handed bool, err error
 	}
 	if raw, ok := pool.Annotations[stress.AnnotationRun]; ok {
 		if cur, err := stress.DecodeRun(raw); err == nil && !cur.Finished() {
-			return false, fmt.Errorf("pool %s: stress run %s is %s in the cluster: wait until it ends (kubectl litepool stress run --pool %s --wait follows only a new run; watch the pool's %s annotation)",
-				o.Pool, cur.ID, strings.ToLower(cur.State), o.Pool, stress.AnnotationRun)
+			return false, fmt.Errorf("pool %s: stress run %s is %s in the cluster: wait until it ends (the pool's %s annotation shows it), or run the tests here with --in-cluster=false",
+				o.Pool, cur.ID, strings.ToLower(cur.State), stress.AnnotationRun)
 		}
 	}
 	run := stress.Run{ID: stress.NewRunID(), Image: o.Image, Command: o.Command, Tests: o.Tests, Namespace: o.namespace,
