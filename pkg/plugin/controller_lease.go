@@ -39,4 +39,3 @@ func leaseHeld(l *coordinationv1.Lease, now time.Time) bool {
 	}
 	return now.Before(s.RenewTime.Add(time.Duration(*s.LeaseDurationSeconds) * time.Second))
 }
-
