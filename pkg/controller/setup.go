@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"os"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -16,7 +18,7 @@ const Name = "litepool-controller"
 const LeaderElectionID = "litepool-controller"
 
 // Setup registers litepool's controllers with the manager: Pool status and metrics,
-// and in-cluster driver rollouts. They start when the manager has won the leader
+// in-cluster driver rollouts and stress runs. They start when the manager has won the leader
 // election (or at once without one).
 func Setup(mgr ctrl.Manager) error {
 	status := &StatusReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name)}
@@ -35,5 +37,10 @@ func Setup(mgr ctrl.Manager) error {
 		return err
 	}
 	rollouts := &RolloutReconciler{Client: mgr.GetClient(), Kube: kube, Recorder: &events.Recorder{Client: kube}}
-	return rollouts.SetupWithManager(mgr)
+	if err := rollouts.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	host, _ := os.Hostname()
+	runs := &StressReconciler{Client: mgr.GetClient(), Kube: kube, Recorder: &events.Recorder{Client: kube}, Identity: host}
+	return runs.SetupWithManager(mgr)
 }

@@ -58,6 +58,15 @@ type StressRunOptions struct {
 	KeepPods bool
 	Command  []string
 	Output   string
+	// InCluster hands the run to the in-cluster controller (recorded on the Pool).
+	InCluster           bool
+	Wait                bool
+	ControllerNamespace string
+
+	// controllerSeen says why the plugin runs the tests itself when --in-cluster was
+	// not given; inClusterAsked: --in-cluster=true was.
+	controllerSeen string
+	inClusterAsked bool
 
 	namespace string
 	dryRun    cmdutil.DryRunStrategy
@@ -83,7 +92,13 @@ func NewCmdStressRun(f cmdutil.Factory, streams genericiooptions.IOStreams) *cob
 			deleted; those of failing nodes are kept for their logs.
 
 			The image (and the tests) default to the pool's spec.stressTest. The
-			command exits non-zero when a node fails.`),
+			command exits non-zero when a node fails.
+
+			When litepool's controller runs (in litepool-webhook), the run is recorded
+			on the Pool (runwhere.ai/stress-run) and the command returns: the
+			controller runs it, and --wait follows it. With no controller, or a pool
+			without a Pool object, the command runs the tests itself and says why.
+			--in-cluster=true|false chooses.`),
 		Example: templates.Examples(`
 			# NPU and HCCS tests on the idle nodes of a pool
 			kubectl litepool stress run --pool train-snt9b --tests npu,hccs --image registry.example.com/npu-stress:1.0
@@ -107,6 +122,9 @@ func NewCmdStressRun(f cmdutil.Factory, streams genericiooptions.IOStreams) *cob
 	fl.DurationVar(&o.Timeout, "timeout", 30*time.Minute, "How long a node's test may run; a node still running then has failed")
 	fl.BoolVar(&o.KeepPods, "keep-pods", false, "Keep the pods of passing nodes too")
 	fl.StringVarP(&o.Output, "output", "o", "", "Output format: json (default: a table)")
+	fl.BoolVar(&o.InCluster, "in-cluster", false, "Record the run on the Pool and return: the controller in litepool-webhook runs it (docs/stress.md). Default: true when the controller runs (holds its leader Lease)")
+	fl.BoolVar(&o.Wait, "wait", false, "With a run handed to the cluster: follow it until it ends")
+	fl.StringVar(&o.ControllerNamespace, "controller-namespace", "litepool-system", "Namespace of litepool-webhook, whose leader Lease tells whether the controller runs")
 	cmdutil.AddDryRunFlag(cmd)
 	_ = cmd.RegisterFlagCompletionFunc("pool", completePoolNames(f))
 	return cmd
@@ -148,6 +166,9 @@ func (o *StressRunOptions) Complete(f cmdutil.Factory, cmd *cobra.Command, args 
 	if len(o.Tests) == 0 {
 		o.Tests = stress.Tests
 	}
+	if o.dryRun == cmdutil.DryRunNone {
+		o.chooseInCluster(cmd.Context(), cmd.Flags().Changed("in-cluster"))
+	}
 	return nil
 }
 
@@ -162,11 +183,29 @@ func (o *StressRunOptions) Validate() error {
 	if o.Timeout < 0 {
 		return fmt.Errorf("--timeout %s: must not be negative", o.Timeout)
 	}
+	if o.Wait && (!o.InCluster || o.dryRun != cmdutil.DryRunNone) {
+		why := "--in-cluster=false"
+		switch {
+		case o.dryRun != cmdutil.DryRunNone:
+			why = "a dry run"
+		case o.controllerSeen != "":
+			why = o.controllerSeen
+		}
+		return fmt.Errorf("--wait follows a stress run handed to the cluster, and this one is not (%s): the plugin runs the tests and waits anyway", why)
+	}
 	return stress.ValidateTests(o.Tests)
 }
 
-// Run tests and reports.
+// Run tests and reports, or hands the run to the in-cluster controller.
 func (o *StressRunOptions) Run(ctx context.Context) error {
+	if o.InCluster && o.dryRun == cmdutil.DryRunNone {
+		if handed, err := o.handOver(ctx); handed || err != nil {
+			return err
+		}
+	}
+	if o.controllerSeen != "" && o.dryRun == cmdutil.DryRunNone {
+		fmt.Fprintf(o.ErrOut, "stress run: run by this command (%s); stopping it stops the run\n", o.controllerSeen)
+	}
 	runner := &stress.Runner{Kube: o.clients.kube, Recorder: &events.Recorder{Client: o.clients.kube, DryRun: o.dryRun != cmdutil.DryRunNone}}
 	progress := o.Out
 	if o.Output == "json" {

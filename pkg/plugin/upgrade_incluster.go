@@ -5,45 +5,16 @@ import (
 	"fmt"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
 // rolloutFollowInterval is how often --wait reads the rollout's nodes.
 var rolloutFollowInterval = 2 * time.Second
-
-// controllerLease is the Lease litepool-webhook's replicas compete for
-// (controller.LeaderElectionID); its holder runs the controllers.
-const controllerLease = "litepool-controller"
-
-// controllerRunning says whether litepool's controller runs: some replica holds its
-// leader Lease and renewed it within the lease's duration. The reason comes back for the
-// user when it does not (no Lease, not readable, expired).
-func controllerRunning(ctx context.Context, kube kubernetes.Interface, namespace string, now time.Time) (bool, string) {
-	lease, err := kube.CoordinationV1().Leases(namespace).Get(ctx, controllerLease, metav1.GetOptions{})
-	if err != nil {
-		return false, fmt.Sprintf("no litepool controller found: reading Lease %s/%s: %v", namespace, controllerLease, err)
-	}
-	if !leaseHeld(lease, now) {
-		return false, fmt.Sprintf("no litepool controller holds Lease %s/%s", namespace, controllerLease)
-	}
-	return true, ""
-}
-
-// leaseHeld: a holder renewed the lease less than its duration ago.
-func leaseHeld(l *coordinationv1.Lease, now time.Time) bool {
-	s := l.Spec
-	if s.HolderIdentity == nil || *s.HolderIdentity == "" || s.RenewTime == nil || s.LeaseDurationSeconds == nil {
-		return false
-	}
-	return now.Before(s.RenewTime.Add(time.Duration(*s.LeaseDurationSeconds) * time.Second))
-}
 
 // handOver leaves a marked rollout to the in-cluster controller and, with --wait,
 // follows it until it completes or stops.

@@ -70,6 +70,8 @@ type Options struct {
 	DryRun    cmdutil.DryRunStrategy
 	Poll      time.Duration
 	Progress  io.Writer
+	// RunID labels the run's pods (app.kubernetes.io/instance); default: the start time.
+	RunID string
 }
 
 // Result values.
@@ -106,7 +108,10 @@ func (r *Runner) Run(ctx context.Context, o Options) ([]NodeResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	runID := time.Now().UTC().Format("20060102-150405")
+	runID := o.RunID
+	if runID == "" {
+		runID = NewRunID()
+	}
 	var results []NodeResult
 	pods := map[string]*corev1.Pod{} // by node
 	sort.Slice(nodes.Items, func(i, j int) bool { return nodes.Items[i].Name < nodes.Items[j].Name })
@@ -147,6 +152,9 @@ func (r *Runner) Run(ctx context.Context, o Options) ([]NodeResult, error) {
 	}
 	return results, nil
 }
+
+// NewRunID names a run by its start time.
+func NewRunID() string { return time.Now().UTC().Format("20060102-150405") }
 
 func sortResults(rs []NodeResult) {
 	sort.Slice(rs, func(i, j int) bool { return rs[i].Node < rs[j].Node })
