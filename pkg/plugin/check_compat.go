@@ -15,11 +15,11 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/client-go/kubernetes"
-	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 	"k8s.io/kubectl/pkg/util/templates"
 	"sigs.k8s.io/yaml"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/runwhere-ai/litepool/pkg/compat"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
@@ -27,7 +27,7 @@ import (
 var _ = register(NewCmdCheck)
 
 // NewCmdCheck is `kubectl litepool check`.
-func NewCmdCheck(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+func NewCmdCheck(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "check",
 		Short: "Check a pool or a set of versions against the compatibility matrix",
@@ -57,12 +57,12 @@ type CheckCompatOptions struct {
 	Output string
 	Compat compatSourceFlags
 
-	clients *clients
+	clients *kit.Clients
 	genericiooptions.IOStreams
 }
 
 // NewCmdCheckCompat is `kubectl litepool check compat`.
-func NewCmdCheckCompat(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+func NewCmdCheckCompat(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
 	o := &CheckCompatOptions{IOStreams: streams}
 	cmd := &cobra.Command{
 		Use:   "compat (--pool POOL | --hardware MODEL --driver VERSION ...)",
@@ -118,17 +118,17 @@ func NewCmdCheckCompat(f cmdutil.Factory, streams genericiooptions.IOStreams) *c
 	fl.StringVar(&o.Chain.Image, "image", "", "Container image")
 	fl.StringVarP(&o.Output, "output", "o", "", "Output format: wide (with each row's source), json or yaml")
 	o.Compat.addFlags(cmd)
-	_ = cmd.RegisterFlagCompletionFunc("pool", completePoolNames(f))
+	_ = cmd.RegisterFlagCompletionFunc("pool", kit.CompletePoolNames(f))
 	return cmd
 }
 
 // Complete builds the clients.
-func (o *CheckCompatOptions) Complete(f cmdutil.Factory, args []string) (err error) {
+func (o *CheckCompatOptions) Complete(f kit.Factory, args []string) (err error) {
 	if len(args) > 0 {
 		return fmt.Errorf("check compat takes no arguments (got %q): name the pool with --pool", strings.Join(args, " "))
 	}
 	if o.Pool != "" || o.Compat.ConfigMap != "" {
-		o.clients, err = newClients(f)
+		o.clients, err = f.Clients()
 	}
 	return err
 }
@@ -187,11 +187,11 @@ func (o *CheckCompatOptions) Run(ctx context.Context) error {
 	return nil
 }
 
-func compatKube(c *clients) kubernetes.Interface {
+func compatKube(c *kit.Clients) kubernetes.Interface {
 	if c == nil {
 		return nil
 	}
-	return c.kube
+	return c.Kube
 }
 
 // poolChain is the chain of a group of a pool's nodes.
@@ -203,12 +203,12 @@ type poolChain struct {
 // poolChains reads a pool's chains: one per distinct (model, driver) among its nodes,
 // each completed with the pool's declared software. A pool without nodes gives its
 // declared chain alone.
-func poolChains(ctx context.Context, c *clients, name string) ([]poolChain, error) {
+func poolChains(ctx context.Context, c *kit.Clients, name string) ([]poolChain, error) {
 	declared, accel, err := poolDeclared(ctx, c, name)
 	if err != nil {
 		return nil, err
 	}
-	nodes, err := c.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: labels.Set{policy.LabelPool: name}.String()})
+	nodes, err := c.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: labels.Set{policy.LabelPool: name}.String()})
 	if err != nil {
 		return nil, err
 	}
@@ -249,8 +249,8 @@ func poolChains(ctx context.Context, c *clients, name string) ([]poolChain, erro
 
 // poolDeclared is a pool's spec.software and accelerator type; zero for a pool that
 // exists only as node labels.
-func poolDeclared(ctx context.Context, c *clients, name string) (v1alpha1.SoftwareSpec, string, error) {
-	p, err := c.pools.Get(ctx, name)
+func poolDeclared(ctx context.Context, c *kit.Clients, name string) (v1alpha1.SoftwareSpec, string, error) {
+	p, err := c.Pools.Get(ctx, name)
 	if apierrors.IsNotFound(err) {
 		return v1alpha1.SoftwareSpec{}, "", nil
 	}
@@ -325,7 +325,7 @@ func printCompatChecks(out io.Writer, checks []CompatCheck, format, source strin
 				v = "-"
 			}
 			if format == "wide" {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", l.Link, v, l.Verdict, l.Reason, none(l.Source))
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", l.Link, v, l.Verdict, l.Reason, kit.None(l.Source))
 			} else {
 				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", l.Link, v, l.Verdict, l.Reason)
 			}

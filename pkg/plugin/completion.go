@@ -5,9 +5,9 @@ import (
 	"io"
 	"strings"
 
+	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 	"k8s.io/kubectl/pkg/util/templates"
 )
 
@@ -31,7 +31,7 @@ type CompletionOptions struct {
 }
 
 // NewCmdCompletion is `kubectl litepool completion bash|zsh|fish|powershell`.
-func NewCmdCompletion(_ cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+func NewCmdCompletion(_ kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
 	o := &CompletionOptions{IOStreams: streams}
 	cmd := &cobra.Command{
 		Use:                   "completion " + strings.Join(completionShells, "|"),

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/runwhere-ai/litepool/pkg/events"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
@@ -30,19 +31,19 @@ var _ = register(NewCmdCreate)
 
 // CreateOptions is `create -f`.
 type CreateOptions struct {
-	Mutation
+	kit.Mutation
 	Filenames []string
 	Recursive bool
 	// GPUResource is the accelerator resource a gpuctl quota file's gpu limits.
 	GPUResource string
 
-	clients   *clients
+	clients   *kit.Clients
 	planNodes map[string]*corev1.Node // the listed nodes as they were before create
 	genericiooptions.IOStreams
 }
 
 // NewCmdCreate is `kubectl litepool create -f FILE...`.
-func NewCmdCreate(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+func NewCmdCreate(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
 	o := &CreateOptions{IOStreams: streams}
 	cmd := &cobra.Command{
 		Use:   "create -f FILE",
@@ -91,12 +92,12 @@ func NewCmdCreate(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.
 			if len(o.Filenames) == 0 {
 				return fmt.Errorf("must specify one of -f: kubectl litepool create -f FILE")
 			}
-			c, err := newClients(f)
+			c, err := f.Clients()
 			if err != nil {
 				return err
 			}
 			o.clients = c
-			if err := o.Mutation.complete(cmd, c); err != nil {
+			if err := o.Mutation.Complete(cmd, c); err != nil {
 				return err
 			}
 			return o.Run(cmd.Context())
@@ -105,7 +106,7 @@ func NewCmdCreate(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.
 	cmd.Flags().StringSliceVarP(&o.Filenames, "filename", "f", nil, "Files, directories or - (standard input) holding the pools to create")
 	cmd.Flags().BoolVarP(&o.Recursive, "recursive", "R", false, "Process the directory used in -f recursively")
 	cmd.Flags().StringVar(&o.GPUResource, "gpu-resource", "nvidia.com/gpu", "The accelerator resource the gpu limits of gpuctl quota files count")
-	addDryRunFlag(cmd)
+	cmdutil.AddDryRunFlag(cmd)
 	return cmd
 }
 
@@ -299,7 +300,7 @@ func (o *CreateOptions) check(ctx context.Context, docs []poolDoc) (*createPlan,
 			fail(err)
 			continue
 		}
-		if err := validateNodePools(p); err != nil {
+		if err := policy.ValidateNodePools(p); err != nil {
 			fail(err)
 		}
 		if other, dup := seenPool[p.Name]; dup {
@@ -307,7 +308,7 @@ func (o *CreateOptions) check(ctx context.Context, docs []poolDoc) (*createPlan,
 			continue
 		}
 		seenPool[p.Name] = d.source
-		if _, err := o.clients.pools.Get(ctx, p.Name); err == nil {
+		if _, err := o.clients.Pools.Get(ctx, p.Name); err == nil {
 			fail(apierrors.NewAlreadyExists(v1alpha1.GroupVersion.WithResource("pools").GroupResource(), p.Name))
 			continue
 		} else if !apierrors.IsNotFound(err) {
@@ -322,7 +323,7 @@ func (o *CreateOptions) check(ctx context.Context, docs []poolDoc) (*createPlan,
 				continue
 			}
 			seenNode[gn.Name] = d.source
-			node, err := o.clients.kube.CoreV1().Nodes().Get(ctx, gn.Name, metav1.GetOptions{})
+			node, err := o.clients.Kube.CoreV1().Nodes().Get(ctx, gn.Name, metav1.GetOptions{})
 			if apierrors.IsNotFound(err) {
 				fail(fmt.Errorf("node %q listed in pool %q not found", gn.Name, p.Name))
 				continue
@@ -342,19 +343,10 @@ func (o *CreateOptions) check(ctx context.Context, docs []poolDoc) (*createPlan,
 	return plan, nil
 }
 
-func validateNodePools(p *v1alpha1.Pool) error {
-	for i := range p.Spec.NodePools {
-		if err := policy.ValidateNodePool(&p.Spec.NodePools[i]); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // checkAdoption is N2 for the nodes of a pool that exists so far only as labels: each
 // must match the new object's accelerator.
 func (o *CreateOptions) checkAdoption(ctx context.Context, p *v1alpha1.Pool) error {
-	members, err := o.clients.kube.CoreV1().Nodes().List(ctx, listBySelector(poolSelector(p.Name)))
+	members, err := o.clients.Kube.CoreV1().Nodes().List(ctx, kit.ListBySelector(kit.PoolSelector(p.Name)))
 	if err != nil {
 		return err
 	}
@@ -411,7 +403,7 @@ func setGPUTypeIfAbsent(n *corev1.Node, gpuType string) {
 func (o *CreateOptions) apply(ctx context.Context, plan *createPlan) error {
 	var undo []func(context.Context) error
 	rollback := func(cause error) error {
-		ctx, cancel := rollbackContext(ctx)
+		ctx, cancel := kit.RollbackContext(ctx)
 		defer cancel()
 		var failed []error
 		for i := len(undo) - 1; i >= 0; i-- {
@@ -436,9 +428,9 @@ func (o *CreateOptions) apply(ctx context.Context, plan *createPlan) error {
 		}
 		name := d.pool.Name
 		undo = append(undo, func(ctx context.Context) error {
-			return o.clients.pools.Delete(ctx, name, metav1.DeleteOptions{DryRun: serverDryRun(o.DryRun)})
+			return o.clients.Pools.Delete(ctx, name, metav1.DeleteOptions{DryRun: kit.ServerDryRun(o.DryRun)})
 		})
-		fmt.Fprintf(o.Out, "pool.runwhere.ai/%s created%s\n", name, o.suffix())
+		fmt.Fprintf(o.Out, "pool.runwhere.ai/%s created%s\n", name, o.Suffix())
 		if err := o.adopt(ctx, d.pool, &undo); err != nil {
 			return rollback(err)
 		}
@@ -450,7 +442,7 @@ func (o *CreateOptions) apply(ctx context.Context, plan *createPlan) error {
 			if changed {
 				pool, gn := d.pool, gn
 				undo = append(undo, func(ctx context.Context) error { return o.unjoin(ctx, pool, gn) })
-				fmt.Fprintf(o.Out, "node/%s labeled%s\n", gn.Name, o.suffix())
+				fmt.Fprintf(o.Out, "node/%s labeled%s\n", gn.Name, o.Suffix())
 			}
 		}
 	}
@@ -461,7 +453,7 @@ func (o *CreateOptions) createPool(ctx context.Context, p *v1alpha1.Pool) error 
 	if o.DryRun == cmdutil.DryRunClient {
 		return nil
 	}
-	_, err := o.clients.pools.Create(ctx, p, metav1.CreateOptions{DryRun: serverDryRun(o.DryRun)})
+	_, err := o.clients.Pools.Create(ctx, p, metav1.CreateOptions{DryRun: kit.ServerDryRun(o.DryRun)})
 	return err
 }
 
@@ -471,13 +463,13 @@ func (o *CreateOptions) adopt(ctx context.Context, p *v1alpha1.Pool, undo *[]fun
 	if !p.Spec.Exclusive {
 		return nil
 	}
-	members, err := o.clients.kube.CoreV1().Nodes().List(ctx, listBySelector(poolSelector(p.Name)))
+	members, err := o.clients.Kube.CoreV1().Nodes().List(ctx, kit.ListBySelector(kit.PoolSelector(p.Name)))
 	if err != nil {
 		return err
 	}
 	taint := policy.ExclusiveTaint(p.Name)
 	for _, m := range members.Items {
-		_, changed, err := updateNode(ctx, o.clients, m.Name, o.DryRun, func(n *corev1.Node) error {
+		_, changed, err := kit.UpdateNode(ctx, o.clients, m.Name, o.DryRun, func(n *corev1.Node) error {
 			policy.SetTaint(n, taint)
 			return nil
 		})
@@ -487,13 +479,13 @@ func (o *CreateOptions) adopt(ctx context.Context, p *v1alpha1.Pool, undo *[]fun
 		if changed {
 			name := m.Name
 			*undo = append(*undo, func(ctx context.Context) error {
-				_, _, err := updateNode(ctx, o.clients, name, o.DryRun, func(n *corev1.Node) error {
+				_, _, err := kit.UpdateNode(ctx, o.clients, name, o.DryRun, func(n *corev1.Node) error {
 					policy.RemoveTaints(n, func(t corev1.Taint) bool { return t == taint })
 					return nil
 				})
 				return err
 			})
-			fmt.Fprintf(o.Out, "node/%s tainted%s\n", m.Name, o.suffix())
+			fmt.Fprintf(o.Out, "node/%s tainted%s\n", m.Name, o.Suffix())
 		}
 	}
 	return nil
@@ -501,7 +493,7 @@ func (o *CreateOptions) adopt(ctx context.Context, p *v1alpha1.Pool, undo *[]fun
 
 // join makes a gpuctl file's node a member of the pool.
 func (o *CreateOptions) join(ctx context.Context, p *v1alpha1.Pool, gn policy.GpuctlNode) (bool, error) {
-	node, changed, err := updateNode(ctx, o.clients, gn.Name, o.DryRun, func(n *corev1.Node) error {
+	node, changed, err := kit.UpdateNode(ctx, o.clients, gn.Name, o.DryRun, func(n *corev1.Node) error {
 		if err := checkGpuctlNode(p, gn, n); err != nil { // it may have changed since the check
 			return err
 		}
@@ -509,8 +501,8 @@ func (o *CreateOptions) join(ctx context.Context, p *v1alpha1.Pool, gn policy.Gp
 		policy.ApplyJoin(p, n)
 		return nil
 	})
-	if err == nil && changed && o.recorder != nil {
-		_ = o.recorder.Normal(ctx, events.NodeRef(node).About(events.PoolRef(p.Name)), "AddedToPool",
+	if err == nil && changed && o.Recorder != nil {
+		_ = o.Recorder.Normal(ctx, events.NodeRef(node).About(events.PoolRef(p.Name)), "AddedToPool",
 			"node %s added to pool %s (kubectl litepool create)", gn.Name, p.Name)
 	}
 	return changed, err
@@ -519,7 +511,7 @@ func (o *CreateOptions) join(ctx context.Context, p *v1alpha1.Pool, gn policy.Gp
 // unjoin undoes join: the node leaves the pool and loses the gpu-type labels create set.
 func (o *CreateOptions) unjoin(ctx context.Context, p *v1alpha1.Pool, gn policy.GpuctlNode) error {
 	before := o.nodeBefore(gn.Name)
-	_, _, err := updateNode(ctx, o.clients, gn.Name, o.DryRun, func(n *corev1.Node) error {
+	_, _, err := kit.UpdateNode(ctx, o.clients, gn.Name, o.DryRun, func(n *corev1.Node) error {
 		policy.ApplyLeave(p, n)
 		if before != nil {
 			for _, key := range gpuTypeKeys {

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 
+	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
@@ -27,7 +28,7 @@ func (o *CreateOptions) checkQuota(ctx context.Context, d poolDoc, seen map[stri
 			continue
 		}
 		seen[rq.Namespace] = d.source
-		existing, err := o.clients.kube.CoreV1().ResourceQuotas(rq.Namespace).List(ctx, metav1.ListOptions{LabelSelector: policy.LabelQuota})
+		existing, err := o.clients.Kube.CoreV1().ResourceQuotas(rq.Namespace).List(ctx, metav1.ListOptions{LabelSelector: policy.LabelQuota})
 		if err != nil {
 			return nil, err
 		}
@@ -47,40 +48,33 @@ func (o *CreateOptions) applyQuota(ctx context.Context, rqs []*corev1.ResourceQu
 			return err
 		}
 		if o.DryRun != cmdutil.DryRunClient {
-			if _, err := o.clients.kube.CoreV1().ResourceQuotas(rq.Namespace).Create(ctx, rq, metav1.CreateOptions{DryRun: serverDryRun(o.DryRun)}); err != nil {
+			if _, err := o.clients.Kube.CoreV1().ResourceQuotas(rq.Namespace).Create(ctx, rq, metav1.CreateOptions{DryRun: kit.ServerDryRun(o.DryRun)}); err != nil {
 				return err
 			}
 		}
 		ns, name := rq.Namespace, rq.Name
 		*undo = append(*undo, func(ctx context.Context) error {
-			return ignoreNotFound(o.clients.kube.CoreV1().ResourceQuotas(ns).Delete(ctx, name, metav1.DeleteOptions{DryRun: serverDryRun(o.DryRun)}))
+			return kit.IgnoreNotFound(o.clients.Kube.CoreV1().ResourceQuotas(ns).Delete(ctx, name, metav1.DeleteOptions{DryRun: kit.ServerDryRun(o.DryRun)}))
 		})
-		fmt.Fprintf(o.Out, "resourcequota/%s created (namespace %s)%s\n", rq.Name, rq.Namespace, o.suffix())
+		fmt.Fprintf(o.Out, "resourcequota/%s created (namespace %s)%s\n", rq.Name, rq.Namespace, o.Suffix())
 	}
 	return nil
 }
 
 func (o *CreateOptions) ensureNamespace(ctx context.Context, name string, undo *[]func(context.Context) error) error {
-	_, err := o.clients.kube.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
+	_, err := o.clients.Kube.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
 	if err == nil || !apierrors.IsNotFound(err) {
 		return err
 	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{policy.LabelNamespace: policy.GpuctlNamespaceMarker}}}
 	if o.DryRun != cmdutil.DryRunClient {
-		if _, err := o.clients.kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{DryRun: serverDryRun(o.DryRun)}); err != nil {
+		if _, err := o.clients.Kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{DryRun: kit.ServerDryRun(o.DryRun)}); err != nil {
 			return err
 		}
 	}
 	*undo = append(*undo, func(ctx context.Context) error {
-		return ignoreNotFound(o.clients.kube.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{DryRun: serverDryRun(o.DryRun)}))
+		return kit.IgnoreNotFound(o.clients.Kube.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{DryRun: kit.ServerDryRun(o.DryRun)}))
 	})
-	fmt.Fprintf(o.Out, "namespace/%s created%s\n", name, o.suffix())
+	fmt.Fprintf(o.Out, "namespace/%s created%s\n", name, o.Suffix())
 	return nil
-}
-
-func ignoreNotFound(err error) error {
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	return err
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -29,7 +30,7 @@ func TestCreateGpuctlQuotaFile(t *testing.T) {
 	require.NoError(t, os.WriteFile(file, []byte(gpuctlQuotaFile), 0o600))
 	kube := fake.NewClientset(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "default"}})
 	streams, _, out, _ := genericiooptions.NewTestIOStreams()
-	o := &CreateOptions{Filenames: []string{file}, GPUResource: "nvidia.com/gpu", clients: &clients{kube: kube}, IOStreams: streams}
+	o := &CreateOptions{Filenames: []string{file}, GPUResource: "nvidia.com/gpu", clients: &kit.Clients{Kube: kube}, IOStreams: streams}
 	ctx := context.Background()
 	require.NoError(t, o.Run(ctx))
 	assert.Equal(t, "resourcequota/team-quota-default created (namespace default)\nnamespace/team-a created\nresourcequota/team-quota-team-a created (namespace team-a)\n", out.String())

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os/user"
 	"slices"
 	"sync"
 
@@ -18,6 +17,7 @@ import (
 	"k8s.io/kubectl/pkg/util/templates"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/runwhere-ai/litepool/pkg/events"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
@@ -25,7 +25,7 @@ import (
 var _ = register(NewCmdDelete)
 
 // NewCmdDelete is `kubectl litepool delete NOUN NAME`.
-func NewCmdDelete(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+func NewCmdDelete(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "delete",
 		Short: "Delete a pool, returning its nodes to the default pool",
@@ -39,16 +39,16 @@ func NewCmdDelete(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.
 
 // DeletePoolOptions is `delete pool`.
 type DeletePoolOptions struct {
-	Mutation
+	kit.Mutation
 	Name  string
 	Force bool
 
-	clients *clients
+	clients *kit.Clients
 	genericiooptions.IOStreams
 }
 
 // NewCmdDeletePool is `kubectl litepool delete pool NAME`.
-func NewCmdDeletePool(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+func NewCmdDeletePool(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
 	o := &DeletePoolOptions{IOStreams: streams}
 	cmd := &cobra.Command{
 		Use:     "pool NAME",
@@ -61,7 +61,7 @@ func NewCmdDeletePool(f cmdutil.Factory, streams genericiooptions.IOStreams) *co
 			pool. A pool that exists only as node labels (as gpuctl makes them) is
 			deleted by removing those labels.
 
-			Risk: critical. The command shows what will happen and asks you to type
+			kit.Risk: critical. The command shows what will happen and asks you to type
 			the pool's name; --yes skips the question.
 
 			While workload pods (not DaemonSet pods, not finished pods) run on the
@@ -80,23 +80,23 @@ func NewCmdDeletePool(f cmdutil.Factory, streams genericiooptions.IOStreams) *co
 			# Delete a pool although jobs still run on it (they keep running)
 			kubectl litepool delete pool train-a100 --force --yes`),
 		Args:              cobra.ExactArgs(1),
-		ValidArgsFunction: completePoolNames(f),
+		ValidArgsFunction: kit.CompletePoolNames(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Name = args[0]
-			c, err := newClients(f)
+			c, err := f.Clients()
 			if err != nil {
 				return err
 			}
 			o.clients = c
-			if err := o.Mutation.complete(cmd, c); err != nil {
+			if err := o.Mutation.Complete(cmd, c); err != nil {
 				return err
 			}
 			return o.Run(cmd.Context())
 		},
 	}
 	cmd.Flags().BoolVar(&o.Force, "force", false, "Delete the pool although workload pods run on its nodes; the pods keep running")
-	addYesFlag(cmd, &o.Mutation)
-	addDryRunFlag(cmd)
+	o.Mutation.AddYesFlag(cmd)
+	cmdutil.AddDryRunFlag(cmd)
 	return cmd
 }
 
@@ -107,11 +107,11 @@ func (o *DeletePoolOptions) Run(ctx context.Context) error {
 	if o.Name == policy.DefaultPool {
 		return policy.Violationf("R1", "the default pool cannot be deleted: it is the nodes that belong to no pool")
 	}
-	pool, err := poolObject(ctx, o.clients, o.Name)
+	pool, err := kit.NewCatalog(ctx, o.clients).Object(o.Name)
 	if err != nil {
 		return err
 	}
-	nodes, err := o.clients.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	nodes, err := o.clients.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return err
 	}
@@ -122,13 +122,13 @@ func (o *DeletePoolOptions) Run(ctx context.Context) error {
 		}
 	}
 	if pool == nil && len(members) == 0 {
-		return poolNotFound(o.Name)
+		return kit.PoolNotFound(o.Name)
 	}
 	names := map[string]bool{}
 	for _, n := range members {
 		names[n.Name] = true
 	}
-	pods, err := workloadPodsOn(ctx, o.clients, names)
+	pods, err := kit.WorkloadPodsOn(ctx, o.clients, names)
 	if err != nil {
 		return err
 	}
@@ -138,18 +138,18 @@ func (o *DeletePoolOptions) Run(ctx context.Context) error {
 	}
 	check := pool
 	if check == nil {
-		p := synthesizedPool(o.Name)
+		p := kit.SynthesizedPool(o.Name)
 		check = &p
 	}
 	if err := policy.CheckPoolDelete(check, all); err != nil && !o.Force {
 		return err
 	}
-	if err := confirm(o.IOStreams, &o.Mutation, o.risk(len(members), len(all)), o.Name); err != nil {
+	if err := o.Mutation.Confirm(o.IOStreams, o.risk(len(members), len(all)), o.Name); err != nil {
 		return err
 	}
 	progress := &deleteProgress{pool: o.Name}
-	inFlight.set(progress.describe)
-	defer inFlight.clear()
+	kit.InFlight.Set(progress.describe)
+	defer kit.InFlight.Clear()
 	confirmed := len(all) > 0
 	if pool != nil && confirmed {
 		// Recorded first: the webhook's R2 then admits the final delete whatever its
@@ -161,7 +161,7 @@ func (o *DeletePoolOptions) Run(ctx context.Context) error {
 	for i := range members {
 		if err := o.release(ctx, pool, &members[i]); err != nil {
 			if ctx.Err() != nil {
-				return fmt.Errorf("pool %q: deletion %s while releasing node %q; the Pool object is kept: run the command again to release the rest and delete it", o.Name, stoppedBecause(ctx, err), members[i].Name)
+				return fmt.Errorf("pool %q: deletion %s while releasing node %q; the Pool object is kept: run the command again to release the rest and delete it", o.Name, kit.StoppedBecause(ctx, err), members[i].Name)
 			}
 			return fmt.Errorf("pool %q: releasing node %q failed: %w; the Pool object is kept: run the command again to release the rest and delete it", o.Name, members[i].Name, err)
 		}
@@ -190,8 +190,8 @@ func (o *DeletePoolOptions) releaseUnfinished(n *corev1.Node) bool {
 	exclusive := policy.ExclusiveTaint(o.Name)
 	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.MatchTaint(&exclusive) && t.Value == exclusive.Value })
 }
-func (o *DeletePoolOptions) risk(nodes, pods int) Risk {
-	r := Risk{
+func (o *DeletePoolOptions) risk(nodes, pods int) kit.Risk {
+	r := kit.Risk{
 		Level:     "critical",
 		Operation: fmt.Sprintf("delete pool %q", o.Name),
 		Impact: []string{
@@ -212,7 +212,7 @@ func (o *DeletePoolOptions) confirmDelete(ctx context.Context, pool *v1alpha1.Po
 		return nil // a dry run must change nothing; deleteObject accounts for it
 	}
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{policy.AnnotationConfirmDelete: pool.Name}}})
-	_, err := o.clients.pools.Patch(ctx, pool.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	_, err := o.clients.Pools.Patch(ctx, pool.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 	return err
 }
 
@@ -225,12 +225,12 @@ func (o *DeletePoolOptions) deleteObject(ctx context.Context, pool *v1alpha1.Poo
 		fmt.Fprintf(o.Out, "pool.runwhere.ai/%s deleted (server dry run; the delete itself was not sent: it needs %s written first)\n", pool.Name, policy.AnnotationConfirmDelete)
 		return nil
 	case o.DryRun != cmdutil.DryRunClient:
-		err := o.clients.pools.Delete(ctx, pool.Name, metav1.DeleteOptions{DryRun: serverDryRun(o.DryRun)})
+		err := o.clients.Pools.Delete(ctx, pool.Name, metav1.DeleteOptions{DryRun: kit.ServerDryRun(o.DryRun)})
 		if err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
 	}
-	fmt.Fprintf(o.Out, "pool.runwhere.ai/%s deleted%s\n", pool.Name, o.suffix())
+	fmt.Fprintf(o.Out, "pool.runwhere.ai/%s deleted%s\n", pool.Name, o.Suffix())
 	return nil
 }
 
@@ -241,8 +241,8 @@ func (o *DeletePoolOptions) deleteObject(ctx context.Context, pool *v1alpha1.Poo
 // removes the override. A node someone else had forced keeps their annotation. A
 // release interrupted between the two is found again by releaseUnfinished.
 func (o *DeletePoolOptions) release(ctx context.Context, pool *v1alpha1.Pool, member *corev1.Node) error {
-	ours := fmt.Sprintf("%s: %s", whoAmI(), o.forceReason())
-	node, changed, err := updateNode(ctx, o.clients, member.Name, o.DryRun, func(n *corev1.Node) error {
+	ours := fmt.Sprintf("%s: %s", kit.WhoAmI(), o.forceReason())
+	node, changed, err := kit.UpdateNode(ctx, o.clients, member.Name, o.DryRun, func(n *corev1.Node) error {
 		policy.ApplyLeave(pool, n)
 		if n.Annotations[policy.AnnotationForce] == "" { // ours from an interrupted run, or someone's own: kept
 			if n.Annotations == nil {
@@ -255,7 +255,7 @@ func (o *DeletePoolOptions) release(ctx context.Context, pool *v1alpha1.Pool, me
 	if err != nil {
 		return err
 	}
-	_, unforced, err := updateNode(ctx, o.clients, member.Name, o.DryRun, func(n *corev1.Node) error {
+	_, unforced, err := kit.UpdateNode(ctx, o.clients, member.Name, o.DryRun, func(n *corev1.Node) error {
 		if _, why, err := policy.ParseForce(n.Annotations[policy.AnnotationForce]); err == nil && why == o.forceReason() {
 			delete(n.Annotations, policy.AnnotationForce)
 		}
@@ -268,11 +268,11 @@ func (o *DeletePoolOptions) release(ctx context.Context, pool *v1alpha1.Pool, me
 	if !changed {
 		return nil
 	}
-	if o.recorder != nil {
-		_ = o.recorder.Normal(ctx, events.NodeRef(node).About(events.PoolRef(o.Name)), "RemovedFromPool",
+	if o.Recorder != nil {
+		_ = o.Recorder.Normal(ctx, events.NodeRef(node).About(events.PoolRef(o.Name)), "RemovedFromPool",
 			"node %s removed from pool %s: the pool was deleted", member.Name, o.Name)
 	}
-	fmt.Fprintf(o.Out, "node/%s unlabeled%s\n", member.Name, o.suffix())
+	fmt.Fprintf(o.Out, "node/%s unlabeled%s\n", member.Name, o.Suffix())
 	return nil
 }
 
@@ -294,12 +294,5 @@ func (p *deleteProgress) describe() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return fmt.Sprintf("deletion of pool %s stopped half-way: node(s) released: %s; the Pool object (if it has one) is still there, with the nodes not yet released.\nFinish it:\n  %s",
-		p.pool, orNoneList(p.done), commandLine())
-}
-
-func whoAmI() string {
-	if u, err := user.Current(); err == nil {
-		return u.Username
-	}
-	return "unknown user"
+		p.pool, kit.OrNoneList(p.done), kit.CommandLine())
 }

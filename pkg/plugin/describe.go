@@ -16,19 +16,19 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 	"k8s.io/kubectl/pkg/util/templates"
 
+	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/runwhere-ai/litepool/pkg/events"
 )
 
 // describers are the nouns of `describe`; each noun file registers itself.
-var describers []func(cmdutil.Factory, genericiooptions.IOStreams) *cobra.Command
+var describers []func(kit.Factory, genericiooptions.IOStreams) *cobra.Command
 
 var _ = register(NewCmdDescribe)
 
 // NewCmdDescribe is `kubectl litepool describe NOUN NAME`.
-func NewCmdDescribe(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+func NewCmdDescribe(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "describe",
 		Short: "Show details of a pool or a node",
@@ -111,22 +111,22 @@ func taintStrings(taints []corev1.Taint) []string {
 }
 
 // nodeEvents lists the events about one node, as kubectl describe node finds them.
-func nodeEvents(ctx context.Context, c *clients, node *corev1.Node) (*corev1.EventList, error) {
+func nodeEvents(ctx context.Context, c *kit.Clients, node *corev1.Node) (*corev1.EventList, error) {
 	sel := fields.Set{"involvedObject.kind": "Node", "involvedObject.name": node.Name}.AsSelector().String()
-	return c.kube.CoreV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: sel})
+	return c.Kube.CoreV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: sel})
 }
 
 // poolEvents lists the events about a pool: those on the Pool object and those litepool
 // recorded on nodes with the pool as the related object (nodes that joined or left it).
-func poolEvents(ctx context.Context, c *clients, pool string) (*corev1.EventList, error) {
+func poolEvents(ctx context.Context, c *kit.Clients, pool string) (*corev1.EventList, error) {
 	out := &corev1.EventList{}
-	onPool, err := c.kube.CoreV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
+	onPool, err := c.Kube.CoreV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
 		FieldSelector: fields.Set{"involvedObject.kind": "Pool", "involvedObject.name": pool}.AsSelector().String()})
 	if err != nil {
 		return nil, err
 	}
 	out.Items = append(out.Items, onPool.Items...)
-	ours, err := c.kube.CoreV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
+	ours, err := c.Kube.CoreV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
 		FieldSelector: fields.Set{"source": events.Component, "involvedObject.kind": "Node"}.AsSelector().String()})
 	if err != nil {
 		return nil, err

@@ -14,9 +14,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 	"k8s.io/kubectl/pkg/util/templates"
 
+	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/runwhere-ai/litepool/pkg/inventory"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
@@ -27,12 +27,12 @@ func init() { describers = append(describers, NewCmdDescribeNode) }
 type DescribeNodeOptions struct {
 	Names []string
 
-	clients *clients
+	clients *kit.Clients
 	genericiooptions.IOStreams
 }
 
 // NewCmdDescribeNode is `kubectl litepool describe node NAME...`.
-func NewCmdDescribeNode(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+func NewCmdDescribeNode(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
 	o := &DescribeNodeOptions{IOStreams: streams}
 	cmd := &cobra.Command{
 		Use:     "node NAME...",
@@ -46,10 +46,10 @@ func NewCmdDescribeNode(f cmdutil.Factory, streams genericiooptions.IOStreams) *
 		Example: templates.Examples(`
 			kubectl litepool describe node a100-node-1`),
 		Args:              cobra.MinimumNArgs(1),
-		ValidArgsFunction: completeNodeNames(f),
+		ValidArgsFunction: kit.CompleteNodeNames(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Names = args
-			c, err := newClients(f)
+			c, err := f.Clients()
 			if err != nil {
 				return err
 			}
@@ -74,11 +74,11 @@ func (o *DescribeNodeOptions) Run(ctx context.Context) error {
 }
 
 func (o *DescribeNodeOptions) describe(ctx context.Context, name string) error {
-	node, err := o.clients.kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	node, err := o.clients.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return err
 	}
-	pods, err := o.clients.kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
+	pods, err := o.clients.Kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
 		FieldSelector: fields.Set{"spec.nodeName": name}.AsSelector().String() + ",status.phase!=Succeeded,status.phase!=Failed"})
 	if err != nil {
 		return err
@@ -107,12 +107,12 @@ func DescribeNode(out interface{ Write([]byte) (int, error) }, node *corev1.Node
 	return tabbed(out, func(w prefixWriter) {
 		w.Write(level0, "Name:\t%s\n", node.Name)
 		w.Write(level0, "Pool:\t%s\n", n.Pool)
-		w.Write(level0, "Node Pool:\t%s\n", none(n.NodePool))
+		w.Write(level0, "Node Pool:\t%s\n", kit.None(n.NodePool))
 		w.Write(level0, "Status:\t%s\n", n.State)
 		w.Write(level0, "Ready:\t%v\n", n.Ready)
 		w.Write(level0, "Unschedulable:\t%v\n", node.Spec.Unschedulable)
-		w.Write(level0, "GPU Type:\t%s\n", none(n.GPUType))
-		w.Write(level0, "Driver Version:\t%s\n", none(n.DriverVersion))
+		w.Write(level0, "GPU Type:\t%s\n", kit.None(n.GPUType))
+		w.Write(level0, "Driver Version:\t%s\n", kit.None(n.DriverVersion))
 		if n.Resource == "" {
 			w.Write(level0, "Accelerators:\t<none>\n")
 		} else {
@@ -143,7 +143,7 @@ func DescribeNode(out interface{ Write([]byte) (int, error) }, node *corev1.Node
 				if !inventory.IsWorkloadPod(p) {
 					wt = "(daemon)"
 				}
-				w.Write(level1, "%s\t%s\t%s\t%s\t%s\n", p.Namespace, p.Name, none(wt), podAcceleratorsCell(p), p.Status.Phase)
+				w.Write(level1, "%s\t%s\t%s\t%s\t%s\n", p.Namespace, p.Name, kit.None(wt), podAcceleratorsCell(p), p.Status.Phase)
 			}
 		}
 		if evs != nil {

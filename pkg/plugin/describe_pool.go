@@ -4,19 +4,16 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"maps"
-	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 	"k8s.io/kubectl/pkg/util/templates"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/runwhere-ai/litepool/pkg/inventory"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
@@ -27,12 +24,12 @@ func init() { describers = append(describers, NewCmdDescribePool) }
 type DescribePoolOptions struct {
 	Names []string
 
-	clients *clients
+	clients *kit.Clients
 	genericiooptions.IOStreams
 }
 
 // NewCmdDescribePool is `kubectl litepool describe pool NAME...`.
-func NewCmdDescribePool(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+func NewCmdDescribePool(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
 	o := &DescribePoolOptions{IOStreams: streams}
 	cmd := &cobra.Command{
 		Use:     "pool NAME...",
@@ -50,10 +47,10 @@ func NewCmdDescribePool(f cmdutil.Factory, streams genericiooptions.IOStreams) *
 			kubectl litepool describe pool train-a100
 			kubectl litepool describe pool default`),
 		Args:              cobra.MinimumNArgs(1),
-		ValidArgsFunction: completePoolNames(f),
+		ValidArgsFunction: kit.CompletePoolNames(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Names = args
-			c, err := newClients(f)
+			c, err := f.Clients()
 			if err != nil {
 				return err
 			}
@@ -70,7 +67,7 @@ func (o *DescribePoolOptions) Run(ctx context.Context) error {
 		if i > 0 {
 			fmt.Fprintln(o.Out)
 		}
-		pool, sum, err := loadPool(ctx, o.clients, name)
+		pool, sum, err := kit.LoadPool(ctx, o.clients, name)
 		if err != nil {
 			return err
 		}
@@ -83,40 +80,6 @@ func (o *DescribePoolOptions) Run(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// loadPool reads one pool: its object (or one synthesized for a pool that exists only as
-// labels, and for "default") with its status, and the inventory of its members. A pool
-// with neither object nor members is NotFound.
-func loadPool(ctx context.Context, c *clients, name string) (*v1alpha1.Pool, *inventory.Pool, error) {
-	var objects []v1alpha1.Pool
-	if name != policy.DefaultPool {
-		obj, err := c.pools.Get(ctx, name)
-		switch {
-		case err == nil:
-			objects = append(objects, *obj)
-		case !apierrors.IsNotFound(err):
-			return nil, nil, err
-		}
-	}
-	inv, err := inventory.Collect(ctx, c.kube, inventory.Options{NodeSelector: poolSelector(name), WithoutLabels: true}, name)
-	if err != nil {
-		return nil, nil, err
-	}
-	if len(objects) == 0 && name != policy.DefaultPool && len(inv.Nodes) == 0 {
-		return nil, nil, poolNotFound(name)
-	}
-	merged := MergePools(objects, inv)
-	for i := range merged {
-		if merged[i].Name == name {
-			return &merged[i], inv.Pools[name], nil
-		}
-	}
-	return nil, nil, poolNotFound(name)
-}
-
-func poolNotFound(name string) error {
-	return apierrors.NewNotFound(v1alpha1.GroupVersion.WithResource("pools").GroupResource(), name)
 }
 
 // DescribePool writes the description of a pool.
@@ -132,15 +95,15 @@ func DescribePool(out io.Writer, pool *v1alpha1.Pool, sum *inventory.Pool, evs *
 func describePoolBody(w prefixWriter, pool *v1alpha1.Pool, sum *inventory.Pool) {
 	spec, s := pool.Spec, pool.Status
 	w.Write(level0, "Name:\t%s\n", pool.Name)
-	if !HasObject(pool) {
+	if !kit.HasObject(pool) {
 		for _, c := range s.Conditions {
-			if c.Type == ConditionPoolObject {
+			if c.Type == kit.ConditionPoolObject {
 				w.Write(level0, "Pool Object:\t<none> (%s)\n", c.Message)
 			}
 		}
 	} else {
 		w.Write(level0, "Type:\t%s\n", poolTypeCell(pool))
-		w.Write(level0, "Description:\t%s\n", none(spec.Description))
+		w.Write(level0, "Description:\t%s\n", kit.None(spec.Description))
 		writeMap(w, "Tags", spec.Tags)
 		w.Write(level0, "Workloads:\t%s\n", joinTypes(policy.AcceptedWorkloads(spec)))
 		w.Write(level0, "Min Nodes:\t%d\n", policy.MinNodes(spec))
@@ -156,7 +119,7 @@ func describePoolBody(w prefixWriter, pool *v1alpha1.Pool, sum *inventory.Pool) 
 	for _, m := range s.MIGSlices {
 		w.Write(level0, "MIG Slices:\t%s: %d total, %d used, %d free (not counted as GPUs)\n", m.Resource, m.Total, m.Used, m.Free)
 	}
-	w.Write(level0, "Driver Versions:\t%s\n", joinOrNone(s.DriverVersions))
+	w.Write(level0, "Driver Versions:\t%s\n", kit.JoinOrNone(s.DriverVersions))
 	describeNodePools(w, pool, sum)
 	describeMembers(w, sum)
 }
@@ -186,8 +149,8 @@ func describeMembers(w prefixWriter, sum *inventory.Pool) {
 	w.Write(level1, "Name\tNode Pool\tStatus\tGPU Type\tTotal\tUsed\tFree\tDriver\tWorkload Pods\n")
 	w.Write(level1, "----\t---------\t------\t--------\t-----\t----\t----\t------\t-------------\n")
 	for _, n := range sum.Nodes {
-		w.Write(level1, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%d\n", n.Name, none(n.NodePool), n.State, none(n.GPUType),
-			n.Total, n.Used, n.Free(), none(n.DriverVersion), n.WorkloadPods)
+		w.Write(level1, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%d\n", n.Name, kit.None(n.NodePool), n.State, kit.None(n.GPUType),
+			n.Total, n.Used, n.Free(), kit.None(n.DriverVersion), n.WorkloadPods)
 	}
 }
 
@@ -218,7 +181,7 @@ func softwareCell(sw v1alpha1.SoftwareSpec) string {
 			parts = append(parts, kv[0]+" "+kv[1])
 		}
 	}
-	return none(strings.Join(parts, ", "))
+	return kit.None(strings.Join(parts, ", "))
 }
 
 func hcclCell(r v1alpha1.OpRetrySpec) string {
@@ -242,6 +205,3 @@ func joinTypes(ts []v1alpha1.WorkloadType) string {
 	}
 	return strings.Join(s, ", ")
 }
-
-// sortedKeys returns a map's keys in order.
-func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }

@@ -7,10 +7,12 @@ import (
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 	"k8s.io/kubectl/pkg/util/templates"
 
+	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/runwhere-ai/litepool/pkg/nodeops"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
@@ -19,16 +21,16 @@ var _ = register(NewCmdDrain)
 
 // DrainOptions is `drain`.
 type DrainOptions struct {
-	Mutation
+	kit.Mutation
 	Names []string
 	Drain nodeops.DrainOptions
 
-	clients *clients
+	clients *kit.Clients
 	genericiooptions.IOStreams
 }
 
 // NewCmdDrain is `kubectl litepool drain NODE...`.
-func NewCmdDrain(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+func NewCmdDrain(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
 	o := &DrainOptions{IOStreams: streams}
 	cmd := &cobra.Command{
 		Use:   "drain NODE...",
@@ -55,34 +57,23 @@ func NewCmdDrain(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.C
 			# Show what would be evicted
 			kubectl litepool drain a100-node-3 --ignore-daemonsets --dry-run=server`),
 		Args:              cobra.MinimumNArgs(1),
-		ValidArgsFunction: completeNodeNames(f),
+		ValidArgsFunction: kit.CompleteNodeNames(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Names = args
-			c, err := newClients(f)
+			c, err := f.Clients()
 			if err != nil {
 				return err
 			}
 			o.clients = c
-			if err := o.Mutation.complete(cmd, c); err != nil {
+			if err := o.Mutation.Complete(cmd, c); err != nil {
 				return err
 			}
 			return o.Run(cmd.Context())
 		},
 	}
-	addDrainFlags(cmd, &o.Drain)
-	addDryRunFlag(cmd)
+	kit.AddDrainFlags(cmd, &o.Drain)
+	cmdutil.AddDryRunFlag(cmd)
 	return cmd
-}
-
-// addDrainFlags adds kubectl drain's flags, with kubectl's defaults.
-func addDrainFlags(cmd *cobra.Command, d *nodeops.DrainOptions) {
-	cmd.Flags().BoolVar(&d.Force, "force", false, "Continue even if there are pods that do not declare a controller (they are deleted and not recreated)")
-	cmd.Flags().BoolVar(&d.IgnoreDaemonSets, "ignore-daemonsets", false, "Ignore DaemonSet-managed pods")
-	cmd.Flags().BoolVar(&d.DeleteEmptyDirData, "delete-emptydir-data", false, "Continue even if there are pods using emptyDir (local data that will be deleted when the node is drained)")
-	cmd.Flags().IntVar(&d.GracePeriodSeconds, "grace-period", -1, "Period of time in seconds given to each pod to terminate gracefully. If negative, the default value specified in the pod will be used")
-	cmd.Flags().DurationVar(&d.Timeout, "timeout", 0, "The length of time to wait before giving up, zero means infinite")
-	cmd.Flags().StringVar(&d.PodSelector, "pod-selector", "", "Label selector to filter pods on the node")
-	cmd.Flags().BoolVar(&d.DisableEviction, "disable-eviction", false, "Force drain to use delete, even if eviction is supported. This will bypass checking PodDisruptionBudgets, use with caution")
 }
 
 // Run cordons and drains each node in turn; it stops at the first failure. A drain
@@ -91,34 +82,34 @@ func addDrainFlags(cmd *cobra.Command, d *nodeops.DrainOptions) {
 func (o *DrainOptions) Run(ctx context.Context) error {
 	d := o.Drain
 	d.DryRun, d.Out, d.ErrOut = o.DryRun, o.Out, o.ErrOut
-	defer inFlight.clear()
+	defer kit.InFlight.Clear()
 	for _, name := range o.Names {
-		node, err := o.clients.kube.CoreV1().Nodes().Get(ctx, name, getOpts)
+		node, err := o.clients.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		if err := nodeops.CheckDrain(ctx, o.clients.kube, name, d); err != nil {
+		if err := nodeops.CheckDrain(ctx, o.clients.Kube, name, d); err != nil {
 			return err
 		}
 		cordoned := false
 		if !node.Spec.Unschedulable {
-			if node, err = nodeops.OperatorCordon(ctx, o.clients.kube, name, o.DryRun); err != nil {
+			if node, err = nodeops.OperatorCordon(ctx, o.clients.Kube, name, o.DryRun); err != nil {
 				return err
 			}
 			cordoned = true
-			fmt.Fprintf(o.Out, "node/%s cordoned%s\n", name, o.suffix())
+			fmt.Fprintf(o.Out, "node/%s cordoned%s\n", name, o.Suffix())
 		}
-		inFlight.set(func() string { return drainLeftovers(name, cordoned) })
-		o.nodeEvent(ctx, node, false, "Draining", "draining node %s (kubectl litepool drain)", name)
-		if err := nodeops.Drain(ctx, o.clients.kube, name, d); err != nil {
+		kit.InFlight.Set(func() string { return drainLeftovers(name, cordoned) })
+		o.NodeEvent(ctx, node, false, "Draining", "draining node %s (kubectl litepool drain)", name)
+		if err := nodeops.Drain(ctx, o.clients.Kube, name, d); err != nil {
 			if ctx.Err() != nil {
 				return o.putBack(ctx, name, cordoned, err)
 			}
-			o.nodeEvent(ctx, node, true, "DrainFailed", "%v", err)
+			o.NodeEvent(ctx, node, true, "DrainFailed", "%v", err)
 			return err
 		}
-		o.nodeEvent(ctx, node, false, "Drained", "node %s drained", name)
-		fmt.Fprintf(o.Out, "node/%s drained%s\n", name, o.suffix())
+		o.NodeEvent(ctx, node, false, "Drained", "node %s drained", name)
+		fmt.Fprintf(o.Out, "node/%s drained%s\n", name, o.Suffix())
 	}
 	return nil
 }
@@ -126,14 +117,14 @@ func (o *DrainOptions) Run(ctx context.Context) error {
 // putBack undoes an interrupted drain's cordon: the node is uncordoned when this
 // command cordoned it and no litepool operation (scale-down, upgrade) holds it.
 func (o *DrainOptions) putBack(ctx context.Context, name string, cordoned bool, cause error) error {
-	why := stoppedBecause(ctx, cause)
-	ctx, cancel := rollbackContext(ctx)
+	why := kit.StoppedBecause(ctx, cause)
+	ctx, cancel := kit.RollbackContext(ctx)
 	defer cancel()
 	if !cordoned {
 		return fmt.Errorf("drain of node %q %s; the node stays cordoned, as it was before", name, why)
 	}
 	var heldBy []string
-	node, err := nodeops.UpdateNode(ctx, o.clients.kube, name, o.DryRun, func(n *corev1.Node) error {
+	node, err := nodeops.UpdateNode(ctx, o.clients.Kube, name, o.DryRun, func(n *corev1.Node) error {
 		if heldBy = policy.HeldBy(n); len(heldBy) == 0 {
 			n.Spec.Unschedulable = false
 		}
@@ -145,15 +136,15 @@ func (o *DrainOptions) putBack(ctx context.Context, name string, cordoned bool, 
 	if len(heldBy) > 0 {
 		return fmt.Errorf("drain of node %q %s; the node stays cordoned: litepool's %s holds it", name, why, strings.Join(heldBy, ", "))
 	}
-	o.nodeEvent(ctx, node, false, "DrainStopped", "drain of node %s interrupted; node uncordoned", name)
-	fmt.Fprintf(o.Out, "node/%s uncordoned%s\n", name, o.suffix())
+	o.NodeEvent(ctx, node, false, "DrainStopped", "drain of node %s interrupted; node uncordoned", name)
+	fmt.Fprintf(o.Out, "node/%s uncordoned%s\n", name, o.Suffix())
 	return fmt.Errorf("drain of node %q %s; the node was put back (uncordoned); evicted pods are not brought back, their controllers recreate them", name, why)
 }
 
 // drainLeftovers is what an interrupted drain leaves when the put-back is skipped.
 func drainLeftovers(name string, cordoned bool) string {
 	msg := fmt.Sprintf("drain of node %s stopped half-way: the node is cordoned and may still carry %s.\nResume it:\n  %s\nOr put it back:\n  kubectl annotate node %s %s-",
-		name, policy.AnnotationDraining, commandLine(), name, policy.AnnotationDraining)
+		name, policy.AnnotationDraining, kit.CommandLine(), name, policy.AnnotationDraining)
 	if cordoned {
 		msg += "\n  kubectl uncordon " + name
 	}

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/runwhere-ai/litepool/pkg/events"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
@@ -27,7 +28,7 @@ import (
 var _ = register(NewCmdEdit)
 
 // NewCmdEdit is `kubectl litepool edit NOUN NAME`.
-func NewCmdEdit(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+func NewCmdEdit(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "edit",
 		Short: "Edit a pool's description, tags and settings",
@@ -43,7 +44,7 @@ func NewCmdEdit(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Co
 
 // EditPoolOptions is `edit pool`.
 type EditPoolOptions struct {
-	Mutation
+	kit.Mutation
 	Name        string
 	Description string
 	Tags        []string
@@ -52,12 +53,12 @@ type EditPoolOptions struct {
 	Exclusive   bool
 	set         map[string]bool // flags given
 
-	clients *clients
+	clients *kit.Clients
 	genericiooptions.IOStreams
 }
 
 // NewCmdEditPool is `kubectl litepool edit pool NAME [flags]`.
-func NewCmdEditPool(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+func NewCmdEditPool(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
 	o := &EditPoolOptions{IOStreams: streams}
 	cmd := &cobra.Command{
 		Use:     "pool NAME",
@@ -89,19 +90,19 @@ func NewCmdEditPool(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobr
 			# Edit everything else in your editor
 			KUBE_EDITOR=nano kubectl litepool edit pool train-a100`),
 		Args:              cobra.ExactArgs(1),
-		ValidArgsFunction: completePoolNames(f),
+		ValidArgsFunction: kit.CompletePoolNames(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Name = args[0]
 			o.set = map[string]bool{}
 			for _, name := range []string{"description", "tag", "min-nodes", "type", "exclusive"} {
 				o.set[name] = cmd.Flags().Changed(name)
 			}
-			c, err := newClients(f)
+			c, err := f.Clients()
 			if err != nil {
 				return err
 			}
 			o.clients = c
-			if err := o.Mutation.complete(cmd, c); err != nil {
+			if err := o.Mutation.Complete(cmd, c); err != nil {
 				return err
 			}
 			return o.Run(cmd.Context())
@@ -112,7 +113,7 @@ func NewCmdEditPool(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobr
 	cmd.Flags().Int32Var(&o.MinNodes, "min-nodes", 0, "Scale-down never goes below this many nodes (at least 1)")
 	cmd.Flags().StringVar(&o.Type, "type", "", "Pool type: Training, Inference, Development or Compute")
 	cmd.Flags().BoolVar(&o.Exclusive, "exclusive", false, "Taint member nodes so that only the pool's pods run on them")
-	addDryRunFlag(cmd)
+	cmdutil.AddDryRunFlag(cmd)
 	return cmd
 }
 
@@ -141,27 +142,27 @@ func (o *EditPoolOptions) Run(ctx context.Context) error {
 		return err
 	}
 	if reflect.DeepEqual(old.Spec, updated.Spec) && reflect.DeepEqual(old.Labels, updated.Labels) && reflect.DeepEqual(old.Annotations, updated.Annotations) {
-		fmt.Fprintf(o.Out, "pool.runwhere.ai/%s unchanged%s\n", o.Name, o.suffix())
+		fmt.Fprintf(o.Out, "pool.runwhere.ai/%s unchanged%s\n", o.Name, o.Suffix())
 		return nil
 	}
-	members, err := o.clients.kube.CoreV1().Nodes().List(ctx, listBySelector(poolSelector(o.Name)))
+	members, err := o.clients.Kube.CoreV1().Nodes().List(ctx, kit.ListBySelector(kit.PoolSelector(o.Name)))
 	if err != nil {
 		return err
 	}
-	if err := errors.Join(policy.ValidatePool(updated, old, len(members.Items)), validateNodePools(updated)); err != nil {
+	if err := errors.Join(policy.ValidatePool(updated, old, len(members.Items)), policy.ValidateNodePools(updated)); err != nil {
 		return fmt.Errorf("pool %q was not changed:\n%w", o.Name, err)
 	}
 	if o.DryRun != cmdutil.DryRunClient {
-		if _, err := o.clients.pools.Update(ctx, updated, metav1.UpdateOptions{DryRun: serverDryRun(o.DryRun)}); err != nil {
+		if _, err := o.clients.Pools.Update(ctx, updated, metav1.UpdateOptions{DryRun: kit.ServerDryRun(o.DryRun)}); err != nil {
 			if apierrors.IsConflict(err) {
 				return fmt.Errorf("pool %q was changed by someone else while you edited it; nothing was written: run the command again", o.Name)
 			}
 			return err
 		}
 	}
-	fmt.Fprintf(o.Out, "pool.runwhere.ai/%s edited%s\n", o.Name, o.suffix())
-	if o.recorder != nil {
-		_ = o.recorder.Normal(ctx, events.PoolRef(o.Name), "Edited", "pool %s edited: %s", o.Name, strings.Join(changedFields(old, updated), ", "))
+	fmt.Fprintf(o.Out, "pool.runwhere.ai/%s edited%s\n", o.Name, o.Suffix())
+	if o.Recorder != nil {
+		_ = o.Recorder.Normal(ctx, events.PoolRef(o.Name), "Edited", "pool %s edited: %s", o.Name, strings.Join(changedFields(old, updated), ", "))
 	}
 	if old.Spec.Exclusive != updated.Spec.Exclusive {
 		return o.retaint(ctx, updated, members.Items)
@@ -173,11 +174,11 @@ func (o *EditPoolOptions) getPool(ctx context.Context) (*v1alpha1.Pool, error) {
 	if o.Name == policy.DefaultPool {
 		return nil, fmt.Errorf("the default pool has no Pool object to edit: it is the nodes that belong to no pool")
 	}
-	p, err := o.clients.pools.Get(ctx, o.Name)
+	p, err := o.clients.Pools.Get(ctx, o.Name)
 	if !apierrors.IsNotFound(err) {
 		return p, err
 	}
-	members, lerr := o.clients.kube.CoreV1().Nodes().List(ctx, listBySelector(poolSelector(o.Name)))
+	members, lerr := o.clients.Kube.CoreV1().Nodes().List(ctx, kit.ListBySelector(kit.PoolSelector(o.Name)))
 	if lerr == nil && len(members.Items) > 0 {
 		return nil, fmt.Errorf("pool %q has no Pool object (it exists only as labels on %d node(s)): create one with kubectl litepool create -f, which adopts its nodes", o.Name, len(members.Items))
 	}
@@ -283,7 +284,7 @@ func stripComments(b []byte) []byte {
 // retaint adds or removes the exclusive taint on the pool's members.
 func (o *EditPoolOptions) retaint(ctx context.Context, p *v1alpha1.Pool, members []corev1.Node) error {
 	for _, m := range members {
-		_, changed, err := updateNode(ctx, o.clients, m.Name, o.DryRun, func(n *corev1.Node) error {
+		_, changed, err := kit.UpdateNode(ctx, o.clients, m.Name, o.DryRun, func(n *corev1.Node) error {
 			if p.Spec.Exclusive {
 				policy.SetTaint(n, policy.ExclusiveTaint(p.Name))
 			} else {
@@ -299,7 +300,7 @@ func (o *EditPoolOptions) retaint(ctx context.Context, p *v1alpha1.Pool, members
 			if !p.Spec.Exclusive {
 				verb = "untainted"
 			}
-			fmt.Fprintf(o.Out, "node/%s %s%s\n", m.Name, verb, o.suffix())
+			fmt.Fprintf(o.Out, "node/%s %s%s\n", m.Name, verb, o.Suffix())
 		}
 	}
 	return nil

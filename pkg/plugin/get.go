@@ -1,17 +1,17 @@
 package plugin
 
 import (
+	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 	"k8s.io/kubectl/pkg/util/templates"
 )
 
 // getters are the nouns of `get`; each noun file registers itself.
-var getters []func(cmdutil.Factory, genericiooptions.IOStreams) *cobra.Command
+var getters []func(kit.Factory, genericiooptions.IOStreams) *cobra.Command
 
 // NewCmdGet is `kubectl litepool get NOUN`.
-func NewCmdGet(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+func NewCmdGet(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "get",
 		Short: "Display pools, nodes, node pools or litepool labels",

@@ -9,9 +9,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 	"k8s.io/kubectl/pkg/util/templates"
 
+	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
@@ -19,18 +19,18 @@ func init() { getters = append(getters, NewCmdGetLabels) }
 
 // GetLabelsOptions is `get labels`.
 type GetLabelsOptions struct {
-	Print *PrintOptions
+	Print *kit.PrintOptions
 	Nodes []string
 	Key   string
 	All   bool
 
-	clients *clients
+	clients *kit.Clients
 	genericiooptions.IOStreams
 }
 
 // NewCmdGetLabels is `kubectl litepool get labels NODE... [--key KEY] [--all]`.
-func NewCmdGetLabels(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &GetLabelsOptions{Print: &PrintOptions{}, IOStreams: streams}
+func NewCmdGetLabels(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &GetLabelsOptions{Print: &kit.PrintOptions{}, IOStreams: streams}
 	cmd := &cobra.Command{
 		Use:   "labels NODE...",
 		Short: "Show the litepool labels of nodes",
@@ -45,7 +45,7 @@ func NewCmdGetLabels(f cmdutil.Factory, streams genericiooptions.IOStreams) *cob
 			# The pool label only (gpuctl's "get labels NODE --key=runwhere.ai/pool")
 			kubectl litepool get labels gpu-node-6 --key=runwhere.ai/pool`),
 		Args:              cobra.MinimumNArgs(1),
-		ValidArgsFunction: completeNodeNames(f),
+		ValidArgsFunction: kit.CompleteNodeNames(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Nodes = args
 			if o.Key != "" {
@@ -55,7 +55,7 @@ func NewCmdGetLabels(f cmdutil.Factory, streams genericiooptions.IOStreams) *cob
 				}
 				o.Key = key
 			}
-			c, err := newClients(f)
+			c, err := f.Clients()
 			if err != nil {
 				return err
 			}
@@ -76,7 +76,7 @@ type LabelRow struct{ Node, Key, Value string }
 func (o *GetLabelsOptions) Run(ctx context.Context) error {
 	var rows []LabelRow
 	for _, name := range o.Nodes {
-		node, err := o.clients.kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		node, err := o.clients.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -90,7 +90,7 @@ func (o *GetLabelsOptions) Run(ctx context.Context) error {
 		fmt.Fprintln(o.ErrOut, "No litepool labels found (--all shows every label)")
 		return nil
 	}
-	return PrintTable(o.Print, o.Out, LabelTable(rows))
+	return kit.PrintTable(o.Print, o.Out, LabelTable(rows))
 }
 
 func (o *GetLabelsOptions) rows(node *corev1.Node) ([]LabelRow, error) {
@@ -102,7 +102,7 @@ func (o *GetLabelsOptions) rows(node *corev1.Node) ([]LabelRow, error) {
 		return []LabelRow{{node.Name, o.Key, v}}, nil
 	}
 	var rows []LabelRow
-	for _, k := range sortedKeys(node.Labels) {
+	for _, k := range kit.SortedKeys(node.Labels) {
 		if o.All || strings.HasPrefix(k, policy.Prefix) {
 			rows = append(rows, LabelRow{node.Name, k, node.Labels[k]})
 		}
@@ -113,9 +113,9 @@ func (o *GetLabelsOptions) rows(node *corev1.Node) ([]LabelRow, error) {
 // LabelTable is the table of `get labels`.
 func LabelTable(rows []LabelRow) *metav1.Table {
 	t := &metav1.Table{ColumnDefinitions: []metav1.TableColumnDefinition{
-		column("Node", "string", false),
-		column("Key", "string", false),
-		column("Value", "string", false),
+		kit.Column("Node", "string", false),
+		kit.Column("Key", "string", false),
+		kit.Column("Value", "string", false),
 	}}
 	for _, r := range rows {
 		t.Rows = append(t.Rows, metav1.TableRow{Cells: []any{r.Node, r.Key, r.Value}})

@@ -12,10 +12,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 	"k8s.io/kubectl/pkg/util/templates"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/runwhere-ai/litepool/pkg/inventory"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
@@ -24,17 +24,17 @@ func init() { getters = append(getters, NewCmdGetNodePools) }
 
 // GetNodePoolsOptions is `get nodepools`.
 type GetNodePoolsOptions struct {
-	Print *PrintOptions
+	Print *kit.PrintOptions
 	Pool  string
 	Names []string
 
-	clients *clients
+	clients *kit.Clients
 	genericiooptions.IOStreams
 }
 
 // NewCmdGetNodePools is `kubectl litepool get nodepools [NAME...] [--pool P]`.
-func NewCmdGetNodePools(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &GetNodePoolsOptions{Print: NewPrintOptions(), IOStreams: streams}
+func NewCmdGetNodePools(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &GetNodePoolsOptions{Print: kit.NewPrintOptions(), IOStreams: streams}
 	cmd := &cobra.Command{
 		Use:     "nodepools [NAME...]",
 		Aliases: []string{"nodepool", "np"},
@@ -55,7 +55,7 @@ func NewCmdGetNodePools(f cmdutil.Factory, streams genericiooptions.IOStreams) *
 			kubectl litepool get nodepools --pool train-a100 -o wide`),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Names = args
-			c, err := newClients(f)
+			c, err := f.Clients()
 			if err != nil {
 				return err
 			}
@@ -68,24 +68,24 @@ func NewCmdGetNodePools(f cmdutil.Factory, streams genericiooptions.IOStreams) *
 	}
 	o.Print.AddFlags(cmd)
 	cmd.Flags().StringVar(&o.Pool, "pool", "", "Only node pools of this pool")
-	_ = cmd.RegisterFlagCompletionFunc("pool", completePoolNames(f))
+	_ = cmd.RegisterFlagCompletionFunc("pool", kit.CompletePoolNames(f))
 	return cmd
 }
 
 // Run lists and prints.
 func (o *GetNodePoolsOptions) Run(ctx context.Context) error {
-	objects, err := o.clients.pools.List(ctx)
+	objects, err := o.clients.Pools.List(ctx)
 	if err != nil {
 		return fmt.Errorf("listing Pool objects: %w", err)
 	}
-	inv, err := inventory.Collect(ctx, o.clients.kube, inventory.Options{NodeSelector: poolSelector(o.Pool), WithoutLabels: true})
+	inv, err := inventory.Collect(ctx, o.clients.Kube, inventory.Options{NodeSelector: kit.PoolSelector(o.Pool), WithoutLabels: true})
 	if err != nil {
 		return err
 	}
 	if o.Pool != "" {
 		objects = filterPools(objects, o.Pool)
 		if len(objects) == 0 && len(inv.Nodes) == 0 && o.Pool != policy.DefaultPool {
-			return poolNotFound(o.Pool)
+			return kit.PoolNotFound(o.Pool)
 		}
 	}
 	rows := NodePoolRows(objects, inv.Nodes)
@@ -100,13 +100,13 @@ func (o *GetNodePoolsOptions) Run(ctx context.Context) error {
 		return nil
 	}
 	if o.Print.IsTable() {
-		return PrintTable(o.Print, o.Out, NodePoolTable(rows))
+		return kit.PrintTable(o.Print, o.Out, NodePoolTable(rows))
 	}
 	views := make([]unstructured.Unstructured, len(rows))
 	for i := range rows {
 		views[i] = rows[i].view()
 	}
-	return Print(o.Print, o.Out, views, len(o.Names) == 1, nil)
+	return kit.Print(o.Print, o.Out, views, len(o.Names) == 1, nil)
 }
 
 func filterPools(pools []v1alpha1.Pool, name string) []v1alpha1.Pool {
@@ -195,33 +195,33 @@ func (r *NodePoolRow) labelsCell() string {
 	if !r.Defined {
 		return "<labels only>"
 	}
-	keys := sortedKeys(r.Labels)
+	keys := kit.SortedKeys(r.Labels)
 	parts := make([]string, len(keys))
 	for i, k := range keys {
 		parts[i] = k + "=" + r.Labels[k]
 	}
-	return none(strings.Join(parts, ","))
+	return kit.None(strings.Join(parts, ","))
 }
 
 func (r *NodePoolRow) taintsCell() string {
 	if !r.Defined {
 		return "<labels only>"
 	}
-	return joinOrNone(taintStrings(r.Taints))
+	return kit.JoinOrNone(taintStrings(r.Taints))
 }
 
 // NodePoolTable is the table of `get nodepools`; -o wide adds labels and taints.
 func NodePoolTable(rows []NodePoolRow) *metav1.Table {
 	t := &metav1.Table{ColumnDefinitions: []metav1.TableColumnDefinition{
-		column("Pool", "string", false),
-		column("Node Pool", "string", false),
-		column("Status", "string", false),
-		column("Nodes", "integer", false),
-		column("GPU Total", "integer", false),
-		column("GPU Used", "integer", false),
-		column("GPU Free", "integer", false),
-		column("Labels", "string", true),
-		column("Taints", "string", true),
+		kit.Column("Pool", "string", false),
+		kit.Column("Node Pool", "string", false),
+		kit.Column("Status", "string", false),
+		kit.Column("Nodes", "integer", false),
+		kit.Column("GPU Total", "integer", false),
+		kit.Column("GPU Used", "integer", false),
+		kit.Column("GPU Free", "integer", false),
+		kit.Column("Labels", "string", true),
+		kit.Column("Taints", "string", true),
 	}}
 	for i := range rows {
 		r := &rows[i]

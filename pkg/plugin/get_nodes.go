@@ -11,9 +11,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 	"k8s.io/kubectl/pkg/util/templates"
 
+	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/runwhere-ai/litepool/pkg/inventory"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
@@ -22,20 +22,20 @@ func init() { getters = append(getters, NewCmdGetNodes) }
 
 // GetNodesOptions is `get nodes`.
 type GetNodesOptions struct {
-	Print  *PrintOptions
+	Print  *kit.PrintOptions
 	Pool   string
 	SortBy string
 	Names  []string
 
-	clients *clients
+	clients *kit.Clients
 	genericiooptions.IOStreams
 }
 
 var nodeSortKeys = []string{"name", "pool", "status", "gpu-total", "gpu-used", "gpu-free"}
 
 // NewCmdGetNodes is `kubectl litepool get nodes [NAME...] [--pool P]`.
-func NewCmdGetNodes(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &GetNodesOptions{Print: NewPrintOptions(), IOStreams: streams}
+func NewCmdGetNodes(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &GetNodesOptions{Print: kit.NewPrintOptions(), IOStreams: streams}
 	cmd := &cobra.Command{
 		Use:     "nodes [NAME...]",
 		Aliases: []string{"node", "no"},
@@ -59,7 +59,7 @@ func NewCmdGetNodes(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobr
 
 			# Nodes with the most free accelerators first
 			kubectl litepool get nodes --sort-by=gpu-free`),
-		ValidArgsFunction: completeNodeNames(f),
+		ValidArgsFunction: kit.CompleteNodeNames(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.Complete(f, args); err != nil {
 				return err
@@ -73,14 +73,14 @@ func NewCmdGetNodes(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobr
 	o.Print.AddFlags(cmd)
 	cmd.Flags().StringVar(&o.Pool, "pool", "", "Only nodes of this pool (\"default\": nodes of no pool)")
 	cmd.Flags().StringVar(&o.SortBy, "sort-by", "name", fmt.Sprintf("Sort by one of: %v (figures largest first)", nodeSortKeys))
-	_ = cmd.RegisterFlagCompletionFunc("pool", completePoolNames(f))
+	_ = cmd.RegisterFlagCompletionFunc("pool", kit.CompletePoolNames(f))
 	return cmd
 }
 
 // Complete builds the clients.
-func (o *GetNodesOptions) Complete(f cmdutil.Factory, args []string) (err error) {
+func (o *GetNodesOptions) Complete(f kit.Factory, args []string) (err error) {
 	o.Names = args
-	o.clients, err = newClients(f)
+	o.clients, err = f.Clients()
 	return err
 }
 
@@ -95,23 +95,12 @@ func (o *GetNodesOptions) Validate() error {
 	return nil
 }
 
-// poolSelector is the node label selector of a pool ("default": nodes with no pool label).
-func poolSelector(pool string) string {
-	switch pool {
-	case "":
-		return ""
-	case policy.DefaultPool:
-		return "!" + policy.LabelPool
-	}
-	return policy.LabelPool + "=" + pool
-}
-
 // Run lists and prints.
 func (o *GetNodesOptions) Run(ctx context.Context) error {
 	if !o.Print.IsTable() {
 		return o.printObjects(ctx)
 	}
-	inv, err := inventory.Collect(ctx, o.clients.kube, inventory.Options{NodeSelector: poolSelector(o.Pool), WithoutLabels: true})
+	inv, err := inventory.Collect(ctx, o.clients.Kube, inventory.Options{NodeSelector: kit.PoolSelector(o.Pool), WithoutLabels: true})
 	if err != nil {
 		return err
 	}
@@ -127,7 +116,7 @@ func (o *GetNodesOptions) Run(ctx context.Context) error {
 		fmt.Fprintln(o.ErrOut, "No resources found")
 		return nil
 	}
-	return PrintTable(o.Print, o.Out, NodeTable(nodes))
+	return kit.PrintTable(o.Print, o.Out, NodeTable(nodes))
 }
 
 // checkPool makes --pool of a pool that does not exist an error rather than an empty
@@ -136,13 +125,13 @@ func (o *GetNodesOptions) checkPool(ctx context.Context, members int) error {
 	if o.Pool == "" || o.Pool == policy.DefaultPool || members > 0 {
 		return nil
 	}
-	_, err := o.clients.pools.Get(ctx, o.Pool)
+	_, err := o.clients.Pools.Get(ctx, o.Pool)
 	return err
 }
 
 // printObjects prints the Node objects for -o json|yaml|name|jsonpath.
 func (o *GetNodesOptions) printObjects(ctx context.Context) error {
-	list, err := o.clients.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: poolSelector(o.Pool)})
+	list, err := o.clients.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: kit.PoolSelector(o.Pool)})
 	if err != nil {
 		return err
 	}
@@ -167,7 +156,7 @@ func (o *GetNodesOptions) printObjects(ctx context.Context) error {
 	for i := range items {
 		items[i].APIVersion, items[i].Kind = "v1", "Node"
 	}
-	return Print(o.Print, o.Out, items, len(o.Names) == 1, nil)
+	return kit.Print(o.Print, o.Out, items, len(o.Names) == 1, nil)
 }
 
 func nodeNotFound(name, pool string) error {
@@ -237,26 +226,26 @@ func nodeFigure(n *inventory.Node, key string) int64 {
 // driver version and the number of workload pods.
 func NodeTable(nodes []inventory.Node) *metav1.Table {
 	t := &metav1.Table{ColumnDefinitions: []metav1.TableColumnDefinition{
-		column("Name", "string", false),
-		column("Pool", "string", false),
-		column("Node Pool", "string", false),
-		column("Status", "string", false),
-		column("GPU Type", "string", false),
-		column("GPU Total", "integer", false),
-		column("GPU Used", "integer", false),
-		column("GPU Free", "integer", false),
-		column("Resource", "string", true),
-		column("Driver Version", "string", true),
-		column("Workload Pods", "integer", true),
+		kit.Column("Name", "string", false),
+		kit.Column("Pool", "string", false),
+		kit.Column("Node Pool", "string", false),
+		kit.Column("Status", "string", false),
+		kit.Column("GPU Type", "string", false),
+		kit.Column("GPU Total", "integer", false),
+		kit.Column("GPU Used", "integer", false),
+		kit.Column("GPU Free", "integer", false),
+		kit.Column("Resource", "string", true),
+		kit.Column("Driver Version", "string", true),
+		kit.Column("Workload Pods", "integer", true),
 	}}
 	withMIG := slices.ContainsFunc(nodes, func(n inventory.Node) bool { return len(n.MIG) > 0 })
 	if withMIG {
-		t.ColumnDefinitions = append(t.ColumnDefinitions, column(migColumn, "string", true))
+		t.ColumnDefinitions = append(t.ColumnDefinitions, kit.Column(migColumn, "string", true))
 	}
 	for i := range nodes {
 		n := &nodes[i]
-		cells := []any{n.Name, n.Pool, none(n.NodePool), string(n.State), none(n.GPUType), n.Total, n.Used, n.Free(),
-			none(string(n.Resource)), none(n.DriverVersion), int64(n.WorkloadPods)}
+		cells := []any{n.Name, n.Pool, kit.None(n.NodePool), string(n.State), kit.None(n.GPUType), n.Total, n.Used, n.Free(),
+			kit.None(string(n.Resource)), kit.None(n.DriverVersion), int64(n.WorkloadPods)}
 		if withMIG {
 			cells = append(cells, nodeMIGCell(n.MIG))
 		}

@@ -7,13 +7,11 @@ import (
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 	"k8s.io/kubectl/pkg/util/templates"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
-	"github.com/runwhere-ai/litepool/pkg/inventory"
+	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
@@ -21,19 +19,19 @@ func init() { getters = append(getters, NewCmdGetPools) }
 
 // GetPoolsOptions is `get pools`.
 type GetPoolsOptions struct {
-	Print  *PrintOptions
+	Print  *kit.PrintOptions
 	SortBy string
 	Names  []string
 
-	clients *clients
+	clients *kit.Clients
 	genericiooptions.IOStreams
 }
 
 var poolSortKeys = []string{"name", "gpu-total", "gpu-used", "gpu-free", "nodes"}
 
 // NewCmdGetPools is `kubectl litepool get pools [NAME...]`.
-func NewCmdGetPools(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &GetPoolsOptions{Print: NewPrintOptions(), IOStreams: streams}
+func NewCmdGetPools(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &GetPoolsOptions{Print: kit.NewPrintOptions(), IOStreams: streams}
 	cmd := &cobra.Command{
 		Use:     "pools [NAME...]",
 		Aliases: []string{"pool", "lpool"},
@@ -56,7 +54,7 @@ func NewCmdGetPools(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobr
 
 			# The pools with the most free accelerators first
 			kubectl litepool get pools --sort-by=gpu-free`),
-		ValidArgsFunction: completePoolNames(f),
+		ValidArgsFunction: kit.CompletePoolNames(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.Complete(f, args); err != nil {
 				return err
@@ -73,9 +71,9 @@ func NewCmdGetPools(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobr
 }
 
 // Complete builds the clients.
-func (o *GetPoolsOptions) Complete(f cmdutil.Factory, args []string) (err error) {
+func (o *GetPoolsOptions) Complete(f kit.Factory, args []string) (err error) {
 	o.Names = args
-	o.clients, err = newClients(f)
+	o.clients, err = f.Clients()
 	return err
 }
 
@@ -94,7 +92,7 @@ func (o *GetPoolsOptions) Validate() error {
 
 // Run lists and prints.
 func (o *GetPoolsOptions) Run(ctx context.Context) error {
-	pools, err := LoadPools(ctx, o.clients, "")
+	pools, err := kit.LoadPools(ctx, o.clients, "")
 	if err != nil {
 		return err
 	}
@@ -103,78 +101,8 @@ func (o *GetPoolsOptions) Run(ctx context.Context) error {
 		return err
 	}
 	sortPools(pools, o.SortBy)
-	return Print(o.Print, o.Out, pools, len(o.Names) == 1, PoolTable)
+	return kit.Print(o.Print, o.Out, pools, len(o.Names) == 1, PoolTable)
 }
-
-// LoadPools reads Pool objects, nodes and pods and returns every pool (objects, pools
-// that exist only as node labels, and "default") with its status computed.
-func LoadPools(ctx context.Context, c *clients, nodeSelector string) ([]v1alpha1.Pool, error) {
-	objects, err := c.pools.List(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("listing Pool objects: %w", err)
-	}
-	names := make([]string, len(objects))
-	for i := range objects {
-		names[i] = objects[i].Name
-	}
-	inv, err := inventory.Collect(ctx, c.kube, inventory.Options{NodeSelector: nodeSelector, WithoutLabels: true}, names...)
-	if err != nil {
-		return nil, err
-	}
-	return MergePools(objects, inv), nil
-}
-
-// MergePools joins Pool objects with the inventory. Pools without an object get a
-// synthesized one with the condition PoolObject=False.
-func MergePools(objects []v1alpha1.Pool, inv *inventory.Inventory) []v1alpha1.Pool {
-	byName := map[string]v1alpha1.Pool{}
-	for _, p := range objects {
-		byName[p.Name] = p
-	}
-	out := make([]v1alpha1.Pool, 0, len(inv.Pools))
-	for _, name := range inv.PoolNames() {
-		pool, ok := byName[name]
-		if !ok {
-			pool = synthesizedPool(name)
-		}
-		pool.APIVersion, pool.Kind = v1alpha1.GroupVersion.String(), "Pool"
-		setStatus(&pool, inv.Pools[name])
-		out = append(out, pool)
-	}
-	return out
-}
-
-func synthesizedPool(name string) v1alpha1.Pool {
-	reason, msg := "LabelsOnly", "pool exists only as node labels; `kubectl litepool create` adopts it"
-	if name == policy.DefaultPool {
-		reason, msg = "DefaultPool", "nodes that belong to no pool"
-	}
-	return v1alpha1.Pool{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Status: v1alpha1.PoolStatus{Conditions: []metav1.Condition{{
-			Type: ConditionPoolObject, Status: metav1.ConditionFalse, Reason: reason, Message: msg,
-		}}},
-	}
-}
-
-// ConditionPoolObject is False on pools that have no Pool object.
-const ConditionPoolObject = "PoolObject"
-
-// HasObject says whether a pool has a Pool object (not only node labels).
-func HasObject(p *v1alpha1.Pool) bool {
-	return !meta(p.Status.Conditions, ConditionPoolObject)
-}
-
-func meta(conds []metav1.Condition, t string) bool {
-	for _, c := range conds {
-		if c.Type == t && c.Status == metav1.ConditionFalse {
-			return true
-		}
-	}
-	return false
-}
-
-func setStatus(pool *v1alpha1.Pool, sum *inventory.Pool) { inventory.SetStatus(pool, sum) }
 
 func selectPools(pools []v1alpha1.Pool, names []string) ([]v1alpha1.Pool, error) {
 	if len(names) == 0 {

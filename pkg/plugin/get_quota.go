@@ -13,9 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 	"k8s.io/kubectl/pkg/util/templates"
 
+	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
@@ -23,17 +23,17 @@ func init() { getters = append(getters, NewCmdGetQuota) }
 
 // GetQuotaOptions is `get quota`.
 type GetQuotaOptions struct {
-	Print     *PrintOptions
+	Print     *kit.PrintOptions
 	Names     []string // gpuctl quota names; empty: all
 	Namespace string   // empty: every namespace
 
-	clients *clients
+	clients *kit.Clients
 	genericiooptions.IOStreams
 }
 
 // NewCmdGetQuota is `kubectl litepool get quota [NAME...]`.
-func NewCmdGetQuota(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &GetQuotaOptions{Print: NewPrintOptions(), IOStreams: streams}
+func NewCmdGetQuota(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &GetQuotaOptions{Print: kit.NewPrintOptions(), IOStreams: streams}
 	cmd := &cobra.Command{
 		Use:     "quota [NAME...]",
 		Aliases: []string{"quotas"},
@@ -62,7 +62,7 @@ func NewCmdGetQuota(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobr
 			if err := o.Print.Validate(); err != nil {
 				return err
 			}
-			c, err := newClients(f)
+			c, err := f.Clients()
 			if err != nil {
 				return err
 			}
@@ -88,7 +88,7 @@ func (o *GetQuotaOptions) Run(ctx context.Context) error {
 		}
 		sel = sel.Add(*in)
 	}
-	list, err := o.clients.kube.CoreV1().ResourceQuotas(o.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	list, err := o.clients.Kube.CoreV1().ResourceQuotas(o.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
 	if err != nil {
 		return err
 	}
@@ -107,20 +107,20 @@ func (o *GetQuotaOptions) Run(ctx context.Context) error {
 		_, err := o.ErrOut.Write([]byte("No gpuctl quotas found in " + where + ".\n"))
 		return err
 	}
-	return Print(o.Print, o.Out, items, false, QuotaTable)
+	return kit.Print(o.Print, o.Out, items, false, QuotaTable)
 }
 
 // QuotaTable is the table of `get quota`: used/hard per limit; -o wide names the
 // accelerator resource the GPU column counts.
 func QuotaTable(quotas []corev1.ResourceQuota) *metav1.Table {
 	t := &metav1.Table{ColumnDefinitions: []metav1.TableColumnDefinition{
-		column("Namespace", "string", false),
-		column("Quota", "string", false),
-		column("CPU", "string", false),
-		column("Memory", "string", false),
-		column("GPU", "string", false),
-		column("Name", "string", true),
-		column("GPU Resource", "string", true),
+		kit.Column("Namespace", "string", false),
+		kit.Column("Quota", "string", false),
+		kit.Column("CPU", "string", false),
+		kit.Column("Memory", "string", false),
+		kit.Column("GPU", "string", false),
+		kit.Column("Name", "string", true),
+		kit.Column("GPU Resource", "string", true),
 	}}
 	for i := range quotas {
 		q := &quotas[i]
@@ -128,7 +128,7 @@ func QuotaTable(quotas []corev1.ResourceQuota) *metav1.Table {
 		t.Rows = append(t.Rows, metav1.TableRow{
 			Cells: []any{q.Namespace, q.Labels[policy.LabelQuota],
 				usedOfHard(q, corev1.ResourceRequestsCPU), usedOfHard(q, corev1.ResourceRequestsMemory), usedOfHard(q, gpu),
-				q.Name, none(strings.TrimPrefix(string(gpu), corev1.DefaultResourceRequestsPrefix))},
+				q.Name, kit.None(strings.TrimPrefix(string(gpu), corev1.DefaultResourceRequestsPrefix))},
 			Object: runtime.RawExtension{Object: q},
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -31,7 +32,7 @@ func TestGetQuota(t *testing.T) {
 	)
 	run := func(format string, names ...string) string {
 		streams, _, out, _ := genericiooptions.NewTestIOStreams()
-		o := &GetQuotaOptions{Print: NewPrintOptions(), Names: names, clients: &clients{kube: kube}, IOStreams: streams}
+		o := &GetQuotaOptions{Print: kit.NewPrintOptions(), Names: names, clients: &kit.Clients{Kube: kube}, IOStreams: streams}
 		*o.Print.Flags.OutputFormat = format
 		require.NoError(t, o.Run(context.Background()))
 		return out.String()

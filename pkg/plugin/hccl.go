@@ -17,6 +17,7 @@ import (
 	"k8s.io/kubectl/pkg/util/templates"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/runwhere-ai/litepool/pkg/events"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
@@ -24,7 +25,7 @@ import (
 var _ = register(NewCmdHCCL)
 
 // NewCmdHCCL is `kubectl litepool hccl`.
-func NewCmdHCCL(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+func NewCmdHCCL(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "hccl",
 		Short: "Set or show a pool's HCCL operator-retry settings",
@@ -53,12 +54,12 @@ type HCCLSetOptions struct {
 
 	changed map[string]bool
 	dryRun  cmdutil.DryRunStrategy
-	clients *clients
+	clients *kit.Clients
 	genericiooptions.IOStreams
 }
 
 // NewCmdHCCLSet is `kubectl litepool hccl set`.
-func NewCmdHCCLSet(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+func NewCmdHCCLSet(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
 	o := &HCCLSetOptions{IOStreams: streams}
 	cmd := &cobra.Command{
 		Use:   "set POOL [--op-retry=true|false] [--max-retries N] [--retry-timeout DURATION]",
@@ -78,7 +79,7 @@ func NewCmdHCCLSet(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra
 
 			# Check the change with the API server, without storing it
 			kubectl litepool hccl set train-snt9b --max-retries 5 --dry-run=server`),
-		ValidArgsFunction: completePoolNames(f),
+		ValidArgsFunction: kit.CompletePoolNames(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.Complete(f, cmd, args); err != nil {
 				return err
@@ -98,7 +99,7 @@ func NewCmdHCCLSet(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra
 }
 
 // Complete reads the pool name and which flags were given.
-func (o *HCCLSetOptions) Complete(f cmdutil.Factory, cmd *cobra.Command, args []string) (err error) {
+func (o *HCCLSetOptions) Complete(f kit.Factory, cmd *cobra.Command, args []string) (err error) {
 	if len(args) != 1 {
 		return fmt.Errorf("give exactly one pool: kubectl litepool hccl set POOL [flags]")
 	}
@@ -110,7 +111,7 @@ func (o *HCCLSetOptions) Complete(f cmdutil.Factory, cmd *cobra.Command, args []
 	if o.dryRun, err = cmdutil.GetDryRunStrategy(cmd); err != nil {
 		return err
 	}
-	o.clients, err = newClients(f)
+	o.clients, err = f.Clients()
 	return err
 }
 
@@ -139,7 +140,7 @@ func (o *HCCLSetOptions) Validate() error {
 
 // Run patches the pool.
 func (o *HCCLSetOptions) Run(ctx context.Context) error {
-	pool, err := o.clients.pools.Get(ctx, o.Pool)
+	pool, err := o.clients.Pools.Get(ctx, o.Pool)
 	if apierrors.IsNotFound(err) {
 		return fmt.Errorf("pool %q has no Pool object: HCCL settings live in spec.hccl; create the pool first (kubectl litepool create)", o.Pool)
 	}
@@ -174,14 +175,14 @@ func (o *HCCLSetOptions) Run(ctx context.Context) error {
 		if o.dryRun == cmdutil.DryRunServer {
 			opts.DryRun, suffix = []string{metav1.DryRunAll}, " (server dry run)"
 		}
-		if _, err := o.clients.pools.Patch(ctx, o.Pool, types.MergePatchType, patch, opts); err != nil {
+		if _, err := o.clients.Pools.Patch(ctx, o.Pool, types.MergePatchType, patch, opts); err != nil {
 			return err
 		}
 	} else {
 		suffix = " (dry run)"
 	}
 	if o.dryRun == cmdutil.DryRunNone {
-		rec := &events.Recorder{Client: o.clients.kube}
+		rec := &events.Recorder{Client: o.clients.Kube}
 		_ = rec.Normal(ctx, events.Ref{Kind: "Pool", APIVersion: "runwhere.ai/v1alpha1", Name: pool.Name, UID: string(pool.UID)},
 			"HCCLOpRetry", "HCCL operator retry %s", hcclSummary(r))
 	}
@@ -200,12 +201,12 @@ func hcclSummary(r v1alpha1.OpRetrySpec) string {
 // HCCLGetOptions is `hccl get`.
 type HCCLGetOptions struct {
 	Pools   []string
-	clients *clients
+	clients *kit.Clients
 	genericiooptions.IOStreams
 }
 
 // NewCmdHCCLGet is `kubectl litepool hccl get`.
-func NewCmdHCCLGet(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+func NewCmdHCCLGet(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
 	o := &HCCLGetOptions{IOStreams: streams}
 	cmd := &cobra.Command{
 		Use:   "get [POOL...]",
@@ -220,11 +221,11 @@ func NewCmdHCCLGet(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra
 
 			# Every pool
 			kubectl litepool hccl get`),
-		ValidArgsFunction: completePoolNames(f),
+		ValidArgsFunction: kit.CompletePoolNames(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Pools = args
 			var err error
-			if o.clients, err = newClients(f); err != nil {
+			if o.clients, err = f.Clients(); err != nil {
 				return err
 			}
 			return o.Run(cmd.Context())
@@ -237,14 +238,14 @@ func NewCmdHCCLGet(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra
 func (o *HCCLGetOptions) Run(ctx context.Context) error {
 	var pools []v1alpha1.Pool
 	if len(o.Pools) == 0 {
-		all, err := o.clients.pools.List(ctx)
+		all, err := o.clients.Pools.List(ctx)
 		if err != nil {
 			return err
 		}
 		pools = all
 	}
 	for _, name := range o.Pools {
-		p, err := o.clients.pools.Get(ctx, name)
+		p, err := o.clients.Pools.Get(ctx, name)
 		if err != nil {
 			return err
 		}
@@ -265,7 +266,7 @@ func (o *HCCLGetOptions) Run(ctx context.Context) error {
 		if r.Enabled || r.RetryTimeoutSeconds != 0 {
 			timeout = fmt.Sprintf("%ds", r.RetryTimeoutSeconds)
 		}
-		fmt.Fprintf(w, "%s\t%t\t%s\t%s\t%s\n", p.Name, r.Enabled, retries, timeout, none(strings.Join(env, " ")))
+		fmt.Fprintf(w, "%s\t%t\t%s\t%s\t%s\n", p.Name, r.Enabled, retries, timeout, kit.None(strings.Join(env, " ")))
 	}
 	return w.Flush()
 }

@@ -1,13 +1,10 @@
 package plugin
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,40 +20,9 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
-
-// The first signal cancels the command; the second exits 130 at once, saying what the
-// command left and how to go on.
-func TestSecondSignalExitsWithWhatWasLeft(t *testing.T) {
-	sigs := make(chan os.Signal, 2)
-	done := make(chan struct{})
-	cancelled := make(chan struct{})
-	exited := make(chan int, 1)
-	var out bytes.Buffer
-	inFlight.set(func() string { return "scale-down of pool p left node(s) n1 cordoned" })
-	defer inFlight.clear()
-	go watchSignals(sigs, done, func() { close(cancelled) }, &out, func(code int) { exited <- code })
-
-	sigs <- syscall.SIGINT
-	<-cancelled
-	sigs <- syscall.SIGINT
-	assert.Equal(t, ExitInterrupted, <-exited)
-	assert.Equal(t, "interrupted: stopping and putting back what this command changed; press Ctrl-C again to exit at once\n"+
-		"interrupted again: exiting at once.\nscale-down of pool p left node(s) n1 cordoned\n", out.String())
-}
-
-func TestNoSignalNoExit(t *testing.T) {
-	sigs := make(chan os.Signal, 2)
-	done := make(chan struct{})
-	finished := make(chan struct{})
-	go func() {
-		watchSignals(sigs, done, func() { t.Error("cancelled without a signal") }, &bytes.Buffer{}, func(int) { t.Error("exited") })
-		close(finished)
-	}()
-	close(done)
-	<-finished
-}
 
 // failingWrites makes the fake API server refuse the n-th write to a node (update or
 // patch), as a webhook timeout or a lost connection would.
@@ -90,7 +56,7 @@ func TestLeaveNeverStrandsACordonedNodeOutsideThePool(t *testing.T) {
 				Spec: corev1.NodeSpec{Unschedulable: true}}
 			kube := fake.NewSimpleClientset(n)
 			failingWrites(kube, failAt)
-			o := &ScaleOptions{clients: &clients{kube: kube}, IOStreams: genericiooptions.NewTestIOStreamsDiscard()}
+			o := &ScaleOptions{clients: &kit.Clients{Kube: kube}, IOStreams: genericiooptions.NewTestIOStreamsDiscard()}
 			err := o.leave(context.Background(), pool, "n1")
 			got, gerr := kube.CoreV1().Nodes().Get(context.Background(), "n1", metav1.GetOptions{})
 			require.NoError(t, gerr)
@@ -112,7 +78,7 @@ func TestStressScheduleRollsBackWhatItCreated(t *testing.T) {
 		return true, nil, apierrors.NewInvalid(schema.GroupKind{Group: "batch", Kind: "CronJob"}, "litepool-stress-p", nil)
 	})
 	o := &StressScheduleOptions{Pool: "pool-a", Cron: "0 2 * * 0", Image: "img", Tests: []string{"npu"}, Timeout: time.Minute,
-		namespace: "ops", clients: &clients{kube: kube}, IOStreams: genericiooptions.NewTestIOStreamsDiscard()}
+		namespace: "ops", clients: &kit.Clients{Kube: kube}, IOStreams: genericiooptions.NewTestIOStreamsDiscard()}
 	require.NoError(t, o.Validate())
 	err := o.Run(context.Background())
 	require.Error(t, err)

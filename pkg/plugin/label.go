@@ -7,12 +7,12 @@ import (
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 	"k8s.io/kubectl/pkg/util/templates"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/runwhere-ai/litepool/pkg/events"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
@@ -20,7 +20,7 @@ import (
 var _ = register(NewCmdLabel)
 
 // NewCmdLabel is `kubectl litepool label NOUN ...`.
-func NewCmdLabel(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+func NewCmdLabel(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "label",
 		Short: "Set or remove litepool labels (runwhere.ai/...) on a node",
@@ -38,18 +38,18 @@ func NewCmdLabel(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.C
 
 // LabelNodeOptions is `label node`.
 type LabelNodeOptions struct {
-	Mutation
+	kit.Mutation
 	Node      string
 	Set       map[string]string
 	Remove    []string
 	Overwrite bool
 
-	clients *clients
+	clients *kit.Clients
 	genericiooptions.IOStreams
 }
 
 // NewCmdLabelNode is `kubectl litepool label node NODE KEY=VALUE... [KEY-...] [--overwrite]`.
-func NewCmdLabelNode(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+func NewCmdLabelNode(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
 	o := &LabelNodeOptions{IOStreams: streams}
 	cmd := &cobra.Command{
 		Use:   "node NODE KEY=VALUE... [KEY-...]",
@@ -79,7 +79,7 @@ func NewCmdLabelNode(f cmdutil.Factory, streams genericiooptions.IOStreams) *cob
 			# Record its accelerator model, and remove it from its pool
 			kubectl litepool label node gpu-node-6 runwhere.ai/gpu-type=A100-100G runwhere.ai/pool-`),
 		Args:              cobra.MinimumNArgs(2),
-		ValidArgsFunction: completeNodeNames(f),
+		ValidArgsFunction: kit.CompleteNodeNames(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.Complete(f, cmd, args); err != nil {
 				return err
@@ -88,24 +88,24 @@ func NewCmdLabelNode(f cmdutil.Factory, streams genericiooptions.IOStreams) *cob
 		},
 	}
 	cmd.Flags().BoolVar(&o.Overwrite, "overwrite", false, "Allow labels to be overwritten; otherwise a label with a different value is an error")
-	addDryRunFlag(cmd)
+	cmdutil.AddDryRunFlag(cmd)
 	return cmd
 }
 
 // Complete parses KEY=VALUE and KEY- arguments, checking every key and value first.
-func (o *LabelNodeOptions) Complete(f cmdutil.Factory, cmd *cobra.Command, args []string) error {
+func (o *LabelNodeOptions) Complete(f kit.Factory, cmd *cobra.Command, args []string) error {
 	o.Node = args[0]
 	set, remove, err := ParseLabelArgs(args[1:])
 	if err != nil {
 		return err
 	}
 	o.Set, o.Remove = set, remove
-	c, err := newClients(f)
+	c, err := f.Clients()
 	if err != nil {
 		return err
 	}
 	o.clients = c
-	return o.Mutation.complete(cmd, c)
+	return o.Mutation.Complete(cmd, c)
 }
 
 // ParseLabelArgs parses KEY=VALUE and KEY- arguments: keys must be litepool's own
@@ -149,7 +149,7 @@ func ParseLabelArgs(args []string) (map[string]string, []string, error) {
 // Run checks the change against the membership rules and applies it.
 func (o *LabelNodeOptions) Run(ctx context.Context) error {
 	var moved *membershipChange
-	node, changed, err := updateNode(ctx, o.clients, o.Node, o.DryRun, func(n *corev1.Node) error {
+	node, changed, err := kit.UpdateNode(ctx, o.clients, o.Node, o.DryRun, func(n *corev1.Node) error {
 		if err := o.checkOverwrite(n); err != nil {
 			return err
 		}
@@ -165,13 +165,13 @@ func (o *LabelNodeOptions) Run(ctx context.Context) error {
 		return err
 	}
 	if !changed {
-		fmt.Fprintf(o.Out, "node/%s not labeled%s\n", o.Node, o.suffix())
+		fmt.Fprintf(o.Out, "node/%s not labeled%s\n", o.Node, o.Suffix())
 		return nil
 	}
 	if moved != nil {
 		moved.record(ctx, &o.Mutation, node, "kubectl litepool label")
 	}
-	fmt.Fprintf(o.Out, "node/%s labeled%s\n", o.Node, o.suffix())
+	fmt.Fprintf(o.Out, "node/%s labeled%s\n", o.Node, o.Suffix())
 	return nil
 }
 
@@ -179,7 +179,7 @@ func (o *LabelNodeOptions) checkOverwrite(n *corev1.Node) error {
 	if o.Overwrite {
 		return nil
 	}
-	for _, k := range sortedKeys(o.Set) {
+	for _, k := range kit.SortedKeys(o.Set) {
 		if have, ok := n.Labels[k]; ok && have != o.Set[k] {
 			return fmt.Errorf("'%s' already has a value (%s), and --overwrite is false; nothing was changed", k, have)
 		}
@@ -226,7 +226,7 @@ func (o *LabelNodeOptions) membership(ctx context.Context, n *corev1.Node) (*mem
 		after.Labels[k] = v
 	}
 	fromName, toName := policy.PoolOf(n), policy.PoolOf(after)
-	to, err := poolObject(ctx, o.clients, toName)
+	to, err := kit.NewCatalog(ctx, o.clients).Object(toName)
 	if err != nil {
 		return nil, err
 	}
@@ -240,7 +240,7 @@ func (o *LabelNodeOptions) membership(ctx context.Context, n *corev1.Node) (*mem
 	}
 	change := &membershipChange{fromName: fromName, toName: toName, to: to}
 	if fromName != policy.DefaultPool {
-		from, err := poolObject(ctx, o.clients, fromName)
+		from, err := kit.NewCatalog(ctx, o.clients).Object(fromName)
 		if err != nil {
 			return nil, err
 		}
@@ -250,54 +250,34 @@ func (o *LabelNodeOptions) membership(ctx context.Context, n *corev1.Node) (*mem
 		}
 	}
 	if toName != policy.DefaultPool && change.to == nil {
-		change.to = synthesizedMember(toName)
+		change.to = kit.SynthesizedMember(toName)
 	}
 	return change, nil
 }
 
-func (m *membershipChange) record(ctx context.Context, mu *Mutation, node *corev1.Node, by string) {
+func (m *membershipChange) record(ctx context.Context, mu *kit.Mutation, node *corev1.Node, by string) {
 	if m.fromName != policy.DefaultPool {
 		ref := events.NodeRef(node).About(events.PoolRef(m.fromName))
-		if mu.recorder != nil {
-			_ = mu.recorder.Normal(ctx, ref, "RemovedFromPool", "node %s removed from pool %s (%s)", node.Name, m.fromName, by)
+		if mu.Recorder != nil {
+			_ = mu.Recorder.Normal(ctx, ref, "RemovedFromPool", "node %s removed from pool %s (%s)", node.Name, m.fromName, by)
 		}
 	}
 	if m.toName != policy.DefaultPool {
 		ref := events.NodeRef(node).About(events.PoolRef(m.toName))
-		if mu.recorder != nil {
-			_ = mu.recorder.Normal(ctx, ref, "AddedToPool", "node %s added to pool %s (%s)", node.Name, m.toName, by)
+		if mu.Recorder != nil {
+			_ = mu.Recorder.Normal(ctx, ref, "AddedToPool", "node %s added to pool %s (%s)", node.Name, m.toName, by)
 		}
 	}
 }
 
-// poolObject returns the Pool object of name, or nil for "default" and for a pool that
-// exists only as node labels.
-func poolObject(ctx context.Context, c *clients, name string) (*v1alpha1.Pool, error) {
-	if name == policy.DefaultPool {
-		return nil, nil
-	}
-	p, err := c.pools.Get(ctx, name)
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	return p, err
-}
-
-// synthesizedMember is the Pool a node joins when the pool has no object: no policy
-// beyond the label.
-func synthesizedMember(name string) *v1alpha1.Pool {
-	p := synthesizedPool(name)
-	return &p
-}
-
 // checkLeave is N3 for one node leaving pool (nil: a pool with no object): its workload
 // pods and the pool's floor.
-func checkLeave(ctx context.Context, c *clients, pool *v1alpha1.Pool, poolName, node string) error {
-	pods, err := workloadPodsOn(ctx, c, map[string]bool{node: true})
+func checkLeave(ctx context.Context, c *kit.Clients, pool *v1alpha1.Pool, poolName, node string) error {
+	pods, err := kit.WorkloadPodsOn(ctx, c, map[string]bool{node: true})
 	if err != nil {
 		return err
 	}
-	members, err := c.kube.CoreV1().Nodes().List(ctx, listBySelector(poolSelector(poolName)))
+	members, err := c.Kube.CoreV1().Nodes().List(ctx, kit.ListBySelector(kit.PoolSelector(poolName)))
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/runwhere-ai/litepool/pkg/inventory"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
@@ -64,7 +65,7 @@ mig-b   train-a100   <none>      Running   A100-80G   0           0          0  
 }
 
 func TestMIGPoolTable(t *testing.T) {
-	pools := MergePools(nil, migSample())
+	pools := kit.MergePools(nil, migSample())
 	assert.Equal(t, `POOL NAME    STATUS    GPU TOTAL   GPU USED   GPU FREE   NODE COUNT
 train-a100   Running   4           4          0          2
 default      Empty     0           0          0          0

@@ -1,7 +1,6 @@
 package plugin
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,8 +8,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
-	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 )
@@ -36,32 +33,6 @@ func TestParseLabelArgs(t *testing.T) {
 		_, _, err := ParseLabelArgs(tt.args)
 		assert.EqualError(t, err, tt.want, "%v", tt.args)
 	}
-}
-
-func TestConfirm(t *testing.T) {
-	risk := Risk{Level: "critical", Operation: `delete pool "p1"`, Impact: []string{"i"}, Precaution: []string{"p"}}
-	ask := func(m *Mutation, r Risk, answer string) (string, error) {
-		var errOut bytes.Buffer
-		err := confirm(genericiooptions.IOStreams{In: strings.NewReader(answer), ErrOut: &errOut}, m, r, "pool-1")
-		return errOut.String(), err
-	}
-	prompt, err := ask(&Mutation{}, risk, "pool-1\n")
-	require.NoError(t, err)
-	assert.Equal(t, "Risk: critical: delete pool \"p1\"\n  Impact: i\n  Precaution: p\nType the name \"pool-1\" to confirm: \n", prompt)
-	_, err = ask(&Mutation{}, risk, "yes\n")
-	assert.EqualError(t, err, `delete pool "p1": not confirmed (typed "yes", expected "pool-1"); nothing was changed`)
-	_, err = ask(&Mutation{}, risk, "")
-	assert.EqualError(t, err, `delete pool "p1": not confirmed (no answer on standard input); nothing was changed; pass --yes to skip the prompt`)
-
-	risk.Level = "high"
-	_, err = ask(&Mutation{}, risk, "yes")
-	assert.NoError(t, err, "an answer without a newline still counts")
-	prompt, err = ask(&Mutation{Yes: true}, risk, "")
-	assert.NoError(t, err)
-	assert.Empty(t, prompt, "--yes asks nothing")
-	prompt, err = ask(&Mutation{DryRun: cmdutil.DryRunServer}, risk, "")
-	assert.NoError(t, err)
-	assert.Empty(t, prompt, "a dry run changes nothing, so it asks nothing")
 }
 
 func TestReadPoolDocuments(t *testing.T) {

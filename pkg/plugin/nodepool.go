@@ -14,13 +14,14 @@ import (
 	"k8s.io/kubectl/pkg/util/templates"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
 var _ = register(NewCmdNodePool)
 
 // NewCmdNodePool is `kubectl litepool nodepool add|remove|apply`.
-func NewCmdNodePool(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+func NewCmdNodePool(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "nodepool",
 		Aliases: []string{"np"},
@@ -43,17 +44,17 @@ func NewCmdNodePool(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobr
 
 // NodePoolOptions is `nodepool add|remove|apply`.
 type NodePoolOptions struct {
-	Mutation
+	kit.Mutation
 	Verb     string
 	Pool     string
 	NodePool string
 	Nodes    []string
 
-	clients *clients
+	clients *kit.Clients
 	genericiooptions.IOStreams
 }
 
-func newNodePoolCommand(f cmdutil.Factory, streams genericiooptions.IOStreams, verb string) *cobra.Command {
+func newNodePoolCommand(f kit.Factory, streams genericiooptions.IOStreams, verb string) *cobra.Command {
 	o := &NodePoolOptions{IOStreams: streams, Verb: verb}
 	cmd := &cobra.Command{}
 	switch verb {
@@ -96,19 +97,19 @@ func newNodePoolCommand(f cmdutil.Factory, streams genericiooptions.IOStreams, v
 		if o.Pool == "" {
 			return fmt.Errorf("--pool is required: node pool names are unique only inside a pool")
 		}
-		c, err := newClients(f)
+		c, err := f.Clients()
 		if err != nil {
 			return err
 		}
 		o.clients = c
-		if err := o.Mutation.complete(cmd, c); err != nil {
+		if err := o.Mutation.Complete(cmd, c); err != nil {
 			return err
 		}
 		return o.Run(cmd.Context())
 	}
 	cmd.Flags().StringVar(&o.Pool, "pool", "", "The pool the node pool belongs to")
-	_ = cmd.RegisterFlagCompletionFunc("pool", completePoolNames(f))
-	addDryRunFlag(cmd)
+	_ = cmd.RegisterFlagCompletionFunc("pool", kit.CompletePoolNames(f))
+	cmdutil.AddDryRunFlag(cmd)
 	return cmd
 }
 
@@ -129,7 +130,7 @@ func (o *NodePoolOptions) Run(ctx context.Context) error {
 		}
 	}
 	if o.Verb == "apply" {
-		list, err := o.clients.kube.CoreV1().Nodes().List(ctx, listBySelector(poolSelector(o.Pool)+","+policy.LabelNodePool+"="+o.NodePool))
+		list, err := o.clients.Kube.CoreV1().Nodes().List(ctx, kit.ListBySelector(kit.PoolSelector(o.Pool)+","+policy.LabelNodePool+"="+o.NodePool))
 		if err != nil {
 			return err
 		}
@@ -153,7 +154,7 @@ func (o *NodePoolOptions) Run(ctx context.Context) error {
 }
 
 func (o *NodePoolOptions) pool(ctx context.Context) (*v1alpha1.Pool, error) {
-	pool, err := poolObject(ctx, o.clients, o.Pool)
+	pool, err := kit.NewCatalog(ctx, o.clients).Object(o.Pool)
 	if err != nil {
 		return nil, err
 	}
@@ -164,13 +165,13 @@ func (o *NodePoolOptions) pool(ctx context.Context) (*v1alpha1.Pool, error) {
 		return nil, fmt.Errorf("the default pool has no node pools: put the nodes into a pool first")
 	}
 	if o.Verb == "remove" { // a node pool made only of labels can still be emptied
-		return synthesizedMember(o.Pool), nil
+		return kit.SynthesizedMember(o.Pool), nil
 	}
-	members, err := o.clients.kube.CoreV1().Nodes().List(ctx, listBySelector(poolSelector(o.Pool)))
+	members, err := o.clients.Kube.CoreV1().Nodes().List(ctx, kit.ListBySelector(kit.PoolSelector(o.Pool)))
 	if err == nil && len(members.Items) > 0 {
 		return nil, fmt.Errorf("pool %q has no Pool object, so no node pools are declared: create one with kubectl litepool create -f", o.Pool)
 	}
-	return nil, poolNotFound(o.Pool)
+	return nil, kit.PoolNotFound(o.Pool)
 }
 
 func declaredNodePools(p *v1alpha1.Pool) string {
@@ -187,8 +188,8 @@ func declaredNodePools(p *v1alpha1.Pool) string {
 // check is every node's precondition, all at once, before anything changes.
 func (o *NodePoolOptions) check(ctx context.Context) error {
 	var errs []error
-	for _, name := range dedupe(o.Nodes) {
-		n, err := o.clients.kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	for _, name := range kit.Dedupe(o.Nodes) {
+		n, err := o.clients.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -213,14 +214,14 @@ func (o *NodePoolOptions) checkNode(n *corev1.Node) error {
 		}
 	case "remove":
 		if have != o.NodePool {
-			return fmt.Errorf("node %q is not in node pool %q (its node pool: %s)", n.Name, o.NodePool, none(have))
+			return fmt.Errorf("node %q is not in node pool %q (its node pool: %s)", n.Name, o.NodePool, kit.None(have))
 		}
 	}
 	return nil
 }
 
 func (o *NodePoolOptions) change(ctx context.Context, pool *v1alpha1.Pool, np *v1alpha1.NodePool, name string) error {
-	node, changed, err := updateNode(ctx, o.clients, name, o.DryRun, func(n *corev1.Node) error {
+	node, changed, err := kit.UpdateNode(ctx, o.clients, name, o.DryRun, func(n *corev1.Node) error {
 		if err := o.checkNode(n); err != nil {
 			return err
 		}
@@ -241,8 +242,8 @@ func (o *NodePoolOptions) change(ctx context.Context, pool *v1alpha1.Pool, np *v
 	if !changed {
 		msg = "unchanged"
 	} else {
-		o.nodeEvent(ctx, node, false, "NodePool", "node %s %s (pool %s)", name, msg, pool.Name)
+		o.NodeEvent(ctx, node, false, "NodePool", "node %s %s (pool %s)", name, msg, pool.Name)
 	}
-	fmt.Fprintf(o.Out, "node/%s %s%s\n", name, msg, o.suffix())
+	fmt.Fprintf(o.Out, "node/%s %s%s\n", name, msg, o.Suffix())
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 )
 
 // richPools fills every kind of field a Pool has (maps, lists, pointers, conditions with
@@ -57,10 +58,10 @@ func TestJSONAndYAMLOutputRoundTrips(t *testing.T) {
 			assert.Equal(t, "List", list.Kind)
 			semanticEqual(t, richPools(), list.Items)
 
-			one := NewPrintOptions()
+			one := kit.NewPrintOptions()
 			*one.Flags.OutputFormat = format
 			var buf jsonOrYAML
-			require.NoError(t, Print(one, &buf, pools[:1], true, PoolTable))
+			require.NoError(t, kit.Print(one, &buf, pools[:1], true, PoolTable))
 			var pool v1alpha1.Pool
 			require.NoError(t, yaml.UnmarshalStrict(buf.Bytes(), &pool), buf.String())
 			semanticEqual(t, richPools()[0], pool)
@@ -101,10 +102,10 @@ func (w *jsonOrYAML) String() string              { return string(w.b) }
 func TestUnsetSectionsAreNotPrinted(t *testing.T) {
 	pool := v1alpha1.Pool{TypeMeta: metav1.TypeMeta{APIVersion: "runwhere.ai/v1alpha1", Kind: "Pool"},
 		ObjectMeta: metav1.ObjectMeta{Name: "dev-sandbox"}, Spec: v1alpha1.PoolSpec{Type: v1alpha1.PoolTypeDevelopment}}
-	o := NewPrintOptions()
+	o := kit.NewPrintOptions()
 	*o.Flags.OutputFormat = "yaml"
 	var buf jsonOrYAML
-	require.NoError(t, Print(o, &buf, []v1alpha1.Pool{pool}, true, PoolTable))
+	require.NoError(t, kit.Print(o, &buf, []v1alpha1.Pool{pool}, true, PoolTable))
 	assert.Equal(t, `apiVersion: runwhere.ai/v1alpha1
 kind: Pool
 metadata:

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/runwhere-ai/litepool/pkg/inventory"
 )
 
@@ -17,35 +18,35 @@ import (
 // type, accelerator, healthy and faulty nodes and driver versions.
 func PoolTable(pools []v1alpha1.Pool) *metav1.Table {
 	t := &metav1.Table{ColumnDefinitions: []metav1.TableColumnDefinition{
-		column("Pool Name", "string", false),
-		column("Status", "string", false),
-		column("GPU Total", "integer", false),
-		column("GPU Used", "integer", false),
-		column("GPU Free", "integer", false),
-		column("Node Count", "integer", false),
-		column("Type", "string", true),
-		column("Accelerator", "string", true),
-		column("Resource", "string", true),
-		column("Healthy", "integer", true),
-		column("Faulty", "integer", true),
-		column("Driver Versions", "string", true),
+		kit.Column("Pool Name", "string", false),
+		kit.Column("Status", "string", false),
+		kit.Column("GPU Total", "integer", false),
+		kit.Column("GPU Used", "integer", false),
+		kit.Column("GPU Free", "integer", false),
+		kit.Column("Node Count", "integer", false),
+		kit.Column("Type", "string", true),
+		kit.Column("Accelerator", "string", true),
+		kit.Column("Resource", "string", true),
+		kit.Column("Healthy", "integer", true),
+		kit.Column("Faulty", "integer", true),
+		kit.Column("Driver Versions", "string", true),
 	}}
 	withMIG := slices.ContainsFunc(pools, func(p v1alpha1.Pool) bool { return len(p.Status.MIGSlices) > 0 })
 	if withMIG {
-		t.ColumnDefinitions = append(t.ColumnDefinitions, column(migColumn, "string", true))
+		t.ColumnDefinitions = append(t.ColumnDefinitions, kit.Column(migColumn, "string", true))
 	}
 	for i := range pools {
 		p := &pools[i]
 		s := p.Status
 		cells := []any{p.Name, s.Phase, s.AcceleratorTotal, s.AcceleratorUsed, s.AcceleratorFree, s.NodeCount,
-			poolTypeCell(p), acceleratorCell(p), none(string(s.AcceleratorResource)),
-			s.HealthyNodes, s.FaultyNodes, joinOrNone(s.DriverVersions)}
+			poolTypeCell(p), acceleratorCell(p), kit.None(string(s.AcceleratorResource)),
+			s.HealthyNodes, s.FaultyNodes, kit.JoinOrNone(s.DriverVersions)}
 		if withMIG {
 			var cell []string
 			for _, m := range s.MIGSlices {
 				cell = append(cell, migCell(m.Resource, m.Used, m.Total))
 			}
-			cells = append(cells, joinOrNone(cell))
+			cells = append(cells, kit.JoinOrNone(cell))
 		}
 		t.Rows = append(t.Rows, metav1.TableRow{Cells: cells, Object: runtime.RawExtension{Object: p}})
 	}
@@ -67,11 +68,11 @@ func nodeMIGCell(ms []inventory.MIGSlices) string {
 	for _, m := range ms {
 		cell = append(cell, migCell(m.Resource, m.Used, m.Total))
 	}
-	return joinOrNone(cell)
+	return kit.JoinOrNone(cell)
 }
 
 func poolTypeCell(p *v1alpha1.Pool) string {
-	if !HasObject(p) {
+	if !kit.HasObject(p) {
 		return "<no pool object>"
 	}
 	if p.Spec.Type == "" {
@@ -84,5 +85,5 @@ func acceleratorCell(p *v1alpha1.Pool) string {
 	if p.Spec.Accelerator.Type != "" {
 		return p.Spec.Accelerator.Type
 	}
-	return joinOrNone(p.Status.GPUTypes)
+	return kit.JoinOrNone(p.Status.GPUTypes)
 }

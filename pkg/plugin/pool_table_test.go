@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/runwhere-ai/litepool/pkg/inventory"
 )
 
@@ -17,7 +18,7 @@ func samplePools() []v1alpha1.Pool {
 	inv := b.Build("train-a100")
 	objects := []v1alpha1.Pool{{ObjectMeta: metav1.ObjectMeta{Name: "train-a100"},
 		Spec: v1alpha1.PoolSpec{Type: v1alpha1.PoolTypeTraining, Accelerator: v1alpha1.AcceleratorSpec{Type: "A100-80G"}}}}
-	pools := MergePools(objects, inv)
+	pools := kit.MergePools(objects, inv)
 	pools[0].Status.AcceleratorTotal, pools[0].Status.AcceleratorUsed, pools[0].Status.AcceleratorFree = 24, 12, 12
 	pools[0].Status.NodeCount, pools[0].Status.Phase = 3, "Running"
 	pools[0].Status.DriverVersions = []string{"535.104.05"}
@@ -26,12 +27,12 @@ func samplePools() []v1alpha1.Pool {
 
 func printPools(t *testing.T, output string, noHeaders bool, pools []v1alpha1.Pool) string {
 	t.Helper()
-	o := NewPrintOptions()
+	o := kit.NewPrintOptions()
 	*o.Flags.OutputFormat = output
 	o.NoHeaders = noHeaders
 	require.NoError(t, o.Validate())
 	var buf bytes.Buffer
-	require.NoError(t, Print(o, &buf, pools, false, PoolTable))
+	require.NoError(t, kit.Print(o, &buf, pools, false, PoolTable))
 	return buf.String()
 }
 
@@ -64,7 +65,7 @@ func TestSortPools(t *testing.T) {
 }
 
 func TestPrintRejectsUnknownOutput(t *testing.T) {
-	o := NewPrintOptions()
+	o := kit.NewPrintOptions()
 	*o.Flags.OutputFormat = "xml"
 	assert.ErrorContains(t, o.Validate(), `unable to match a printer suitable for the output format "xml"`)
 }

@@ -19,6 +19,7 @@ import (
 	"k8s.io/kubectl/pkg/util/templates"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/runwhere-ai/litepool/pkg/events"
 	"github.com/runwhere-ai/litepool/pkg/inventory"
 	"github.com/runwhere-ai/litepool/pkg/nodeops"
@@ -29,7 +30,7 @@ var _ = register(NewCmdScale)
 
 // ScaleOptions is `scale`.
 type ScaleOptions struct {
-	Mutation
+	kit.Mutation
 	Pool       string
 	Nodes      int
 	Add        []string
@@ -37,12 +38,12 @@ type ScaleOptions struct {
 	DeleteNode bool
 	Drain      nodeops.DrainOptions
 
-	clients *clients
+	clients *kit.Clients
 	genericiooptions.IOStreams
 }
 
 // NewCmdScale is `kubectl litepool scale POOL --nodes N | --add NODE... | --remove NODE...`.
-func NewCmdScale(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+func NewCmdScale(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
 	o := &ScaleOptions{IOStreams: streams, Nodes: -1}
 	cmd := &cobra.Command{
 		Use:   "scale POOL (--nodes N | --add NODE... | --remove NODE...)",
@@ -86,18 +87,18 @@ func NewCmdScale(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.C
 			# See what a scale-down would do
 			kubectl litepool scale train-a100 --nodes 2 --dry-run=client`),
 		Args:              cobra.ExactArgs(1),
-		ValidArgsFunction: completePoolNames(f),
+		ValidArgsFunction: kit.CompletePoolNames(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Pool = args[0]
 			if err := o.Validate(); err != nil {
 				return err
 			}
-			c, err := newClients(f)
+			c, err := f.Clients()
 			if err != nil {
 				return err
 			}
 			o.clients = c
-			if err := o.Mutation.complete(cmd, c); err != nil {
+			if err := o.Mutation.Complete(cmd, c); err != nil {
 				return err
 			}
 			return o.Run(cmd.Context())
@@ -112,10 +113,10 @@ func NewCmdScale(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.C
 	cmd.Flags().BoolVar(&o.Drain.DeleteEmptyDirData, "delete-emptydir-data", false, "Drain pods that use emptyDir (their local data is lost)")
 	cmd.Flags().BoolVar(&o.Drain.Force, "force", false, "Drain pods no controller manages (they are deleted and not recreated)")
 	cmd.Flags().IntVar(&o.Drain.GracePeriodSeconds, "grace-period", -1, "Seconds each evicted pod gets to terminate; negative: the pod's own")
-	addYesFlag(cmd, &o.Mutation)
-	addDryRunFlag(cmd)
-	_ = cmd.RegisterFlagCompletionFunc("add", completeNodeNames(f))
-	_ = cmd.RegisterFlagCompletionFunc("remove", completeNodeNames(f))
+	o.Mutation.AddYesFlag(cmd)
+	cmdutil.AddDryRunFlag(cmd)
+	_ = cmd.RegisterFlagCompletionFunc("add", kit.CompleteNodeNames(f))
+	_ = cmd.RegisterFlagCompletionFunc("remove", kit.CompleteNodeNames(f))
 	return cmd
 }
 
@@ -153,26 +154,26 @@ func (o *ScaleOptions) Run(ctx context.Context) error {
 	case o.Nodes < current:
 		return o.scaleDown(ctx, pool, members, nil, current-o.Nodes)
 	}
-	fmt.Fprintf(o.Out, "pool.runwhere.ai/%s already has %d node(s)%s\n", o.Pool, current, o.suffix())
+	fmt.Fprintf(o.Out, "pool.runwhere.ai/%s already has %d node(s)%s\n", o.Pool, current, o.Suffix())
 	return nil
 }
 
 // load reads the pool and its members. A pool that exists only as labels gets a
 // synthesized object whose accelerator is its members' model (minNodes 1).
 func (o *ScaleOptions) load(ctx context.Context) (*v1alpha1.Pool, []corev1.Node, error) {
-	pool, err := poolObject(ctx, o.clients, o.Pool)
+	pool, err := kit.NewCatalog(ctx, o.clients).Object(o.Pool)
 	if err != nil {
 		return nil, nil, err
 	}
-	list, err := o.clients.kube.CoreV1().Nodes().List(ctx, listBySelector(poolSelector(o.Pool)))
+	list, err := o.clients.Kube.CoreV1().Nodes().List(ctx, kit.ListBySelector(kit.PoolSelector(o.Pool)))
 	if err != nil {
 		return nil, nil, err
 	}
 	if pool == nil {
 		if len(list.Items) == 0 {
-			return nil, nil, poolNotFound(o.Pool)
+			return nil, nil, kit.PoolNotFound(o.Pool)
 		}
-		pool = synthesizedMember(o.Pool)
+		pool = kit.SynthesizedMember(o.Pool)
 		pool.Spec.Accelerator.Type = policy.GPUType(&list.Items[0])
 	}
 	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
@@ -184,8 +185,8 @@ func (o *ScaleOptions) scaleUp(ctx context.Context, pool *v1alpha1.Pool, current
 	var picked []*corev1.Node
 	if len(named) > 0 {
 		var errs []error
-		for _, name := range dedupe(named) {
-			n, err := o.clients.kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		for _, name := range kit.Dedupe(named) {
+			n, err := o.clients.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				errs = append(errs, err)
 				continue
@@ -200,7 +201,7 @@ func (o *ScaleOptions) scaleUp(ctx context.Context, pool *v1alpha1.Pool, current
 			return fmt.Errorf("pool %q was not scaled:\n%w", pool.Name, errors.Join(errs...))
 		}
 	} else {
-		list, err := o.clients.kube.CoreV1().Nodes().List(ctx, listBySelector(poolSelector(policy.DefaultPool)))
+		list, err := o.clients.Kube.CoreV1().Nodes().List(ctx, kit.ListBySelector(kit.PoolSelector(policy.DefaultPool)))
 		if err != nil {
 			return err
 		}
@@ -214,10 +215,10 @@ func (o *ScaleOptions) scaleUp(ctx context.Context, pool *v1alpha1.Pool, current
 	}
 	var joined []string
 	progress := &scaleUpProgress{pool: pool.Name}
-	inFlight.set(progress.describe)
-	defer inFlight.clear()
+	kit.InFlight.Set(progress.describe)
+	defer kit.InFlight.Clear()
 	for _, n := range picked {
-		node, _, err := updateNode(ctx, o.clients, n.Name, o.DryRun, func(n *corev1.Node) error {
+		node, _, err := kit.UpdateNode(ctx, o.clients, n.Name, o.DryRun, func(n *corev1.Node) error {
 			if err := policy.CheckScaleUpCandidate(pool, n); err != nil { // it may have changed since the plan
 				return err
 			}
@@ -226,24 +227,24 @@ func (o *ScaleOptions) scaleUp(ctx context.Context, pool *v1alpha1.Pool, current
 		})
 		if err != nil {
 			if ctx.Err() != nil {
-				err = fmt.Errorf("%v", stoppedBecause(ctx, err))
+				err = fmt.Errorf("%v", kit.StoppedBecause(ctx, err))
 			}
 			return o.undoJoins(ctx, pool, joined, fmt.Errorf("adding node %q to pool %q: %w", n.Name, pool.Name, err))
 		}
 		joined = append(joined, n.Name)
 		progress.joined(n.Name)
 		o.poolEvent(ctx, node, pool.Name, false, "AddedToPool", "node %s added to pool %s", n.Name, pool.Name)
-		fmt.Fprintf(o.Out, "node/%s added to pool %s%s\n", n.Name, pool.Name, o.suffix())
+		fmt.Fprintf(o.Out, "node/%s added to pool %s%s\n", n.Name, pool.Name, o.Suffix())
 	}
-	fmt.Fprintf(o.Out, "pool.runwhere.ai/%s scaled from %d to %d node(s)%s\n", pool.Name, current, current+len(picked), o.suffix())
+	fmt.Fprintf(o.Out, "pool.runwhere.ai/%s scaled from %d to %d node(s)%s\n", pool.Name, current, current+len(picked), o.Suffix())
 	return nil
 }
 
 func (o *ScaleOptions) undoJoins(ctx context.Context, pool *v1alpha1.Pool, joined []string, cause error) error {
-	ctx, cancel := rollbackContext(ctx)
+	ctx, cancel := kit.RollbackContext(ctx)
 	defer cancel()
 	for _, name := range joined {
-		if _, _, err := updateNode(ctx, o.clients, name, o.DryRun, func(n *corev1.Node) error {
+		if _, _, err := kit.UpdateNode(ctx, o.clients, name, o.DryRun, func(n *corev1.Node) error {
 			policy.ApplyLeave(pool, n)
 			return nil
 		}); err != nil {
@@ -274,17 +275,17 @@ func (o *ScaleOptions) scaleDown(ctx context.Context, pool *v1alpha1.Pool, membe
 	}
 	var errs []error
 	for _, name := range remove {
-		errs = append(errs, nodeops.CheckDrain(ctx, o.clients.kube, name, o.Drain))
+		errs = append(errs, nodeops.CheckDrain(ctx, o.clients.Kube, name, o.Drain))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("pool %q was not scaled:\n%w", pool.Name, err)
 	}
-	if err := confirm(o.IOStreams, &o.Mutation, o.risk(pool, len(members), remove, pods), ""); err != nil {
+	if err := o.Mutation.Confirm(o.IOStreams, o.risk(pool, len(members), remove, pods), ""); err != nil {
 		return err
 	}
 	progress := &scaleDownProgress{pool: pool.Name}
-	inFlight.set(progress.describe)
-	defer inFlight.clear()
+	kit.InFlight.Set(progress.describe)
+	defer kit.InFlight.Clear()
 	touched, err := o.cordonAll(ctx, pool, remove, progress)
 	if err != nil {
 		return o.putBack(ctx, pool, touched, err)
@@ -292,10 +293,10 @@ func (o *ScaleOptions) scaleDown(ctx context.Context, pool *v1alpha1.Pool, membe
 	d := o.Drain
 	d.DryRun, d.Out, d.ErrOut = o.DryRun, o.Out, o.ErrOut
 	for _, name := range remove {
-		if err := nodeops.Drain(ctx, o.clients.kube, name, d); err != nil {
+		if err := nodeops.Drain(ctx, o.clients.Kube, name, d); err != nil {
 			return o.putBack(ctx, pool, touched, err)
 		}
-		fmt.Fprintf(o.Out, "node/%s drained%s\n", name, o.suffix())
+		fmt.Fprintf(o.Out, "node/%s drained%s\n", name, o.Suffix())
 	}
 	progress.leaving()
 	for _, name := range remove {
@@ -303,7 +304,7 @@ func (o *ScaleOptions) scaleDown(ctx context.Context, pool *v1alpha1.Pool, membe
 			return fmt.Errorf("scale-down of pool %q: %w; run the command again to finish it", pool.Name, err)
 		}
 	}
-	fmt.Fprintf(o.Out, "pool.runwhere.ai/%s scaled from %d to %d node(s)%s\n", pool.Name, len(members), len(members)-len(remove), o.suffix())
+	fmt.Fprintf(o.Out, "pool.runwhere.ai/%s scaled from %d to %d node(s)%s\n", pool.Name, len(members), len(members)-len(remove), o.Suffix())
 	return nil
 }
 
@@ -314,7 +315,7 @@ func (o *ScaleOptions) candidates(ctx context.Context, pool *v1alpha1.Pool, memb
 	for _, m := range members {
 		names[m.Name] = true
 	}
-	active, err := activePods(ctx, o.clients, names)
+	active, err := kit.ActivePods(ctx, o.clients, names)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -340,7 +341,7 @@ func (o *ScaleOptions) candidates(ctx context.Context, pool *v1alpha1.Pool, memb
 	return out, pods, nil
 }
 
-func (o *ScaleOptions) risk(pool *v1alpha1.Pool, current int, remove []string, pods map[string][]string) Risk {
+func (o *ScaleOptions) risk(pool *v1alpha1.Pool, current int, remove []string, pods map[string][]string) kit.Risk {
 	var evicted []string
 	for _, n := range remove {
 		evicted = append(evicted, pods[n]...)
@@ -351,11 +352,11 @@ func (o *ScaleOptions) risk(pool *v1alpha1.Pool, current int, remove []string, p
 	}
 	impact := []string{fmt.Sprintf("node(s) %s are cordoned and drained, then %s", strings.Join(remove, ", "), fate)}
 	if len(evicted) > 0 {
-		impact = append(impact, fmt.Sprintf("%d workload pod(s) are evicted: %s", len(evicted), summarize(evicted, 5)))
+		impact = append(impact, fmt.Sprintf("%d workload pod(s) are evicted: %s", len(evicted), kit.Summarize(evicted, 5)))
 	} else {
 		impact = append(impact, "no workload pods run on them")
 	}
-	return Risk{
+	return kit.Risk{
 		Level:      "high",
 		Operation:  fmt.Sprintf("scale down pool %q from %d to %d node(s)", pool.Name, current, current-len(remove)),
 		Impact:     impact,
@@ -368,7 +369,7 @@ func (o *ScaleOptions) risk(pool *v1alpha1.Pool, current int, remove []string, p
 func (o *ScaleOptions) cordonAll(ctx context.Context, pool *v1alpha1.Pool, remove []string, progress *scaleDownProgress) ([]string, error) {
 	var touched []string
 	for _, name := range remove {
-		node, _, err := updateNode(ctx, o.clients, name, o.DryRun, func(n *corev1.Node) error {
+		node, _, err := kit.UpdateNode(ctx, o.clients, name, o.DryRun, func(n *corev1.Node) error {
 			if n.Annotations == nil {
 				n.Annotations = map[string]string{}
 			}
@@ -382,7 +383,7 @@ func (o *ScaleOptions) cordonAll(ctx context.Context, pool *v1alpha1.Pool, remov
 		touched = append(touched, name)
 		progress.touched(name, node.Annotations[policy.CordonScaleDown.Annotation()] == "true")
 		o.poolEvent(ctx, node, pool.Name, false, "RemovingFromPool", "removing node %s from pool %s", name, pool.Name)
-		fmt.Fprintf(o.Out, "node/%s cordoned%s\n", name, o.suffix())
+		fmt.Fprintf(o.Out, "node/%s cordoned%s\n", name, o.Suffix())
 	}
 	return touched, nil
 }
@@ -391,14 +392,14 @@ func (o *ScaleOptions) cordonAll(ctx context.Context, pool *v1alpha1.Pool, remov
 // cordoned before, and loses its scale-down mark. Pods already evicted are not brought
 // back; their controllers recreate them.
 func (o *ScaleOptions) putBack(ctx context.Context, pool *v1alpha1.Pool, touched []string, cause error) error {
-	why := stoppedBecause(ctx, cause)
-	ctx, cancel := rollbackContext(ctx)
+	why := kit.StoppedBecause(ctx, cause)
+	ctx, cancel := kit.RollbackContext(ctx)
 	defer cancel()
 	var restored, failed []string
 	for _, name := range touched {
 		var stay bool
 		var heldBy []string
-		node, _, err := updateNode(ctx, o.clients, name, o.DryRun, func(n *corev1.Node) error {
+		node, _, err := kit.UpdateNode(ctx, o.clients, name, o.DryRun, func(n *corev1.Node) error {
 			delete(n.Annotations, policy.AnnotationScaleDown)
 			heldBy, stay = policy.ApplyRelease(policy.CordonScaleDown, n)
 			return nil
@@ -410,7 +411,7 @@ func (o *ScaleOptions) putBack(ctx context.Context, pool *v1alpha1.Pool, touched
 		o.poolEvent(ctx, node, pool.Name, true, "ScaleDownStopped", "scale-down of pool %s stopped: node %s stays in the pool: %v", pool.Name, name, why)
 		restored = append(restored, name+cordonFate(stay, heldBy))
 	}
-	msg := fmt.Sprintf("scale-down of pool %q stopped: %v\nno node left the pool; put back: %s", pool.Name, why, orNoneList(restored))
+	msg := fmt.Sprintf("scale-down of pool %q stopped: %v\nno node left the pool; put back: %s", pool.Name, why, kit.OrNoneList(restored))
 	if len(failed) > 0 {
 		msg += fmt.Sprintf("\ncould not put back: %s; run the command again to finish the scale-down, or put them back with: kubectl annotate node %s %s- && kubectl litepool uncordon %s",
 			strings.Join(failed, ", "), strings.Join(touched, " "), policy.AnnotationScaleDown, strings.Join(touched, " "))
@@ -438,22 +439,22 @@ func cordonFate(stay bool, heldBy []string) string {
 func (o *ScaleOptions) leave(ctx context.Context, pool *v1alpha1.Pool, name string) error {
 	if o.DeleteNode {
 		if o.DryRun != cmdutil.DryRunClient {
-			err := retryStaleAdmission(ctx, func() error {
-				return o.clients.kube.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{DryRun: serverDryRun(o.DryRun)})
+			err := kit.RetryStaleAdmission(ctx, func() error {
+				return o.clients.Kube.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{DryRun: kit.ServerDryRun(o.DryRun)})
 			})
 			if err != nil && !apierrors.IsNotFound(err) {
 				return fmt.Errorf("deleting node %q: %w", name, err)
 			}
 		}
-		fmt.Fprintf(o.Out, "node/%s removed from pool %s%s\n", name, pool.Name, o.suffix())
-		fmt.Fprintf(o.Out, "node/%s deleted%s\n", name, o.suffix())
+		fmt.Fprintf(o.Out, "node/%s removed from pool %s%s\n", name, pool.Name, o.Suffix())
+		fmt.Fprintf(o.Out, "node/%s deleted%s\n", name, o.Suffix())
 		return nil
 	}
 	var stay bool
 	var heldBy []string
 	var node *corev1.Node
-	err := retryStaleAdmission(ctx, func() (err error) {
-		node, _, err = updateNode(ctx, o.clients, name, o.DryRun, func(n *corev1.Node) error {
+	err := kit.RetryStaleAdmission(ctx, func() (err error) {
+		node, _, err = kit.UpdateNode(ctx, o.clients, name, o.DryRun, func(n *corev1.Node) error {
 			policy.ApplyLeave(pool, n)
 			delete(n.Annotations, policy.AnnotationScaleDown)
 			heldBy, stay = policy.ApplyRelease(policy.CordonScaleDown, n)
@@ -465,11 +466,11 @@ func (o *ScaleOptions) leave(ctx context.Context, pool *v1alpha1.Pool, name stri
 		return fmt.Errorf("removing node %q from the pool: %w", name, err)
 	}
 	o.poolEvent(ctx, node, pool.Name, false, "RemovedFromPool", "node %s removed from pool %s", name, pool.Name)
-	fmt.Fprintf(o.Out, "node/%s removed from pool %s%s\n", name, pool.Name, o.suffix())
+	fmt.Fprintf(o.Out, "node/%s removed from pool %s%s\n", name, pool.Name, o.Suffix())
 	if !stay {
-		fmt.Fprintf(o.Out, "node/%s uncordoned%s\n", name, o.suffix())
+		fmt.Fprintf(o.Out, "node/%s uncordoned%s\n", name, o.Suffix())
 	} else if len(heldBy) > 0 {
-		fmt.Fprintf(o.Out, "node/%s stays cordoned: litepool's %s still holds it%s\n", name, strings.Join(heldBy, ", "), o.suffix())
+		fmt.Fprintf(o.Out, "node/%s stays cordoned: litepool's %s still holds it%s\n", name, strings.Join(heldBy, ", "), o.Suffix())
 	}
 	return nil
 }
@@ -495,7 +496,7 @@ func (p *scaleUpProgress) describe() string {
 		return fmt.Sprintf("scale-up of pool %s: no node had joined yet", p.pool)
 	}
 	return fmt.Sprintf("scale-up of pool %s stopped half-way: node(s) %s joined.\nFinish it (with --add, leave out the nodes that joined):\n  %s\nOr put them back in the default pool:\n  kubectl litepool scale %s --remove %s --yes",
-		p.pool, strings.Join(p.nodes, ", "), commandLine(), p.pool, strings.Join(p.nodes, ","))
+		p.pool, strings.Join(p.nodes, ", "), kit.CommandLine(), p.pool, strings.Join(p.nodes, ","))
 }
 
 // scaleDownProgress is what a running scale-down has changed, for the message of a
@@ -534,7 +535,7 @@ func (p *scaleDownProgress) describe() string {
 	if p.left {
 		msg += "; some may have left the pool already"
 	}
-	msg += fmt.Sprintf(".\nResume it (it picks the marked nodes first):\n  %s\n", commandLine())
+	msg += fmt.Sprintf(".\nResume it (it picks the marked nodes first):\n  %s\n", kit.CommandLine())
 	var uncordon []string
 	for _, n := range p.nodes {
 		if !slices.Contains(p.wasCordoned, n) {
@@ -549,39 +550,13 @@ func (p *scaleDownProgress) describe() string {
 }
 
 func (o *ScaleOptions) poolEvent(ctx context.Context, node *corev1.Node, pool string, warning bool, reason, format string, args ...any) {
-	if o.recorder == nil || node == nil {
+	if o.Recorder == nil || node == nil {
 		return
 	}
 	ref := events.NodeRef(node).About(events.PoolRef(pool))
 	if warning {
-		_ = o.recorder.Warning(ctx, ref, reason, format, args...)
+		_ = o.Recorder.Warning(ctx, ref, reason, format, args...)
 		return
 	}
-	_ = o.recorder.Normal(ctx, ref, reason, format, args...)
-}
-
-func dedupe(s []string) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, v := range s {
-		if !seen[v] {
-			seen[v] = true
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
-func summarize(items []string, n int) string {
-	if len(items) <= n {
-		return strings.Join(items, ", ")
-	}
-	return fmt.Sprintf("%s and %d more", strings.Join(items[:n], ", "), len(items)-n)
-}
-
-func orNoneList(items []string) string {
-	if len(items) == 0 {
-		return "nothing had changed"
-	}
-	return strings.Join(items, ", ")
+	_ = o.Recorder.Normal(ctx, ref, reason, format, args...)
 }

@@ -21,6 +21,7 @@ import (
 	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 	"k8s.io/kubectl/pkg/util/templates"
 
+	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/runwhere-ai/litepool/pkg/events"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 	"github.com/runwhere-ai/litepool/pkg/stress"
@@ -30,7 +31,7 @@ import (
 var _ = register(NewCmdStress)
 
 // NewCmdStress is `kubectl litepool stress`.
-func NewCmdStress(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+func NewCmdStress(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "stress",
 		Short: "Run accelerator stress tests on a pool's idle nodes, now or on a schedule",
@@ -70,12 +71,12 @@ type StressRunOptions struct {
 
 	namespace string
 	dryRun    cmdutil.DryRunStrategy
-	clients   *clients
+	clients   *kit.Clients
 	genericiooptions.IOStreams
 }
 
 // NewCmdStressRun is `kubectl litepool stress run`.
-func NewCmdStressRun(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+func NewCmdStressRun(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
 	o := &StressRunOptions{IOStreams: streams}
 	cmd := &cobra.Command{
 		Use:   "run --pool POOL [--tests npu,hccs,roce,storage] [--image IMAGE] [-- COMMAND...]",
@@ -126,12 +127,12 @@ func NewCmdStressRun(f cmdutil.Factory, streams genericiooptions.IOStreams) *cob
 	fl.BoolVar(&o.Wait, "wait", false, "With a run handed to the cluster: follow it until it ends")
 	fl.StringVar(&o.ControllerNamespace, "controller-namespace", "litepool-system", "Namespace of litepool-webhook, whose leader Lease tells whether the controller runs")
 	cmdutil.AddDryRunFlag(cmd)
-	_ = cmd.RegisterFlagCompletionFunc("pool", completePoolNames(f))
+	_ = cmd.RegisterFlagCompletionFunc("pool", kit.CompletePoolNames(f))
 	return cmd
 }
 
 // Complete fills defaults from the pool.
-func (o *StressRunOptions) Complete(f cmdutil.Factory, cmd *cobra.Command, args []string) (err error) {
+func (o *StressRunOptions) Complete(f kit.Factory, cmd *cobra.Command, args []string) (err error) {
 	if dash := cmd.ArgsLenAtDash(); dash >= 0 {
 		o.Command = args[dash:]
 		args = args[:dash]
@@ -145,13 +146,13 @@ func (o *StressRunOptions) Complete(f cmdutil.Factory, cmd *cobra.Command, args 
 	if o.namespace, _, err = f.ToRawKubeConfigLoader().Namespace(); err != nil {
 		return err
 	}
-	if o.clients, err = newClients(f); err != nil {
+	if o.clients, err = f.Clients(); err != nil {
 		return err
 	}
 	if o.Pool == "" {
 		return fmt.Errorf("--pool is required")
 	}
-	if p, err := o.clients.pools.Get(cmd.Context(), o.Pool); err == nil && p.Spec.StressTest != nil {
+	if p, err := o.clients.Pools.Get(cmd.Context(), o.Pool); err == nil && p.Spec.StressTest != nil {
 		if o.Image == "" {
 			o.Image = p.Spec.StressTest.Image
 		}
@@ -206,7 +207,7 @@ func (o *StressRunOptions) Run(ctx context.Context) error {
 	if o.controllerSeen != "" && o.dryRun == cmdutil.DryRunNone {
 		fmt.Fprintf(o.ErrOut, "stress run: run by this command (%s); stopping it stops the run\n", o.controllerSeen)
 	}
-	runner := &stress.Runner{Kube: o.clients.kube, Recorder: &events.Recorder{Client: o.clients.kube, DryRun: o.dryRun != cmdutil.DryRunNone}}
+	runner := &stress.Runner{Kube: o.clients.Kube, Recorder: &events.Recorder{Client: o.clients.Kube, DryRun: o.dryRun != cmdutil.DryRunNone}}
 	progress := o.Out
 	if o.Output == "json" {
 		progress = o.ErrOut
@@ -223,7 +224,7 @@ func (o *StressRunOptions) Run(ctx context.Context) error {
 		w := printers.GetNewTabWriter(o.Out)
 		fmt.Fprintln(w, "NODE\tRESULT\tDETAIL")
 		for _, r := range results {
-			fmt.Fprintf(w, "%s\t%s\t%s\n", r.Node, r.Result, none(r.Detail))
+			fmt.Fprintf(w, "%s\t%s\t%s\n", r.Node, r.Result, kit.None(r.Detail))
 		}
 		if err := w.Flush(); err != nil {
 			return err
@@ -263,14 +264,14 @@ type StressScheduleOptions struct {
 
 	namespace string
 	dryRun    cmdutil.DryRunStrategy
-	clients   *clients
+	clients   *kit.Clients
 	// schedule and timeZone are --cron split as a CronJob wants them (Validate).
 	schedule, timeZone string
 	genericiooptions.IOStreams
 }
 
 // NewCmdStressSchedule is `kubectl litepool stress schedule`.
-func NewCmdStressSchedule(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+func NewCmdStressSchedule(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
 	o := &StressScheduleOptions{IOStreams: streams}
 	cmd := &cobra.Command{
 		Use:   "schedule --pool POOL --cron SCHEDULE [--image IMAGE] [--tests ...]",
@@ -303,7 +304,7 @@ func NewCmdStressSchedule(f cmdutil.Factory, streams genericiooptions.IOStreams)
 			if err := o.Validate(); err != nil {
 				return err
 			}
-			if o.clients, err = newClients(f); err != nil {
+			if o.clients, err = f.Clients(); err != nil {
 				return err
 			}
 			return o.Run(cmd.Context())
@@ -317,7 +318,7 @@ func NewCmdStressSchedule(f cmdutil.Factory, streams genericiooptions.IOStreams)
 	fl.StringSliceVar(&o.Tests, "tests", stress.Tests, "Tests to run: "+strings.Join(stress.Tests, ", "))
 	fl.DurationVar(&o.Timeout, "timeout", 30*time.Minute, "How long a node's test may run")
 	cmdutil.AddDryRunFlag(cmd)
-	_ = cmd.RegisterFlagCompletionFunc("pool", completePoolNames(f))
+	_ = cmd.RegisterFlagCompletionFunc("pool", kit.CompletePoolNames(f))
 	return cmd
 }
 
@@ -403,7 +404,7 @@ func (o *StressScheduleOptions) Run(ctx context.Context) error {
 	if o.dryRun == cmdutil.DryRunServer {
 		create.DryRun, update.DryRun = []string{metav1.DryRunAll}, []string{metav1.DryRunAll}
 	}
-	kube := o.clients.kube
+	kube := o.clients.Kube
 	var created []func(context.Context) error // deletions that undo what this run created
 	steps := []struct {
 		what string
@@ -478,7 +479,7 @@ func (o *StressScheduleOptions) rollBack(ctx context.Context, cause error, creat
 	if o.dryRun != cmdutil.DryRunNone || len(created) == 0 {
 		return cause
 	}
-	ctx, cancel := rollbackContext(ctx)
+	ctx, cancel := kit.RollbackContext(ctx)
 	defer cancel()
 	var failed []error
 	for i := len(created) - 1; i >= 0; i-- {
@@ -495,7 +496,7 @@ func (o *StressScheduleOptions) rollBack(ctx context.Context, cause error, creat
 // storeOnPool keeps the schedule in the pool's spec.stressTest (pools without an
 // object keep it only in the CronJob).
 func (o *StressScheduleOptions) storeOnPool(ctx context.Context) error {
-	pool, err := o.clients.pools.Get(ctx, o.Pool)
+	pool, err := o.clients.Pools.Get(ctx, o.Pool)
 	if apierrors.IsNotFound(err) {
 		fmt.Fprintf(o.ErrOut, "pool %s has no Pool object: the schedule lives in the CronJob only\n", o.Pool)
 		return nil
@@ -509,11 +510,11 @@ func (o *StressScheduleOptions) storeOnPool(ctx context.Context) error {
 	if o.dryRun == cmdutil.DryRunServer {
 		opts.DryRun = []string{metav1.DryRunAll}
 	}
-	if _, err := o.clients.pools.Patch(ctx, o.Pool, types.MergePatchType, patch, opts); err != nil {
+	if _, err := o.clients.Pools.Patch(ctx, o.Pool, types.MergePatchType, patch, opts); err != nil {
 		return err
 	}
 	if o.dryRun == cmdutil.DryRunNone {
-		rec := &events.Recorder{Client: o.clients.kube}
+		rec := &events.Recorder{Client: o.clients.Kube}
 		_ = rec.Normal(ctx, events.Ref{Kind: "Pool", APIVersion: "runwhere.ai/v1alpha1", Name: pool.Name, UID: string(pool.UID)},
 			"StressTestScheduled", "stress tests %s scheduled %q with image %s", strings.Join(o.Tests, ","), o.Cron, o.Image)
 	}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 	"github.com/runwhere-ai/litepool/pkg/stress"
 )
@@ -21,7 +22,7 @@ import (
 // with --wait, follows it. handed is false when the pool has no Pool object to record
 // it on and --in-cluster was not asked for: the plugin then runs it itself.
 func (o *StressRunOptions) handOver(ctx context.Context) (handed bool, err error) {
-	pool, err := o.clients.pools.Get(ctx, o.Pool)
+	pool, err := o.clients.Pools.Get(ctx, o.Pool)
 	if apierrors.IsNotFound(err) {
 		why := fmt.Sprintf("pool %s has no Pool object to record the run on", o.Pool)
 		if o.inClusterAsked {
@@ -46,7 +47,7 @@ func (o *StressRunOptions) handOver(ctx context.Context) (handed bool, err error
 	}
 	pool.Annotations[stress.AnnotationRun] = run.Encode()
 	// An update, not a patch: two operators starting runs at once cannot both win.
-	if _, err := o.clients.pools.Update(ctx, pool, metav1.UpdateOptions{}); err != nil {
+	if _, err := o.clients.Pools.Update(ctx, pool, metav1.UpdateOptions{}); err != nil {
 		return false, fmt.Errorf("recording the stress run on pool %s: %w", o.Pool, err)
 	}
 	fmt.Fprintf(o.Out, "stress run %s: handed to the controller in litepool-webhook; results go to the nodes (kubectl litepool get nodes --pool %s) and to the pool's %s annotation\n",
@@ -63,7 +64,7 @@ func (o *StressRunOptions) follow(ctx context.Context, id string) error {
 	last := ""
 	var final stress.Run
 	err := wait.PollUntilContextCancel(ctx, rolloutFollowInterval, true, func(ctx context.Context) (bool, error) {
-		pool, err := o.clients.pools.Get(ctx, o.Pool)
+		pool, err := o.clients.Pools.Get(ctx, o.Pool)
 		if err != nil {
 			return false, err
 		}
@@ -97,7 +98,7 @@ func (o *StressRunOptions) progressLine(ctx context.Context, run stress.Run) (st
 	if run.State != stress.RunRunning {
 		return line, nil
 	}
-	pods, err := o.clients.kube.CoreV1().Pods(run.Namespace).List(ctx, metav1.ListOptions{LabelSelector: labels.Set{
+	pods, err := o.clients.Kube.CoreV1().Pods(run.Namespace).List(ctx, metav1.ListOptions{LabelSelector: labels.Set{
 		stress.LabelComponent: stress.Component, stress.LabelInstance: run.ID}.String()})
 	if err != nil {
 		return "", err
@@ -135,6 +136,6 @@ func (o *StressRunOptions) report(run stress.Run) error {
 func (o *StressRunOptions) chooseInCluster(ctx context.Context, given bool) {
 	o.inClusterAsked = given && o.InCluster
 	if !given {
-		o.InCluster, o.controllerSeen = controllerRunning(ctx, o.clients.kube, o.ControllerNamespace, time.Now())
+		o.InCluster, o.controllerSeen = kit.ControllerRunning(ctx, o.clients.Kube, o.ControllerNamespace, time.Now())
 	}
 }

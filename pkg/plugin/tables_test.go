@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/runwhere-ai/litepool/pkg/inventory"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
@@ -63,12 +64,12 @@ func sample() *inventory.Inventory {
 
 func printTable(t *testing.T, wide bool, table *metav1.Table) string {
 	t.Helper()
-	o := NewPrintOptions()
+	o := kit.NewPrintOptions()
 	if wide {
 		*o.Flags.OutputFormat = "wide"
 	}
 	var buf bytes.Buffer
-	require.NoError(t, PrintTable(o, &buf, table))
+	require.NoError(t, kit.PrintTable(o, &buf, table))
 	return buf.String()
 }
 
@@ -167,7 +168,7 @@ func TestDescribePool(t *testing.T) {
 		Namespaces: []string{"ai"}, Software: v1alpha1.SoftwareSpec{Driver: "535.104.05", CUDA: "12.2"},
 		NodePools: []v1alpha1.NodePool{{Name: "np1"}},
 	}}}
-	pool := MergePools(objects, inv)[1]
+	pool := kit.MergePools(objects, inv)[1]
 	require.Equal(t, "train-a100", pool.Name)
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	evs := &corev1.EventList{Items: []corev1.Event{

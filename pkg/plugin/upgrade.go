@@ -17,6 +17,7 @@ import (
 	"k8s.io/kubectl/pkg/util/templates"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/runwhere-ai/litepool/pkg/events"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 	"github.com/runwhere-ai/litepool/pkg/upgrade"
@@ -25,7 +26,7 @@ import (
 var _ = register(NewCmdUpgrade)
 
 // NewCmdUpgrade is `kubectl litepool upgrade`.
-func NewCmdUpgrade(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+func NewCmdUpgrade(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "upgrade",
 		Short: "Upgrade accelerator drivers node by node or pool-wide, and follow, resume or abort a rollout",
@@ -72,12 +73,12 @@ type UpgradeDriverOptions struct {
 	controllerSeen string
 
 	dryRun  cmdutil.DryRunStrategy
-	clients *clients
+	clients *kit.Clients
 	genericiooptions.IOStreams
 }
 
 // NewCmdUpgradeDriver is `kubectl litepool upgrade driver`.
-func NewCmdUpgradeDriver(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+func NewCmdUpgradeDriver(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
 	o := &UpgradeDriverOptions{IOStreams: streams}
 	cmd := &cobra.Command{
 		Use:   "driver (--pool POOL | --node NODE) --version VERSION [-- INSTALLER COMMAND...]",
@@ -163,12 +164,12 @@ func NewCmdUpgradeDriver(f cmdutil.Factory, streams genericiooptions.IOStreams) 
 	fl.StringVar(&o.ControllerNamespace, "controller-namespace", "litepool-system", "Namespace of litepool-webhook, whose leader Lease tells whether the controller runs")
 	o.Compat.addFlags(cmd)
 	cmdutil.AddDryRunFlag(cmd)
-	_ = cmd.RegisterFlagCompletionFunc("pool", completePoolNames(f))
+	_ = cmd.RegisterFlagCompletionFunc("pool", kit.CompletePoolNames(f))
 	return cmd
 }
 
 // Complete reads the flags and the command after "--".
-func (o *UpgradeDriverOptions) Complete(f cmdutil.Factory, cmd *cobra.Command, args []string) (err error) {
+func (o *UpgradeDriverOptions) Complete(f kit.Factory, cmd *cobra.Command, args []string) (err error) {
 	if dash := cmd.ArgsLenAtDash(); dash >= 0 {
 		o.InstallerCommand = args[dash:]
 		args = args[:dash]
@@ -179,11 +180,11 @@ func (o *UpgradeDriverOptions) Complete(f cmdutil.Factory, cmd *cobra.Command, a
 	if o.dryRun, err = cmdutil.GetDryRunStrategy(cmd); err != nil {
 		return err
 	}
-	if o.clients, err = newClients(f); err != nil {
+	if o.clients, err = f.Clients(); err != nil {
 		return err
 	}
 	if !cmd.Flags().Changed("in-cluster") {
-		o.InCluster, o.controllerSeen = controllerRunning(cmd.Context(), o.clients.kube, o.ControllerNamespace, time.Now())
+		o.InCluster, o.controllerSeen = kit.ControllerRunning(cmd.Context(), o.clients.Kube, o.ControllerNamespace, time.Now())
 	}
 	return nil
 }
@@ -229,13 +230,13 @@ func (o *UpgradeDriverOptions) Run(ctx context.Context) error {
 	var pool *v1alpha1.Pool
 	var targets []corev1.Node
 	if o.Pool != "" {
-		p, err := c.pools.Get(ctx, o.Pool)
+		p, err := c.Pools.Get(ctx, o.Pool)
 		if err == nil {
 			pool = p
 		} else if !apierrors.IsNotFound(err) {
 			return err
 		}
-		list, err := c.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: labels.Set{policy.LabelPool: o.Pool}.String()})
+		list, err := c.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: labels.Set{policy.LabelPool: o.Pool}.String()})
 		if err != nil {
 			return err
 		}
@@ -244,13 +245,13 @@ func (o *UpgradeDriverOptions) Run(ctx context.Context) error {
 		}
 		targets = list.Items
 	} else {
-		n, err := c.kube.CoreV1().Nodes().Get(ctx, o.Node, metav1.GetOptions{})
+		n, err := c.Kube.CoreV1().Nodes().Get(ctx, o.Node, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
 		targets = []corev1.Node{*n}
 		if p := n.Labels[policy.LabelPool]; p != "" {
-			if pl, err := c.pools.Get(ctx, p); err == nil {
+			if pl, err := c.Pools.Get(ctx, p); err == nil {
 				pool = pl
 			}
 		}
@@ -290,14 +291,14 @@ func (o *UpgradeDriverOptions) Run(ctx context.Context) error {
 	if o.Pool == "" {
 		run.MaxUnavailable = ""
 	}
-	u := &upgrade.Upgrader{Kube: c.kube, Recorder: &events.Recorder{Client: c.kube}, Progress: o.Out}
+	u := &upgrade.Upgrader{Kube: c.Kube, Recorder: &events.Recorder{Client: c.Kube}, Progress: o.Out}
 	if err := u.Mark(ctx, need, run, cmdutil.DryRunClient); err != nil { // refuses nodes in another rollout
 		return err
 	}
 	if o.dryRun != cmdutil.DryRunNone {
 		return o.printPlan(ctx, u, run, need)
 	}
-	if err := confirm(o.IOStreams, &Mutation{Yes: o.Yes, DryRun: o.dryRun}, o.risk(len(need)), ""); err != nil {
+	if err := (&kit.Mutation{Yes: o.Yes, DryRun: o.dryRun}).Confirm(o.IOStreams, o.risk(len(need)), ""); err != nil {
 		return err
 	}
 	run.InCluster = o.InCluster
@@ -334,7 +335,7 @@ func (o *UpgradeDriverOptions) installerFromPool(pool *v1alpha1.Pool) error {
 // preflight checks the target against the matrix, with the pool's hardware and
 // declared software (rule C1); --force overrides, loudly.
 func (o *UpgradeDriverOptions) preflight(ctx context.Context, pool *v1alpha1.Pool, nodes []corev1.Node) error {
-	m, err := o.Compat.Load(ctx, o.clients.kube)
+	m, err := o.Compat.Load(ctx, o.clients.Kube)
 	if err != nil {
 		return err
 	}
@@ -356,7 +357,7 @@ func (o *UpgradeDriverOptions) preflight(ctx context.Context, pool *v1alpha1.Poo
 	}
 	var checks []CompatCheck
 	failed := false
-	for _, model := range sortedKeys(models) {
+	for _, model := range kit.SortedKeys(models) {
 		chain := chainOf(declared)
 		chain.Hardware, chain.Driver = model, o.Version
 		res := policy.CheckCompat(m, chain)
@@ -381,7 +382,7 @@ func (o *UpgradeDriverOptions) preflight(ctx context.Context, pool *v1alpha1.Poo
 	return nil
 }
 
-func (o *UpgradeDriverOptions) risk(n int) Risk {
+func (o *UpgradeDriverOptions) risk(n int) kit.Risk {
 	scope, pace := "node "+o.Node, ""
 	if o.Pool != "" {
 		scope = fmt.Sprintf("%d node(s) of pool %s", n, o.Pool)
@@ -390,7 +391,7 @@ func (o *UpgradeDriverOptions) risk(n int) Risk {
 			pace += ", canary " + o.Canary + " first"
 		}
 	}
-	return Risk{
+	return kit.Risk{
 		Level:     "high",
 		Operation: "driver upgrade to " + o.Version,
 		Impact: []string{fmt.Sprintf("%s will be cordoned, drained and have the driver reinstalled by %s%s; workload pods still running after %s are evicted",

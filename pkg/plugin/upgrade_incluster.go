@@ -70,13 +70,13 @@ func (o *UpgradeDriverOptions) follow(ctx context.Context, run policy.UpgradeRun
 
 func (o *UpgradeDriverOptions) rolloutNodes(ctx context.Context, run policy.UpgradeRun) ([]corev1.Node, error) {
 	if run.Pool != "" {
-		list, err := o.clients.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: labels.Set{policy.LabelPool: run.Pool}.String()})
+		list, err := o.clients.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: labels.Set{policy.LabelPool: run.Pool}.String()})
 		if err != nil {
 			return nil, err
 		}
 		return list.Items, nil
 	}
-	n, err := o.clients.kube.CoreV1().Nodes().Get(ctx, o.Node, metav1.GetOptions{})
+	n, err := o.clients.Kube.CoreV1().Nodes().Get(ctx, o.Node, metav1.GetOptions{})
 	if err != nil {
 		return nil, err
 	}

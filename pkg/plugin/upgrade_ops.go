@@ -17,6 +17,7 @@ import (
 	"k8s.io/kubectl/pkg/util/templates"
 	"sigs.k8s.io/yaml"
 
+	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/runwhere-ai/litepool/pkg/events"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 	"github.com/runwhere-ai/litepool/pkg/upgrade"
@@ -27,10 +28,10 @@ type upgradeScope struct {
 	Pool, Node string
 }
 
-func (s *upgradeScope) addFlags(cmd *cobra.Command, f cmdutil.Factory) {
+func (s *upgradeScope) addFlags(cmd *cobra.Command, f kit.Factory) {
 	cmd.Flags().StringVar(&s.Pool, "pool", "", "The pool's rollout")
 	cmd.Flags().StringVar(&s.Node, "node", "", "The node's upgrade")
-	_ = cmd.RegisterFlagCompletionFunc("pool", completePoolNames(f))
+	_ = cmd.RegisterFlagCompletionFunc("pool", kit.CompletePoolNames(f))
 }
 
 func (s *upgradeScope) validate(required bool) error {
@@ -45,11 +46,11 @@ func (s *upgradeScope) validate(required bool) error {
 
 // nodes returns the nodes in scope that carry an upgrade state: a pool's members, one
 // node, or (no scope) every node of the cluster.
-func (s *upgradeScope) nodes(ctx context.Context, c *clients) ([]corev1.Node, error) {
+func (s *upgradeScope) nodes(ctx context.Context, c *kit.Clients) ([]corev1.Node, error) {
 	var items []corev1.Node
 	switch {
 	case s.Node != "":
-		n, err := c.kube.CoreV1().Nodes().Get(ctx, s.Node, metav1.GetOptions{})
+		n, err := c.Kube.CoreV1().Nodes().Get(ctx, s.Node, metav1.GetOptions{})
 		if err != nil {
 			return nil, err
 		}
@@ -59,7 +60,7 @@ func (s *upgradeScope) nodes(ctx context.Context, c *clients) ([]corev1.Node, er
 		if s.Pool != "" {
 			opts.LabelSelector = labels.Set{policy.LabelPool: s.Pool}.String()
 		}
-		list, err := c.kube.CoreV1().Nodes().List(ctx, opts)
+		list, err := c.Kube.CoreV1().Nodes().List(ctx, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -92,12 +93,12 @@ type UpgradeStatusOptions struct {
 	Scope   upgradeScope
 	Output  string
 	Watch   bool
-	clients *clients
+	clients *kit.Clients
 	genericiooptions.IOStreams
 }
 
 // NewCmdUpgradeStatus is `kubectl litepool upgrade status`.
-func NewCmdUpgradeStatus(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+func NewCmdUpgradeStatus(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
 	o := &UpgradeStatusOptions{IOStreams: streams}
 	cmd := &cobra.Command{
 		Use:   "status [--pool POOL | --node NODE] [-o json|yaml]",
@@ -133,7 +134,7 @@ func NewCmdUpgradeStatus(f cmdutil.Factory, streams genericiooptions.IOStreams) 
 				return fmt.Errorf("--watch prints progress lines: it does not go with -o %s", o.Output)
 			}
 			var err error
-			if o.clients, err = newClients(f); err != nil {
+			if o.clients, err = f.Clients(); err != nil {
 				return err
 			}
 			return o.Run(cmd.Context())
@@ -249,7 +250,7 @@ func (o *UpgradeStatusOptions) Run(ctx context.Context) error {
 	w := printers.GetNewTabWriter(o.Out)
 	fmt.Fprintln(w, "NODE\tPOOL\tSTATE\tTARGET\tDRIVER\tCORDONED\tMESSAGE")
 	for _, n := range st.Nodes {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%t\t%s\n", n.Node, none(n.Pool), n.State, none(n.Target), none(n.Driver), n.Cordoned, none(n.Message))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%t\t%s\n", n.Node, kit.None(n.Pool), n.State, kit.None(n.Target), kit.None(n.Driver), n.Cordoned, kit.None(n.Message))
 	}
 	if err := w.Flush(); err != nil {
 		return err
@@ -281,12 +282,12 @@ type UpgradeResumeOptions struct {
 	RetryFailed    bool
 	MaxUnavailable string
 	dryRun         cmdutil.DryRunStrategy
-	clients        *clients
+	clients        *kit.Clients
 	genericiooptions.IOStreams
 }
 
 // NewCmdUpgradeResume is `kubectl litepool upgrade resume`.
-func NewCmdUpgradeResume(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+func NewCmdUpgradeResume(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
 	o := &UpgradeResumeOptions{IOStreams: streams}
 	cmd := &cobra.Command{
 		Use:   "resume (--pool POOL | --node NODE) [--retry-failed]",
@@ -331,7 +332,7 @@ func NewCmdUpgradeResume(f cmdutil.Factory, streams genericiooptions.IOStreams) 
 			if o.dryRun, err = cmdutil.GetDryRunStrategy(cmd); err != nil {
 				return err
 			}
-			if o.clients, err = newClients(f); err != nil {
+			if o.clients, err = f.Clients(); err != nil {
 				return err
 			}
 			return o.Run(cmd.Context())
@@ -387,7 +388,7 @@ func (o *UpgradeResumeOptions) Run(ctx context.Context) error {
 		}
 		run.MaxUnavailable = o.MaxUnavailable
 	}
-	u := &upgrade.Upgrader{Kube: o.clients.kube, Recorder: &events.Recorder{Client: o.clients.kube}, Progress: o.Out}
+	u := &upgrade.Upgrader{Kube: o.clients.Kube, Recorder: &events.Recorder{Client: o.clients.Kube}, Progress: o.Out}
 	if len(failed) > 0 && o.RetryFailed && o.dryRun != cmdutil.DryRunNone {
 		for _, n := range failed {
 			fmt.Fprintf(o.Out, "would retry node %s (failed: %s)\n", n.Name, n.Annotations[policy.AnnotationUpgradeMessage])
@@ -428,8 +429,8 @@ func (o *UpgradeResumeOptions) Run(ctx context.Context) error {
 // followRollout runs a rollout; interrupted, it says how to resume or stop it (its
 // state lives in the nodes' annotations, so nothing is lost).
 func followRollout(ctx context.Context, u *upgrade.Upgrader, run policy.UpgradeRun, scope []string) error {
-	inFlight.set(func() string { return rolloutLeftovers(run, scope) })
-	defer inFlight.clear()
+	kit.InFlight.Set(func() string { return rolloutLeftovers(run, scope) })
+	defer kit.InFlight.Clear()
 	err := u.Rollout(ctx, run, scope)
 	if err != nil && ctx.Err() != nil {
 		return fmt.Errorf("rollout %s interrupted; %s", run.ID, rolloutLeftovers(run, scope))
@@ -488,12 +489,12 @@ func (o *UpgradeResumeOptions) printPlan(ctx context.Context, u *upgrade.Upgrade
 type UpgradeAbortOptions struct {
 	Scope   upgradeScope
 	dryRun  cmdutil.DryRunStrategy
-	clients *clients
+	clients *kit.Clients
 	genericiooptions.IOStreams
 }
 
 // NewCmdUpgradeAbort is `kubectl litepool upgrade abort`.
-func NewCmdUpgradeAbort(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+func NewCmdUpgradeAbort(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
 	o := &UpgradeAbortOptions{IOStreams: streams}
 	cmd := &cobra.Command{
 		Use:   "abort (--pool POOL | --node NODE)",
@@ -522,7 +523,7 @@ func NewCmdUpgradeAbort(f cmdutil.Factory, streams genericiooptions.IOStreams) *
 			if o.dryRun, err = cmdutil.GetDryRunStrategy(cmd); err != nil {
 				return err
 			}
-			if o.clients, err = newClients(f); err != nil {
+			if o.clients, err = f.Clients(); err != nil {
 				return err
 			}
 			return o.Run(cmd.Context())
@@ -539,7 +540,7 @@ func (o *UpgradeAbortOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	u := &upgrade.Upgrader{Kube: o.clients.kube, Recorder: &events.Recorder{Client: o.clients.kube, DryRun: o.dryRun != cmdutil.DryRunNone}}
+	u := &upgrade.Upgrader{Kube: o.clients.Kube, Recorder: &events.Recorder{Client: o.clients.Kube, DryRun: o.dryRun != cmdutil.DryRunNone}}
 	var removed, inflight, failed []string
 	for i := range nodes {
 		n := &nodes[i]

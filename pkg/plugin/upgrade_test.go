@@ -5,35 +5,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/assert"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 
+	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
-
-// Every command of the upgrade, check, stress and hccl trees documents itself.
-func TestUpgradeCheckStressHCCLCommandsAreDocumented(t *testing.T) {
-	root := NewCmdLitepool(genericiooptions.NewTestIOStreamsDiscard())
-	seen := 0
-	var walk func(c *cobra.Command)
-	walk = func(c *cobra.Command) {
-		seen++
-		assert.NotEmpty(t, c.Short, c.CommandPath())
-		assert.NotEmpty(t, c.Long, c.CommandPath())
-		assert.Contains(t, c.Example, "kubectl litepool ", c.CommandPath())
-		for _, sub := range c.Commands() {
-			walk(sub)
-		}
-	}
-	for _, name := range []string{"upgrade", "check", "stress", "hccl"} {
-		cmd, _, err := root.Find([]string{name})
-		if assert.NoError(t, err) && assert.Equal(t, name, cmd.Name()) {
-			walk(cmd)
-		}
-	}
-	assert.Equal(t, 13, seen) // 4 parents; upgrade driver/status/resume/abort; check compat; stress run/schedule; hccl set/get
-}
 
 func TestUpgradeDriverValidate(t *testing.T) {
 	base := func() *UpgradeDriverOptions {
@@ -89,7 +65,7 @@ func TestOverlayChainAndConfirm(t *testing.T) {
 	assert.Equal(t, policy.SoftwareChain{Hardware: "Snt9B", Driver: "24.1.0.3", CANN: "8.2.RC1"}, got)
 
 	o := &UpgradeDriverOptions{Pool: "upg", Version: "24.1.0.3", MaxUnavailable: "2", InstallerImage: "inst:1", WaitTimeout: 10 * time.Minute}
-	assert.Equal(t, Risk{Level: "high", Operation: "driver upgrade to 24.1.0.3",
+	assert.Equal(t, kit.Risk{Level: "high", Operation: "driver upgrade to 24.1.0.3",
 		Impact:     []string{"6 node(s) of pool upg will be cordoned, drained and have the driver reinstalled by inst:1, at most 2 unavailable at a time; workload pods still running after 10m0s are evicted"},
 		Precaution: []string{"make sure running jobs checkpoint or can restart, and that the installer image fits the nodes' OS"},
 	}, o.risk(6))

@@ -293,3 +293,13 @@ func orNone(s string) string {
 	}
 	return s
 }
+
+// ValidateNodePools validates every node pool a Pool declares.
+func ValidateNodePools(p *v1alpha1.Pool) error {
+	for i := range p.Spec.NodePools {
+		if err := ValidateNodePool(&p.Spec.NodePools[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,4 +1,4 @@
-package plugin
+package kit
 
 import (
 	"k8s.io/apimachinery/pkg/runtime"
@@ -7,8 +7,8 @@ import (
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 )
 
-// scheme knows the core types and Pool, for printers and decoders.
-var scheme = func() *runtime.Scheme {
+// Scheme knows the core types and Pool, for printers and decoders.
+var Scheme = func() *runtime.Scheme {
 	s := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(s)
 	_ = v1alpha1.AddToScheme(s)

@@ -1,18 +1,13 @@
-package plugin
+package cmd
 
 import (
 	"bytes"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
-	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 )
 
 // run executes the root command with args and returns stdout and the error.
@@ -82,59 +77,4 @@ func TestCompleteCommandsAndShells(t *testing.T) {
 	out, err = run(t, "__complete", "get", "po")
 	require.NoError(t, err)
 	assert.True(t, strings.HasPrefix(out, "pools\tList pools with their accelerator use\n"), out)
-}
-
-func TestFilterCompletions(t *testing.T) {
-	names := []string{"train-a100", "infer-a10", "default", "train-snt9b"}
-	assert.Equal(t, []string{"default", "infer-a10", "train-a100", "train-snt9b"}, filterCompletions(names, nil, ""))
-	assert.Equal(t, []string{"train-a100", "train-snt9b"}, filterCompletions(names, nil, "train"))
-	assert.Equal(t, []string{"train-snt9b"}, filterCompletions(names, []string{"train-a100"}, "tr"))
-	assert.Empty(t, filterCompletions(names, nil, "x"))
-}
-
-func TestPoolNodeSelector(t *testing.T) {
-	assert.Equal(t, "runwhere.ai/pool=train-a100", poolNodeSelector("train-a100"))
-	assert.Equal(t, "!runwhere.ai/pool", poolNodeSelector("default"))
-}
-
-// completeNodeNames against a stand-in API server: it asks for node metadata only, with
-// the pool's selector when --pool is set, and offers what the server returns, filtered.
-func TestCompleteNodeNames(t *testing.T) {
-	var selectors []string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/api/v1/nodes" || !strings.Contains(r.Header.Get("Accept"), "as=PartialObjectMetadataList") {
-			http.Error(w, "unexpected "+r.URL.Path+" "+r.Header.Get("Accept"), http.StatusBadRequest)
-			return
-		}
-		selectors = append(selectors, r.URL.Query().Get("labelSelector"))
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1","metadata":{},"items":[
-			{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"a100-node-2"}},
-			{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"a100-node-1"}},
-			{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"cpu-node-1"}}]}`))
-	}))
-	defer srv.Close()
-	flags := genericclioptions.NewConfigFlags(false)
-	server := srv.URL
-	flags.APIServer = &server
-	complete := completeNodeNames(cmdutil.NewFactory(flags))
-
-	cmd := &cobra.Command{Use: "cordon"}
-	cmd.Flags().String("pool", "", "")
-	names, directive := complete(cmd, []string{"a100-node-2"}, "a")
-	assert.Equal(t, []string{"a100-node-1"}, names)
-	assert.Equal(t, cobra.ShellCompDirectiveNoFileComp, directive)
-
-	require.NoError(t, cmd.Flags().Set("pool", "train-a100"))
-	names, _ = complete(cmd, nil, "")
-	assert.Equal(t, []string{"a100-node-1", "a100-node-2", "cpu-node-1"}, names)
-	require.NoError(t, cmd.Flags().Set("pool", "default"))
-	_, _ = complete(cmd, nil, "")
-	assert.Equal(t, []string{"", "runwhere.ai/pool=train-a100", "!runwhere.ai/pool"}, selectors)
-
-	// An unreachable cluster completes nothing, quietly.
-	srv.Close()
-	names, directive = complete(&cobra.Command{Use: "x"}, nil, "")
-	assert.Empty(t, names)
-	assert.Equal(t, cobra.ShellCompDirectiveNoFileComp, directive)
 }

@@ -1,4 +1,4 @@
-package plugin
+package kit
 
 import (
 	"context"
@@ -10,20 +10,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/metadata"
-	cmdutil "k8s.io/kubectl/pkg/cmd/util"
-
-	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
 // completionTimeout bounds a completion's call to the cluster: a shell waiting on TAB
 // is worse than no candidates.
 const completionTimeout = 5 * time.Second
 
-// completePoolNames completes pool names from the cluster (Pool objects, label-only
+// CompletePoolNames completes pool names from the cluster (Pool objects, label-only
 // pools and "default"). Errors complete nothing rather than print.
-func completePoolNames(f cmdutil.Factory) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+func CompletePoolNames(f Factory) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 	return func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
-		c, err := newClients(f)
+		c, err := f.Clients()
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
@@ -41,16 +38,16 @@ func completePoolNames(f cmdutil.Factory) func(*cobra.Command, []string, string)
 	}
 }
 
-// completeNodeNames completes node names from the cluster. It lists metadata only, so
+// CompleteNodeNames completes node names from the cluster. It lists metadata only, so
 // that completing on a cluster of thousands of nodes moves names, not node status. When
 // the command has a --pool flag that is set, only that pool's nodes are offered
 // ("default": the nodes with no pool label). Names already on the command line are left
 // out. Wire it as a command's ValidArgsFunction or with RegisterFlagCompletionFunc.
-func completeNodeNames(f cmdutil.Factory) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+func CompleteNodeNames(f Factory) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 	return func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
 		selector := ""
 		if fl := cmd.Flags().Lookup("pool"); fl != nil && fl.Changed {
-			selector = poolNodeSelector(fl.Value.String())
+			selector = PoolSelector(fl.Value.String())
 		}
 		names, err := nodeNames(f, selector)
 		if err != nil {
@@ -60,15 +57,7 @@ func completeNodeNames(f cmdutil.Factory) func(*cobra.Command, []string, string)
 	}
 }
 
-// poolNodeSelector selects the member nodes of pool.
-func poolNodeSelector(pool string) string {
-	if pool == policy.DefaultPool {
-		return "!" + policy.LabelPool
-	}
-	return policy.LabelPool + "=" + pool
-}
-
-func nodeNames(f cmdutil.Factory, selector string) ([]string, error) {
+func nodeNames(f Factory, selector string) ([]string, error) {
 	cfg, err := f.ToRESTConfig()
 	if err != nil {
 		return nil, err

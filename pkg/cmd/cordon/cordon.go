@@ -1,35 +1,36 @@
-package plugin
+// Package cordon is `kubectl litepool cordon` and `uncordon`.
+package cordon
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 	"k8s.io/kubectl/pkg/util/templates"
 
+	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/runwhere-ai/litepool/pkg/nodeops"
-)
-
-var (
-	_ = register(NewCmdCordon)
-	_ = register(NewCmdUncordon)
 )
 
 // CordonOptions is `cordon` and `uncordon`.
 type CordonOptions struct {
-	Mutation
+	kit.Mutation
 	Names    []string
 	Uncordon bool
 
-	clients *clients
+	clients *kit.Clients
 	genericiooptions.IOStreams
 }
 
+// NewCordonOptions returns the options of cordon (uncordon: true for uncordon).
+func NewCordonOptions(streams genericiooptions.IOStreams, uncordon bool) *CordonOptions {
+	return &CordonOptions{Mutation: kit.NewMutation(), IOStreams: streams, Uncordon: uncordon}
+}
+
 // NewCmdCordon is `kubectl litepool cordon NODE...`.
-func NewCmdCordon(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+func NewCmdCordon(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
 	return newCordonCommand(f, streams, false, &cobra.Command{
 		Use:   "cordon NODE...",
 		Short: "Mark nodes unschedulable",
@@ -46,7 +47,7 @@ func NewCmdCordon(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.
 }
 
 // NewCmdUncordon is `kubectl litepool uncordon NODE...`.
-func NewCmdUncordon(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+func NewCmdUncordon(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
 	return newCordonCommand(f, streams, true, &cobra.Command{
 		Use:   "uncordon NODE...",
 		Short: "Mark nodes schedulable again",
@@ -59,38 +60,41 @@ func NewCmdUncordon(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobr
 	})
 }
 
-func newCordonCommand(f cmdutil.Factory, streams genericiooptions.IOStreams, uncordon bool, cmd *cobra.Command) *cobra.Command {
-	o := &CordonOptions{IOStreams: streams, Uncordon: uncordon}
+func newCordonCommand(f kit.Factory, streams genericiooptions.IOStreams, uncordon bool, cmd *cobra.Command) *cobra.Command {
+	o := NewCordonOptions(streams, uncordon)
 	cmd.Args = cobra.MinimumNArgs(1)
-	cmd.ValidArgsFunction = completeNodeNames(f)
+	cmd.ValidArgsFunction = kit.CompleteNodeNames(f)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		o.Names = args
-		c, err := newClients(f)
+		c, err := f.Clients()
 		if err != nil {
 			return err
 		}
 		o.clients = c
-		if err := o.Mutation.complete(cmd, c); err != nil {
+		if err := o.Mutation.Complete(cmd, c); err != nil {
+			return err
+		}
+		if err := o.Validate(); err != nil {
 			return err
 		}
 		return o.Run(cmd.Context())
 	}
-	addDryRunFlag(cmd)
+	o.Mutation.AddFlags(cmd, false)
 	return cmd
 }
 
 // Run cordons or uncordons each node; it stops at the first node that does not exist.
 func (o *CordonOptions) Run(ctx context.Context) error {
 	for _, name := range o.Names {
-		before, err := o.clients.kube.CoreV1().Nodes().Get(ctx, name, getOpts)
+		before, err := o.clients.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
 		var node *corev1.Node
 		if o.Uncordon {
-			node, err = nodeops.ForceUncordon(ctx, o.clients.kube, name, o.DryRun)
+			node, err = nodeops.ForceUncordon(ctx, o.clients.Kube, name, o.DryRun)
 		} else {
-			node, err = nodeops.OperatorCordon(ctx, o.clients.kube, name, o.DryRun)
+			node, err = nodeops.OperatorCordon(ctx, o.clients.Kube, name, o.DryRun)
 		}
 		if err != nil {
 			return err
@@ -100,12 +104,16 @@ func (o *CordonOptions) Run(ctx context.Context) error {
 			verb = "uncordoned"
 		}
 		if before.Spec.Unschedulable == !o.Uncordon {
-			fmt.Fprintf(o.Out, "node/%s already %s%s\n", name, verb, o.suffix())
+			if err := o.Print(o.Out, node, "already "+verb); err != nil {
+				return err
+			}
 			continue
 		}
 		reason := map[bool]string{false: "Cordoned", true: "Uncordoned"}[o.Uncordon]
-		o.nodeEvent(ctx, node, false, reason, "node %s %s by kubectl litepool", name, verb)
-		fmt.Fprintf(o.Out, "node/%s %s%s\n", name, verb, o.suffix())
+		o.NodeEvent(ctx, node, false, reason, "node %s %s by kubectl litepool", name, verb)
+		if err := o.Print(o.Out, node, verb); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package plugin
+package kit
 
 import (
 	"context"
@@ -36,7 +36,7 @@ func TestControllerRunningReadsTheLeaderLease(t *testing.T) {
 				_, err := kube.CoordinationV1().Leases(l.Namespace).Create(context.Background(), l, metav1.CreateOptions{})
 				assert.NoError(t, err)
 			}
-			running, why := controllerRunning(context.Background(), kube, "litepool-system", now)
+			running, why := ControllerRunning(context.Background(), kube, "litepool-system", now)
 			assert.Equal(t, tc.running, running)
 			assert.Equal(t, tc.why, why)
 		})

@@ -1,8 +1,12 @@
-// Package plugin holds the cobra commands of `kubectl litepool`, one file per noun or
-// verb, each in kubectl's Options / Complete / Validate / Run shape.
-package plugin
+// Package cmd is the root of `kubectl litepool`. Each verb is a package below it
+// (pkg/cmd/<verb>), in kubectl's Options / Complete / Validate / Run shape; what they
+// share is pkg/cmd/kit.
+package cmd
 
 import (
+	"github.com/runwhere-ai/litepool/pkg/cmd/cordon"
+	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
+	"github.com/runwhere-ai/litepool/pkg/plugin"
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -45,23 +49,12 @@ func NewCmdLitepool(streams genericiooptions.IOStreams) *cobra.Command {
 	configFlags.AddFlags(flags)
 	matchVersion := cmdutil.NewMatchVersionFlags(configFlags)
 	matchVersion.AddFlags(flags)
-	f := cmdutil.NewFactory(matchVersion)
+	f := kit.NewFactory(cmdutil.NewFactory(matchVersion))
 
+	cmd.AddCommand(plugin.Commands(f, streams)...)
 	cmd.AddCommand(
-		NewCmdGet(f, streams),
-		NewCmdVersion(streams),
+		cordon.NewCmdCordon(f, streams),
+		cordon.NewCmdUncordon(f, streams),
 	)
-	for _, extra := range extraCommands {
-		cmd.AddCommand(extra(f, streams))
-	}
 	return cmd
-}
-
-// extraCommands lets each command file register itself (see register below), so adding
-// a command does not mean editing this file.
-var extraCommands []func(cmdutil.Factory, genericiooptions.IOStreams) *cobra.Command
-
-func register(c func(cmdutil.Factory, genericiooptions.IOStreams) *cobra.Command) bool {
-	extraCommands = append(extraCommands, c)
-	return true
 }

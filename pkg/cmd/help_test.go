@@ -1,4 +1,4 @@
-package plugin
+package cmd
 
 import (
 	"strings"
@@ -130,4 +130,27 @@ func TestUsageSaysKubectlLitepool(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, out, "Usage:\n  kubectl litepool [command]\n")
 	assert.Contains(t, out, `Use "kubectl litepool [command] --help" for more information about a command.`)
+}
+
+// Every command of the upgrade, check, stress and hccl trees documents itself.
+func TestUpgradeCheckStressHCCLCommandsAreDocumented(t *testing.T) {
+	root := NewCmdLitepool(genericiooptions.NewTestIOStreamsDiscard())
+	seen := 0
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		seen++
+		assert.NotEmpty(t, c.Short, c.CommandPath())
+		assert.NotEmpty(t, c.Long, c.CommandPath())
+		assert.Contains(t, c.Example, "kubectl litepool ", c.CommandPath())
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	for _, name := range []string{"upgrade", "check", "stress", "hccl"} {
+		cmd, _, err := root.Find([]string{name})
+		if assert.NoError(t, err) && assert.Equal(t, name, cmd.Name()) {
+			walk(cmd)
+		}
+	}
+	assert.Equal(t, 13, seen) // 4 parents; upgrade driver/status/resume/abort; check compat; stress run/schedule; hccl set/get
 }

@@ -1,4 +1,4 @@
-package plugin
+package kit
 
 import (
 	"io"
@@ -21,7 +21,7 @@ type PrintOptions struct {
 
 // NewPrintOptions returns print options for a get command.
 func NewPrintOptions() *PrintOptions {
-	return &PrintOptions{Flags: genericclioptions.NewPrintFlags("").WithTypeSetter(scheme)}
+	return &PrintOptions{Flags: genericclioptions.NewPrintFlags("").WithTypeSetter(Scheme)}
 }
 
 // AddFlags adds -o and --no-headers.
@@ -91,8 +91,8 @@ func PrintTable(o *PrintOptions, out io.Writer, table *metav1.Table) error {
 	return p.PrintObj(table, out)
 }
 
-// column is shorthand for a table column definition; wide columns have priority 1.
-func column(name, typ string, wide bool) metav1.TableColumnDefinition {
+// Column is shorthand for a table column definition; wide columns have priority 1.
+func Column(name, typ string, wide bool) metav1.TableColumnDefinition {
 	c := metav1.TableColumnDefinition{Name: name, Type: typ}
 	if wide {
 		c.Priority = 1
@@ -100,12 +100,12 @@ func column(name, typ string, wide bool) metav1.TableColumnDefinition {
 	return c
 }
 
-// none prints an empty value as kubectl does.
-func none(s string) string {
+// None prints an empty value as kubectl does.
+func None(s string) string {
 	if s == "" {
 		return "<none>"
 	}
 	return s
 }
 
-func joinOrNone(items []string) string { return none(strings.Join(items, ",")) }
+func JoinOrNone(items []string) string { return None(strings.Join(items, ",")) }

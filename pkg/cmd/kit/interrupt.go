@@ -1,4 +1,4 @@
-package plugin
+package kit
 
 import (
 	"context"
@@ -18,9 +18,9 @@ import (
 
 // Interruption. The first SIGINT or SIGTERM cancels the command's context: the command
 // stops what it was doing and runs its put-back (or leaves a state that resumes), with
-// a context of its own (rollbackContext). A second signal exits at once with code 130,
+// a context of its own (RollbackContext). A second signal exits at once with code 130,
 // after printing what the command had left half-done and the commands that resume it or
-// put it back (the command registers them with inFlight while it works).
+// put it back (the command registers them with InFlight while it works).
 
 // ExitInterrupted is the exit code of a command stopped by a second Ctrl-C (128+SIGINT).
 const ExitInterrupted = 130
@@ -58,32 +58,32 @@ func watchSignals(sigs <-chan os.Signal, done <-chan struct{}, cancel func(), er
 		return
 	}
 	fmt.Fprintln(errOut, "interrupted again: exiting at once.")
-	if left := inFlight.describe(); left != "" {
+	if left := InFlight.Describe(); left != "" {
 		fmt.Fprintln(errOut, left)
 	}
 	exit(ExitInterrupted)
 }
 
-// leftovers is what the running command has changed and not yet finished or put back:
+// Leftovers is what the running command has changed and not yet finished or put back:
 // a function that describes it, with the commands to resume or undo it.
-type leftovers struct {
+type Leftovers struct {
 	mu   sync.Mutex
 	text func() string
 }
 
-// inFlight is the running command's leftovers (one command runs per process).
-var inFlight = &leftovers{}
+// InFlight is the running command's Leftovers (one command runs per process).
+var InFlight = &Leftovers{}
 
-// set registers the description; clear removes it once nothing is left half-done.
-func (l *leftovers) set(text func() string) {
+// Set registers the description; clear removes it once nothing is left half-done.
+func (l *Leftovers) Set(text func() string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.text = text
 }
 
-func (l *leftovers) clear() { l.set(nil) }
+func (l *Leftovers) Clear() { l.Set(nil) }
 
-func (l *leftovers) describe() string {
+func (l *Leftovers) Describe() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.text == nil {
@@ -92,15 +92,15 @@ func (l *leftovers) describe() string {
 	return l.text()
 }
 
-// rollbackContext is the context of a put-back: not cancelled with the command's (an
+// RollbackContext is the context of a put-back: not cancelled with the command's (an
 // interrupted command must still put back), but bounded.
-func rollbackContext(ctx context.Context) (context.Context, context.CancelFunc) {
+func RollbackContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
 }
 
-// stoppedBecause names the cause of a stop: an interruption when the command's context
+// StoppedBecause names the cause of a stop: an interruption when the command's context
 // was cancelled (the drain library reports that in words of its own), else the error.
-func stoppedBecause(ctx context.Context, cause error) any {
+func StoppedBecause(ctx context.Context, cause error) any {
 	if errors.Is(ctx.Err(), context.Canceled) || errors.Is(cause, context.Canceled) {
 		return "interrupted (SIGINT/SIGTERM)"
 	}
@@ -111,11 +111,11 @@ func stoppedBecause(ctx context.Context, cause error) any {
 // is retried.
 const staleAdmissionTimeout = 5 * time.Second
 
-// retryStaleAdmission runs write, and again while the webhook refuses it under rule N3
+// RetryStaleAdmission runs write, and again while the webhook refuses it under rule N3
 // for workload pods on the node: after a drain the pods are gone from the API server,
 // but the webhook answers from an informer cache that may not have seen them go yet.
 // Any other answer, and the last one after staleAdmissionTimeout, is returned.
-func retryStaleAdmission(ctx context.Context, write func() error) error {
+func RetryStaleAdmission(ctx context.Context, write func() error) error {
 	err := write()
 	deadline := time.Now().Add(staleAdmissionTimeout)
 	for isStalePodsDenial(err) && time.Now().Before(deadline) {
@@ -133,8 +133,8 @@ func isStalePodsDenial(err error) bool {
 	return err != nil && apierrors.IsForbidden(err) && strings.Contains(err.Error(), "[N3]") && strings.Contains(err.Error(), "workload pod")
 }
 
-// commandLine is the command as the user ran it, to repeat it to resume.
-func commandLine() string {
+// CommandLine is the command as the user ran it, to repeat it to resume.
+func CommandLine() string {
 	args := make([]string, 0, len(os.Args))
 	for _, a := range os.Args[1:] {
 		args = append(args, shellQuote(a))

@@ -1,0 +1,41 @@
+package kit
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// The commands that hand long work to the in-cluster controller (upgrade driver,
+// stress run) ask it whether one runs.
+
+// ControllerLease is the Lease litepool-webhook's replicas compete for
+// (controller.LeaderElectionID); its holder runs the controllers.
+const ControllerLease = "litepool-controller"
+
+// ControllerRunning says whether litepool's controller runs: some replica holds its
+// leader Lease and renewed it within the lease's duration. The reason comes back for the
+// user when it does not (no Lease, not readable, expired).
+func ControllerRunning(ctx context.Context, kube kubernetes.Interface, namespace string, now time.Time) (bool, string) {
+	lease, err := kube.CoordinationV1().Leases(namespace).Get(ctx, ControllerLease, metav1.GetOptions{})
+	if err != nil {
+		return false, fmt.Sprintf("no litepool controller found: reading Lease %s/%s: %v", namespace, ControllerLease, err)
+	}
+	if !LeaseHeld(lease, now) {
+		return false, fmt.Sprintf("no litepool controller holds Lease %s/%s", namespace, ControllerLease)
+	}
+	return true, ""
+}
+
+// LeaseHeld: a holder renewed the lease less than its duration ago.
+func LeaseHeld(l *coordinationv1.Lease, now time.Time) bool {
+	s := l.Spec
+	if s.HolderIdentity == nil || *s.HolderIdentity == "" || s.RenewTime == nil || s.LeaseDurationSeconds == nil {
+		return false
+	}
+	return now.Before(s.RenewTime.Add(time.Duration(*s.LeaseDurationSeconds) * time.Second))
+}
