@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 	"k8s.io/kubectl/pkg/drain"
+	"k8s.io/utils/ptr"
 
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
@@ -156,7 +157,7 @@ func (e *BlockedError) Unwrap() error { return e.Err }
 // pods that did not leave.
 func Drain(ctx context.Context, client kubernetes.Interface, name string, o DrainOptions) error {
 	if o.DryRun != cmdutil.DryRunClient {
-		if _, err := patchNode(ctx, client, name, nil, map[string]*string{policy.AnnotationDraining: ptr("true")}, o.DryRun); err != nil {
+		if _, err := patchNode(ctx, client, name, nil, map[string]*string{policy.AnnotationDraining: ptr.To("true")}, o.DryRun); err != nil {
 			return err
 		}
 		defer func() {
@@ -358,8 +359,6 @@ func patchNode(ctx context.Context, client kubernetes.Interface, name string, un
 	}
 	return client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, data, opts)
 }
-
-func ptr[T any](v T) *T { return &v }
 
 func orDiscard(w io.Writer) io.Writer {
 	if w == nil {

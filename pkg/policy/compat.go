@@ -3,8 +3,10 @@ package policy
 import (
 	"fmt"
 	"regexp"
-	"strconv"
+
 	"strings"
+
+	"k8s.io/apimachinery/pkg/util/version"
 )
 
 // Verdict is what the matrix says about one link of a version chain.
@@ -137,7 +139,7 @@ func vendorOf(m *CompatMatrix, c SoftwareChain) string {
 	case c.CUDA != "":
 		return VendorNVIDIA
 	}
-	if v, ok := parseVersion(c.Driver); ok && len(v) == 3 && v[0] >= 300 {
+	if v, ok := parseVersion(c.Driver); ok && len(v.Components()) == 3 && v.Major() >= 300 {
 		return VendorNVIDIA // NVIDIA drivers read 535.104.05; Ascend ones 24.1.0.3
 	}
 	return ""
@@ -600,7 +602,7 @@ func cudaRow(m *CompatMatrix, cuda string) (*CUDAMinDriver, bool) {
 	return nil, false
 }
 
-func nvidiaDriverLink(m *CompatMatrix, c SoftwareChain, drv []int, ok bool, minCUDA string) CompatLink {
+func nvidiaDriverLink(m *CompatMatrix, c SoftwareChain, drv *version.Version, ok bool, minCUDA string) CompatLink {
 	if c.Driver == "" {
 		return notDeclared("driver")
 	}
@@ -615,7 +617,7 @@ func nvidiaDriverLink(m *CompatMatrix, c SoftwareChain, drv []int, ok bool, minC
 			}
 		}
 	}
-	branch := fmt.Sprintf("R%d", drv[0])
+	branch := fmt.Sprintf("R%d", drv.Major())
 	for _, b := range m.Vendors.NVIDIA.DriverBranches {
 		if b.Branch == branch {
 			reason := "driver branch " + branch
@@ -632,7 +634,7 @@ func nvidiaDriverLink(m *CompatMatrix, c SoftwareChain, drv []int, ok bool, minC
 	return link("driver", c.Driver, Unknown, "driver branch "+branch+" is not in the matrix", "")
 }
 
-func nvidiaCUDALink(m *CompatMatrix, c SoftwareChain, drv []int, drvOK bool, minCUDA string) CompatLink {
+func nvidiaCUDALink(m *CompatMatrix, c SoftwareChain, drv *version.Version, drvOK bool, minCUDA string) CompatLink {
 	if c.CUDA == "" {
 		return notDeclared("cuda")
 	}
@@ -659,7 +661,7 @@ func nvidiaCUDALink(m *CompatMatrix, c SoftwareChain, drv []int, drvOK bool, min
 		row.CUDA, row.MinDriverLinux, row.ToolkitDriverLinux), row.Source)
 }
 
-func nvidiaPyTorchLink(m *CompatMatrix, c SoftwareChain, drv []int, drvOK bool) CompatLink {
+func nvidiaPyTorchLink(m *CompatMatrix, c SoftwareChain, drv *version.Version, drvOK bool) CompatLink {
 	if c.PyTorch == "" {
 		return notDeclared("pytorch")
 	}
@@ -730,39 +732,39 @@ func nvidiaImageLink(c SoftwareChain) CompatLink {
 
 // ---- versions ----
 
-// parseVersion reads a dotted numeric version ("535.104.05"); false when any part is
-// not a number.
-func parseVersion(s string) ([]int, bool) {
+// dottedNumbers is what a version is here: numbers joined by dots ("535.104.05").
+var dottedNumbers = regexp.MustCompile(`^[0-9]+(\.[0-9]+)*$`)
+
+// parseVersion reads a dotted numeric version ("535.104.05", "12"); false when any part
+// is not a number.
+func parseVersion(s string) (*version.Version, bool) {
 	s = strings.TrimSpace(s)
-	if s == "" {
+	if !dottedNumbers.MatchString(s) {
 		return nil, false
 	}
-	var out []int
-	for _, p := range strings.Split(s, ".") {
-		n, err := strconv.Atoi(p)
-		if err != nil {
-			return nil, false
-		}
-		out = append(out, n)
+	if !strings.Contains(s, ".") {
+		s += ".0" // util/version wants major.minor at least; "12" is 12.0
 	}
-	return out, true
+	v, err := version.ParseGeneric(s)
+	return v, err == nil
 }
 
-func compareVersions(a, b []int) int {
-	for i := 0; i < max(len(a), len(b)); i++ {
-		var x, y int
-		if i < len(a) {
-			x = a[i]
-		}
-		if i < len(b) {
-			y = b[i]
-		}
-		if x != y {
-			if x < y {
-				return -1
-			}
-			return 1
-		}
+var zeroVersion = version.MajorMinor(0, 0)
+
+// compareVersions orders two versions (-1, 0, 1); a version that did not parse (nil)
+// counts as 0, so that any known version is above it.
+func compareVersions(a, b *version.Version) int {
+	if a == nil {
+		a = zeroVersion
+	}
+	if b == nil {
+		b = zeroVersion
+	}
+	switch {
+	case a.LessThan(b):
+		return -1
+	case b.LessThan(a):
+		return 1
 	}
 	return 0
 }

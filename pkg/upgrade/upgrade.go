@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	cmdutil "k8s.io/kubectl/pkg/cmd/util"
+	"k8s.io/utils/ptr"
 
 	"github.com/runwhere-ai/litepool/pkg/events"
 	"github.com/runwhere-ai/litepool/pkg/inventory"
@@ -97,10 +98,10 @@ func (u *Upgrader) Mark(ctx context.Context, nodes []string, run policy.UpgradeR
 	}
 	for _, name := range nodes {
 		ann := map[string]*string{
-			policy.AnnotationUpgradeState:   ptr(string(policy.UpgradeRequired)),
-			policy.AnnotationUpgradeTarget:  ptr(run.Target),
-			policy.AnnotationUpgradeRun:     ptr(run.Encode()),
-			policy.AnnotationUpgradeMessage: ptr("waiting for its wave"),
+			policy.AnnotationUpgradeState:   ptr.To(string(policy.UpgradeRequired)),
+			policy.AnnotationUpgradeTarget:  ptr.To(run.Target),
+			policy.AnnotationUpgradeRun:     ptr.To(run.Encode()),
+			policy.AnnotationUpgradeMessage: ptr.To("waiting for its wave"),
 		}
 		if err := u.patchAnnotations(ctx, name, ann, dryRun); err != nil {
 			return err
@@ -599,5 +600,3 @@ func (u *Upgrader) deleteJob(ctx context.Context, namespace, name string) error 
 		return apierrors.IsNotFound(err), nil
 	})
 }
-
-func ptr[T any](v T) *T { return &v }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
@@ -100,12 +101,7 @@ func SynthesizedPool(name string) v1alpha1.Pool {
 
 // HasObject says whether a pool has a Pool object (not only node labels).
 func HasObject(p *v1alpha1.Pool) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == ConditionPoolObject && c.Status == metav1.ConditionFalse {
-			return false
-		}
-	}
-	return true
+	return !apimeta.IsStatusConditionFalse(p.Status.Conditions, ConditionPoolObject)
 }
 
 // PoolNotFound is the NotFound error of a pool.
