@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -11,25 +10,21 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/policy"
-	"github.com/runwhere-ai/litepool/pkg/poolclient"
 	"github.com/runwhere-ai/litepool/pkg/upgrade"
 	"github.com/runwhere-ai/litepool/test/e2e/framework"
 	"github.com/runwhere-ai/litepool/test/e2e/framework/localwebhook"
 )
 
 const (
-	driverLabel = "huawei.com/driver.version"
-	oldDriver   = "23.0.6"
-	target      = "24.1.0.3"
-	installer   = "registry.example.com/ascend-installer:24.1.0.3"
+	oldDriver = "23.0.6"
+	target    = "24.1.0.3"
+	installer = "registry.example.com/ascend-installer:24.1.0.3"
 )
 
 // A pool rollout handed to the cluster: the plugin exits at once, two replicas of
@@ -57,7 +52,7 @@ func TestRolloutSurvivesPluginExitAndLeaderKill(t *testing.T) {
 	// Mid-wave: a node is installing. Kill the leader there.
 	require.NoError(t, wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, waitTimeout, true, func(context.Context) (bool, error) {
 		for _, n := range nodes {
-			if state(t, n) == string(policy.UpgradeInstall) {
+			if framework.UpgradeState(t, n) == string(policy.UpgradeInstall) {
 				return true, nil
 			}
 		}
@@ -65,7 +60,7 @@ func TestRolloutSurvivesPluginExitAndLeaderKill(t *testing.T) {
 	}), "no node reached install under the first leader:\n%s", first.logs.String())
 	states := map[string]string{}
 	for _, n := range nodes {
-		states[n] = state(t, n)
+		states[n] = framework.UpgradeState(t, n)
 	}
 	t.Logf("killing the leader with node states %v", states)
 	first.Kill()
@@ -77,15 +72,15 @@ func TestRolloutSurvivesPluginExitAndLeaderKill(t *testing.T) {
 	require.Equal(t, 0, watched.ExitCode, watched.Stderr)
 	assert.Regexp(t, `rollout \S+ \(pool ctl-roll → 24.1.0.3\): complete: 4/4 done \(100%\), 0 in progress, 0 pending, 0 failed\n$`, watched.Stdout)
 	for _, n := range nodes {
-		assert.Equal(t, string(policy.UpgradeDone), state(t, n), "%s\n%s", n, second.logs.String())
+		assert.Equal(t, string(policy.UpgradeDone), framework.UpgradeState(t, n), "%s\n%s", n, second.logs.String())
 	}
 	assert.Contains(t, second.logs.String(), "driving rollout")
 
 	jobs := installerJobs(t)
 	perNode := cordons()
 	for _, n := range nodes {
-		got := node(t, n)
-		assert.Equal(t, target, got.Labels[driverLabel], n)
+		got := framework.Node(t, n)
+		assert.Equal(t, target, got.Labels[framework.DriverLabel], n)
 		assert.False(t, got.Spec.Unschedulable, "%s left cordoned", n)
 		assert.NotContains(t, got.Annotations, policy.AnnotationWasCordoned, n)
 		assert.Equal(t, 1, jobs[n], "installer Jobs of %s", n)
@@ -112,8 +107,8 @@ func TestInClusterRolloutWait(t *testing.T) {
 		"--installer-image", installer, "--in-cluster", "--wait", "--yes")
 	assert.Regexp(t, `rollout \S+: complete: 2/2 done, 0 in progress, 0 pending, 0 failed\n$`, out)
 	for _, n := range nodes {
-		assert.Equal(t, string(policy.UpgradeDone), state(t, n))
-		assert.False(t, node(t, n).Spec.Unschedulable)
+		assert.Equal(t, string(policy.UpgradeDone), framework.UpgradeState(t, n))
+		assert.False(t, framework.Node(t, n).Spec.Unschedulable)
 	}
 
 	res := framework.C.Litepool(t, "upgrade", "driver", "--pool", "ctl-wait", "--version", "24.1.0.5", "--in-cluster=false", "--wait", "--yes")
@@ -127,109 +122,6 @@ func waitLeader(t *testing.T, r *replica) {
 	require.NoError(t, wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, waitTimeout, true, func(context.Context) (bool, error) {
 		return strings.Contains(strings.ToLower(r.logs.String()), "successfully acquired lease"), nil
 	}), "replica never became leader:\n%s", r.logs.String())
-}
-
-// makePool creates a Pool object and n Ready Snt9B nodes NAME-1..n at oldDriver.
-func makePool(t *testing.T, name string, n int) []string {
-	t.Helper()
-	ctx := context.Background()
-	_, err := poolclient.New(framework.C.Dynamic).Create(ctx, &v1alpha1.Pool{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: v1alpha1.PoolSpec{Type: v1alpha1.PoolTypeTraining, MinNodes: 1, Software: v1alpha1.SoftwareSpec{CANN: "8.2.RC1"},
-			Accelerator: v1alpha1.AcceleratorSpec{Type: "Snt9B", ResourceName: "huawei.com/Ascend910"}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	var names []string
-	for i := 1; i <= n; i++ {
-		nodeName := fmt.Sprintf("%s-%d", name, i)
-		list := corev1.ResourceList{"cpu": resource.MustParse("192"), "memory": resource.MustParse("1Ti"), "pods": resource.MustParse("110"), "huawei.com/Ascend910": resource.MustParse("8")}
-		_, err := framework.C.Kube.CoreV1().Nodes().Create(ctx, &corev1.Node{
-			ObjectMeta: metav1.ObjectMeta{Name: nodeName, Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
-				Labels: map[string]string{"type": "kwok", driverLabel: oldDriver, policy.LabelGPUType: "Snt9B", policy.LabelPool: name,
-					"kubernetes.io/hostname": nodeName}},
-			Status: corev1.NodeStatus{Allocatable: list, Capacity: list},
-		}, metav1.CreateOptions{})
-		require.NoError(t, err)
-		names = append(names, nodeName)
-	}
-	require.NoError(t, wait.PollUntilContextTimeout(ctx, waitInterval, waitTimeout, true, func(context.Context) (bool, error) {
-		for _, nn := range names {
-			if !policy.IsNodeReady(node(t, nn)) {
-				return false, nil
-			}
-		}
-		return true, nil
-	}), "nodes of %s did not go Ready", name)
-	return names
-}
-
-func node(t *testing.T, name string) *corev1.Node {
-	t.Helper()
-	n, err := framework.C.Kube.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
-	require.NoError(t, err)
-	return n
-}
-
-func state(t *testing.T, name string) string {
-	return node(t, name).Annotations[policy.AnnotationUpgradeState]
-}
-
-// playDriver plays the device plugin after an install: once an installer pod has run
-// for delay, it marks the pod Succeeded (if kwok has not) and sets the node's driver
-// label to the pod's DRIVER_VERSION.
-func playDriver(t *testing.T, delay time.Duration) func() {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	seen := map[string]time.Time{}
-	done := map[string]bool{}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for ctx.Err() == nil {
-			pods, err := framework.C.Kube.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{
-				LabelSelector: upgrade.LabelComponent + "=" + upgrade.Component})
-			if err == nil {
-				for i := range pods.Items {
-					finishInstall(ctx, &pods.Items[i], delay, seen, done)
-				}
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}()
-	return func() { cancel(); wg.Wait() }
-}
-
-func finishInstall(ctx context.Context, p *corev1.Pod, delay time.Duration, seen map[string]time.Time, done map[string]bool) {
-	if p.Spec.NodeName == "" || done[p.Name] {
-		return
-	}
-	if _, ok := seen[p.Name]; !ok {
-		seen[p.Name] = time.Now()
-	}
-	if time.Since(seen[p.Name]) < delay {
-		return
-	}
-	kube := framework.C.Kube
-	if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
-		now := metav1.Now()
-		p.Status.Phase = corev1.PodSucceeded
-		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "installer", Image: p.Spec.Containers[0].Image,
-			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", StartedAt: now, FinishedAt: now}}}}
-		if _, err := kube.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
-			return
-		}
-	}
-	version := ""
-	for _, e := range p.Spec.Containers[0].Env {
-		if e.Name == "DRIVER_VERSION" {
-			version = e.Value
-		}
-	}
-	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, driverLabel, version)
-	if _, err := kube.CoreV1().Nodes().Patch(ctx, p.Spec.NodeName, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err == nil {
-		done[p.Name] = true
-	}
 }
 
 // installerJobs counts installer Jobs per node, from the cluster.
@@ -303,8 +195,8 @@ func TestInClusterRolloutRetryFailed(t *testing.T) {
 	silent()
 	assert.Equal(t, 1, res.ExitCode, res.Stdout)
 	assert.Contains(t, res.Stderr, "stopped on failure")
-	assert.Equal(t, string(policy.UpgradeFailed), state(t, nodes[0]))
-	assert.True(t, node(t, nodes[0]).Spec.Unschedulable, "a failed node stays cordoned for the operator")
+	assert.Equal(t, string(policy.UpgradeFailed), framework.UpgradeState(t, nodes[0]))
+	assert.True(t, framework.Node(t, nodes[0]).Spec.Unschedulable, "a failed node stays cordoned for the operator")
 
 	res = framework.C.Litepool(t, "upgrade", "resume", "--pool", "ctl-fail", "--max-unavailable", "2")
 	assert.Contains(t, res.Stderr, "driven by the controller in litepool-webhook")
@@ -316,7 +208,17 @@ func TestInClusterRolloutRetryFailed(t *testing.T) {
 	assert.Contains(t, out, "the controller in litepool-webhook drives it")
 	watched := framework.C.MustLitepool(t, "upgrade", "status", "--pool", "ctl-fail", "-w")
 	assert.Regexp(t, `complete: 1/1 done \(100%\)`, watched)
-	assert.Equal(t, target, node(t, nodes[0]).Labels[driverLabel])
-	assert.False(t, node(t, nodes[0]).Spec.Unschedulable)
+	assert.Equal(t, target, framework.Node(t, nodes[0]).Labels[framework.DriverLabel])
+	assert.False(t, framework.Node(t, nodes[0]).Spec.Unschedulable)
 	assert.Equal(t, 1, installerJobs(t)[nodes[0]], "the retry replaced the failed installer Job")
+}
+
+// makePool creates a Pool object and n Ready Snt9B nodes NAME-1..n at oldDriver.
+func makePool(t *testing.T, name string, n int) []string {
+	return framework.AscendPool(t, name, n, oldDriver, v1alpha1.SoftwareSpec{CANN: "8.2.RC1"})
+}
+
+// playDriver plays the driver after an install: installs take delay.
+func playDriver(_ *testing.T, delay time.Duration) func() {
+	return framework.StartDriverAgent(delay).Stop
 }

@@ -20,7 +20,7 @@ import (
 func TestUpgradeWaitsForWorkThenDrains(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	nodes := makePool(t, "upg-busy", 1, oldDriver, software)
+	nodes := framework.AscendPool(t, "upg-busy", 1, oldDriver, software)
 	startAgent(0, false, nodes...)
 	one := int32(1)
 	rs := &appsv1.ReplicaSet{
@@ -53,7 +53,7 @@ func TestUpgradeWaitsForWorkThenDrains(t *testing.T) {
 		"--wait-selector", "app=upg-busy-train", "--wait-timeout", "3s", "--yes")
 	require.Equal(t, 0, r.ExitCode, "stdout:\n%s\nstderr:\n%s", r.Stdout, r.Stderr)
 	assert.Contains(t, r.Stdout, "node/upg-busy-1: wait-for-jobs → drain: 1 workload pod(s) still running after 3s (default/"+first+"): the drain evicts them\n")
-	assert.Equal(t, "done", state(t, nodes[0]))
+	assert.Equal(t, "done", framework.UpgradeState(t, nodes[0]))
 
 	_, err = framework.C.Kube.CoreV1().Pods("default").Get(ctx, first, metav1.GetOptions{})
 	assert.Error(t, err, "the drain evicted the training pod")

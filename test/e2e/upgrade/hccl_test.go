@@ -21,7 +21,7 @@ func opRetry(t *testing.T, pool string) v1alpha1.OpRetrySpec {
 
 func TestHCCLSetIsStoredShownAndRangeChecked(t *testing.T) {
 	t.Parallel()
-	makePool(t, "hccl-pool", 1, target, software)
+	framework.AscendPool(t, "hccl-pool", 1, target, software)
 	out := framework.C.MustLitepool(t, "hccl", "set", "hccl-pool", "--op-retry=true", "--max-retries", "3", "--retry-timeout", "300s")
 	assert.Equal(t, "pool/hccl-pool hccl operator retry: on, max retries 3, retry timeout 300s\n", out)
 	want := v1alpha1.OpRetrySpec{Enabled: true, MaxRetries: 3, RetryTimeoutSeconds: 300}

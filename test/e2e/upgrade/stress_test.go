@@ -56,7 +56,7 @@ func stressAgent(t *testing.T, fail map[string]string) {
 func TestStressRunMarksFailingNodesDegradedAndSkipsBusyOnes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	nodes := makePool(t, "str-four", 4, target, software)
+	nodes := framework.AscendPool(t, "str-four", 4, target, software)
 	// str-four-2 runs a training pod: busy.
 	busy := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "str-busy-job", Namespace: "default"},
@@ -83,14 +83,14 @@ str-four-4   passed    exit 0
 	assert.Regexp(t, `^stress run: run by this command \(no litepool controller found: [^\n]*\); stopping it stops the run\n`, r.Stderr)
 	assert.True(t, strings.HasSuffix(r.Stderr, "\npool str-four: 2 passed, 1 failed, 1 skipped\nerror: [T2] 1 node(s) failed the stress test and are now runwhere.ai/health=degraded: str-four-3\n"), r.Stderr)
 
-	failed := node(t, nodes[2])
+	failed := framework.Node(t, nodes[2])
 	assert.Equal(t, policy.HealthDegraded, failed.Labels[policy.LabelHealth])
 	assert.Regexp(t, `^npu,hccs failed at \S+: exit 1 \(Error\): hccs link 3 down$`, failed.Annotations[policy.AnnotationStressResult])
 	assert.Equal(t, policy.NodeDegraded, policy.StateOfNode(failed))
 	assert.Equal(t, 1, eventsFor(t, nodes[2], "StressTestFailed"))
-	assert.Equal(t, policy.HealthHealthy, node(t, nodes[0]).Labels[policy.LabelHealth])
-	assert.Equal(t, policy.HealthHealthy, node(t, nodes[3]).Labels[policy.LabelHealth])
-	assert.NotContains(t, node(t, nodes[1]).Labels, policy.LabelHealth, "a skipped node is not judged")
+	assert.Equal(t, policy.HealthHealthy, framework.Node(t, nodes[0]).Labels[policy.LabelHealth])
+	assert.Equal(t, policy.HealthHealthy, framework.Node(t, nodes[3]).Labels[policy.LabelHealth])
+	assert.NotContains(t, framework.Node(t, nodes[1]).Labels, policy.LabelHealth, "a skipped node is not judged")
 
 	// The pool shows the degraded node.
 	var pool struct {
@@ -118,7 +118,7 @@ str-four-4   passed    exit 0
 func TestStressScheduleCreatesACronJobWithItsOwnRBAC(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	makePool(t, "str-cron", 1, target, software)
+	framework.AscendPool(t, "str-cron", 1, target, software)
 	r := framework.C.Litepool(t, "stress", "schedule", "--pool", "str-cron", "--cron", "61 2 * * 0", "--image", "npu-stress:1.0")
 	assert.Equal(t, 1, r.ExitCode)
 	assert.Equal(t, `error: [T1] invalid --cron "61 2 * * 0": end of range (61) above maximum (59): 61; want five fields (minute hour day-of-month month day-of-week) such as "0 2 * * 0", or @hourly/@daily/@weekly/@monthly`+"\n", r.Stderr)

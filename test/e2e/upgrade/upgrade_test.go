@@ -34,7 +34,7 @@ var software = v1alpha1.SoftwareSpec{CANN: "8.2.RC1"}
 
 func TestPoolRolloutInWavesOfMaxUnavailable(t *testing.T) {
 	t.Parallel()
-	nodes := makePool(t, "upg-six", 6, oldDriver, software)
+	nodes := framework.AscendPool(t, "upg-six", 6, oldDriver, software)
 	ag := startAgent(0, false, nodes...)
 	w := watchUnschedulable(t, "upg-six")
 
@@ -44,7 +44,7 @@ func TestPoolRolloutInWavesOfMaxUnavailable(t *testing.T) {
 	assert.Contains(t, out, "would upgrade 6 node(s) to 24.1.0.3 with installer "+installer+" (max unavailable 2):\n"+
 		"  wave 1: upg-six-1, upg-six-2\n  wave 2: upg-six-3, upg-six-4\n  wave 3: upg-six-5, upg-six-6\n(dry run: nothing changed)\n")
 	for _, n := range nodes {
-		assert.Empty(t, state(t, n), n)
+		assert.Empty(t, framework.UpgradeState(t, n), n)
 	}
 
 	// Without --yes and with no "yes" on stdin, nothing happens.
@@ -53,7 +53,7 @@ func TestPoolRolloutInWavesOfMaxUnavailable(t *testing.T) {
 	assert.Equal(t, 1, r.ExitCode)
 	assert.Contains(t, r.Stderr, "Risk: high: driver upgrade to 24.1.0.3\n  Impact: 6 node(s) of pool upg-six will be cordoned, drained and have the driver reinstalled by "+installer+", at most 2 unavailable at a time; workload pods still running after 10m0s are evicted\n")
 	assert.Contains(t, r.Stderr, "\nerror: driver upgrade to 24.1.0.3: not confirmed (typed \"no\", expected \"yes\"); nothing was changed\n")
-	assert.Empty(t, state(t, nodes[0]))
+	assert.Empty(t, framework.UpgradeState(t, nodes[0]))
 
 	// Confirmed on stdin, with the installer command after "--".
 	r = framework.C.Kubectl(t, "yes\n", "litepool", "upgrade", "driver", "--pool", "upg-six", "--version", target, "--max-unavailable", "2",
@@ -69,18 +69,18 @@ func TestPoolRolloutInWavesOfMaxUnavailable(t *testing.T) {
 	most, cordons := w.snapshot()
 	assert.Equal(t, 2, most)
 	for _, n := range nodes {
-		got := node(t, n)
-		assert.Equal(t, target, got.Labels[driverLabel], n)
+		got := framework.Node(t, n)
+		assert.Equal(t, target, got.Labels[framework.DriverLabel], n)
 		assert.Equal(t, "done", got.Annotations[policy.AnnotationUpgradeState], n)
 		assert.False(t, got.Spec.Unschedulable, n)
 		assert.NotContains(t, got.Annotations, policy.AnnotationWasCordoned, n)
 		assert.NotContains(t, got.Annotations, policy.CordonUpgrade.Annotation(), n)
 		assert.Equal(t, 1, cordons[n], "cordons of %s", n)
-		assert.Equal(t, 1, ag.installerPods(n), "installer pods of %s", n)
+		assert.Equal(t, 1, ag.InstallerPods(n), "installer pods of %s", n)
 		assert.Equal(t, 1, eventsFor(t, n, "DriverUpgraded"), n)
 		assert.Equal(t, 6, eventsFor(t, n, "DriverUpgrade"), n) // one per step, uncordon → done is DriverUpgraded
 	}
-	run, err := policy.DecodeUpgradeRun(node(t, "upg-six-1").Annotations[policy.AnnotationUpgradeRun])
+	run, err := policy.DecodeUpgradeRun(framework.Node(t, "upg-six-1").Annotations[policy.AnnotationUpgradeRun])
 	require.NoError(t, err)
 	job, err := framework.C.Kube.BatchV1().Jobs("kube-system").Get(context.Background(), upgrade.InstallerJobName(run, "upg-six-1"), metav1.GetOptions{})
 	require.NoError(t, err)
@@ -115,26 +115,26 @@ func TestPoolRolloutInWavesOfMaxUnavailable(t *testing.T) {
 
 func TestNodeCordonedBeforeStaysCordoned(t *testing.T) {
 	t.Parallel()
-	nodes := makePool(t, "upg-one", 2, oldDriver, software)
+	nodes := framework.AscendPool(t, "upg-one", 2, oldDriver, software)
 	startAgent(0, false, nodes...)
 	framework.C.Kubectl(t, "", "cordon", nodes[0])
 	r := framework.C.Litepool(t, "upgrade", "driver", "--node", nodes[0], "--version", target, "--installer-image", installer, "--yes")
 	require.Equal(t, 0, r.ExitCode, "stdout:\n%s\nstderr:\n%s", r.Stdout, r.Stderr)
 	assert.Contains(t, r.Stdout, "node/upg-one-1: uncordon → done: stays cordoned: it was cordoned before the upgrade\n")
-	got := node(t, nodes[0])
+	got := framework.Node(t, nodes[0])
 	assert.True(t, got.Spec.Unschedulable)
 	assert.Equal(t, "done", got.Annotations[policy.AnnotationUpgradeState])
-	assert.Equal(t, target, got.Labels[driverLabel])
+	assert.Equal(t, target, got.Labels[framework.DriverLabel])
 	assert.NotContains(t, got.Annotations, policy.AnnotationWasCordoned)
 	assert.NotContains(t, got.Annotations, policy.CordonUpgrade.Annotation())
 	// The other node of the pool was not touched.
-	assert.Empty(t, state(t, nodes[1]))
-	assert.Equal(t, oldDriver, node(t, nodes[1]).Labels[driverLabel])
+	assert.Empty(t, framework.UpgradeState(t, nodes[1]))
+	assert.Equal(t, oldDriver, framework.Node(t, nodes[1]).Labels[framework.DriverLabel])
 }
 
 func TestValidationTimeoutStopsTheRollout(t *testing.T) {
 	t.Parallel()
-	nodes := makePool(t, "upg-fail", 3, oldDriver, software)
+	nodes := framework.AscendPool(t, "upg-fail", 3, oldDriver, software)
 	startAgent(0, false, nodes[0], nodes[2])
 	startAgent(0, true, nodes[1]) // its driver label never changes
 	r := framework.C.Litepool(t, "upgrade", "driver", "--pool", "upg-fail", "--version", target, "--installer-image", installer,
@@ -142,15 +142,15 @@ func TestValidationTimeoutStopsTheRollout(t *testing.T) {
 	assert.Equal(t, 1, r.ExitCode, r.Stdout)
 	assert.Contains(t, r.Stderr, `node upg-fail-2 failed in validate: validation timed out after 4s: the node's driver-version label reads "23.0.6", want "24.1.0.3"`)
 
-	failed := node(t, nodes[1])
+	failed := framework.Node(t, nodes[1])
 	assert.Equal(t, "failed", failed.Annotations[policy.AnnotationUpgradeState])
 	assert.True(t, failed.Spec.Unschedulable, "a failed node stays cordoned")
 	assert.Equal(t, `failed in validate: validation timed out after 4s: the node's driver-version label reads "23.0.6", want "24.1.0.3" (labels huawei.com/driver.version, nvidia.com/cuda.driver-version.full, runwhere.ai/driver-version)`,
 		failed.Annotations[policy.AnnotationUpgradeMessage])
 	assert.Equal(t, 1, eventsFor(t, nodes[1], "DriverUpgradeFailed"))
-	assert.Equal(t, "done", state(t, nodes[0]))
-	assert.Equal(t, "upgrade-required", state(t, nodes[2]), "nothing starts after a failure")
-	assert.False(t, node(t, nodes[2]).Spec.Unschedulable)
+	assert.Equal(t, "done", framework.UpgradeState(t, nodes[0]))
+	assert.Equal(t, "upgrade-required", framework.UpgradeState(t, nodes[2]), "nothing starts after a failure")
+	assert.False(t, framework.Node(t, nodes[2]).Spec.Unschedulable)
 
 	status := framework.C.MustLitepool(t, "upgrade", "status", "--pool", "upg-fail")
 	assert.Regexp(t, `rollout \S+ \(pool upg-fail → 24.1.0.3\): stopped on failure: 1/3 done \(33%\), 0 in progress, 1 pending, 1 failed`, status)
@@ -163,25 +163,25 @@ func TestValidationTimeoutStopsTheRollout(t *testing.T) {
 	// Abort: the node that had not started leaves the rollout; the failed one stays.
 	out := framework.C.MustLitepool(t, "upgrade", "abort", "--pool", "upg-fail")
 	assert.Equal(t, "aborted: 1 node(s) left the rollout: upg-fail-3\nfailed, left cordoned for inspection: upg-fail-2\n", out)
-	assert.Empty(t, state(t, nodes[2]))
-	assert.Equal(t, "failed", state(t, nodes[1]))
+	assert.Empty(t, framework.UpgradeState(t, nodes[2]))
+	assert.Equal(t, "failed", framework.UpgradeState(t, nodes[1]))
 
 	// Once "fixed" (the agent now reports the version), --retry-failed finishes it.
 	startAgent(0, false, nodes[1])
 	dry := framework.C.MustLitepool(t, "upgrade", "resume", "--pool", "upg-fail", "--retry-failed", "--dry-run=server")
 	assert.Contains(t, dry, "would retry node upg-fail-2 (failed: failed in validate: validation timed out after 4s")
 	assert.Contains(t, dry, "  wave 1: upg-fail-2\n(dry run: nothing changed)\n")
-	assert.Equal(t, "failed", state(t, nodes[1]))
+	assert.Equal(t, "failed", framework.UpgradeState(t, nodes[1]))
 	r = framework.C.Litepool(t, "upgrade", "resume", "--pool", "upg-fail", "--retry-failed")
 	require.Equal(t, 0, r.ExitCode, "stdout:\n%s\nstderr:\n%s", r.Stdout, r.Stderr)
 	assert.Contains(t, r.Stdout, "node/upg-fail-2: failed → upgrade-required (retry)\n")
-	assert.Equal(t, "done", state(t, nodes[1]))
-	assert.False(t, node(t, nodes[1]).Spec.Unschedulable)
+	assert.Equal(t, "done", framework.UpgradeState(t, nodes[1]))
+	assert.False(t, framework.Node(t, nodes[1]).Spec.Unschedulable)
 }
 
 func TestKilledRolloutResumesWithoutRedoingDoneNodes(t *testing.T) {
 	t.Parallel()
-	nodes := makePool(t, "upg-kill", 4, oldDriver, software)
+	nodes := framework.AscendPool(t, "upg-kill", 4, oldDriver, software)
 	ag := startAgent(2*time.Second, false, nodes...)
 	w := watchUnschedulable(t, "upg-kill")
 
@@ -193,11 +193,11 @@ func TestKilledRolloutResumesWithoutRedoingDoneNodes(t *testing.T) {
 	require.NoError(t, cmd.Start())
 	var inFlight string
 	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
-		if state(t, nodes[0]) != "done" {
+		if framework.UpgradeState(t, nodes[0]) != "done" {
 			return false, nil
 		}
 		// Kill while the installer runs or the driver is being validated.
-		if s := policy.UpgradeState(state(t, nodes[1])); s == policy.UpgradeInstall || s == policy.UpgradeValidate {
+		if s := policy.UpgradeState(framework.UpgradeState(t, nodes[1])); s == policy.UpgradeInstall || s == policy.UpgradeValidate {
 			inFlight = string(s)
 			return true, nil
 		}
@@ -207,7 +207,7 @@ func TestKilledRolloutResumesWithoutRedoingDoneNodes(t *testing.T) {
 	require.NoError(t, cmd.Process.Kill())
 	_ = cmd.Wait()
 	t.Logf("killed the plugin with %s done and %s in state %s", nodes[0], nodes[1], inFlight)
-	assert.True(t, node(t, nodes[1]).Spec.Unschedulable, "the interrupted node is still cordoned")
+	assert.True(t, framework.Node(t, nodes[1]).Spec.Unschedulable, "the interrupted node is still cordoned")
 	doneEvents := eventsFor(t, nodes[0], "DriverUpgrade")
 
 	// What resume would do, changing nothing.
@@ -228,11 +228,11 @@ $`, dry)
 	most, cordons := w.snapshot()
 	assert.Equal(t, 1, most)
 	for _, n := range nodes {
-		assert.Equal(t, "done", state(t, n), n)
-		assert.Equal(t, target, node(t, n).Labels[driverLabel], n)
-		assert.False(t, node(t, n).Spec.Unschedulable, n)
+		assert.Equal(t, "done", framework.UpgradeState(t, n), n)
+		assert.Equal(t, target, framework.Node(t, n).Labels[framework.DriverLabel], n)
+		assert.False(t, framework.Node(t, n).Spec.Unschedulable, n)
 		assert.Equal(t, 1, cordons[n], "cordons of %s", n)
-		assert.Equal(t, 1, ag.installerPods(n), "installer pods of %s", n)
+		assert.Equal(t, 1, ag.InstallerPods(n), "installer pods of %s", n)
 	}
 	assert.Equal(t, doneEvents, eventsFor(t, nodes[0], "DriverUpgrade"), "resume did not touch the finished node")
 	assert.Equal(t, 4, jobsFor(t, nodes))
@@ -241,7 +241,7 @@ $`, dry)
 
 func TestIncompatibleTargetIsRefused(t *testing.T) {
 	t.Parallel()
-	nodes := makePool(t, "upg-bad", 2, oldDriver, software)
+	nodes := framework.AscendPool(t, "upg-bad", 2, oldDriver, software)
 	r := framework.C.Litepool(t, "upgrade", "driver", "--pool", "upg-bad", "--version", "23.0.rc3", "--installer-image", installer, "--yes")
 	assert.Equal(t, 1, r.ExitCode)
 	assert.Equal(t, "error: pre-flight refused the upgrade (pass --force to override): [C1] version chain is incompatible: cann 8.2.RC1 incompatible: driver 23.0.rc3 is published with CANN 7.0.RC1, and no CANN/HDK statement pairs CANN 8.2.RC1 with it\n", r.Stderr)
@@ -251,8 +251,8 @@ func TestIncompatibleTargetIsRefused(t *testing.T) {
 	assert.Equal(t, 1, r.ExitCode)
 	assert.Contains(t, r.Stderr, "error: pre-flight refused the upgrade (pass --force to override): [C1] version chain is unknown: driver 99.0.1 unknown: driver not listed for Snt9B")
 	for _, n := range nodes {
-		assert.Empty(t, state(t, n), "a refused upgrade changes nothing")
-		assert.False(t, node(t, n).Spec.Unschedulable)
+		assert.Empty(t, framework.UpgradeState(t, n), "a refused upgrade changes nothing")
+		assert.False(t, framework.Node(t, n).Spec.Unschedulable)
 	}
 
 	// --force overrides, loudly; here as a dry run.
@@ -260,7 +260,7 @@ func TestIncompatibleTargetIsRefused(t *testing.T) {
 	require.Equal(t, 0, r.ExitCode, r.Stderr)
 	assert.Contains(t, r.Stderr, "warning: --force: upgrading despite the pre-flight: [C1] version chain is incompatible")
 	assert.Contains(t, r.Stdout, "(dry run: nothing changed)")
-	assert.Empty(t, state(t, nodes[0]))
+	assert.Empty(t, framework.UpgradeState(t, nodes[0]))
 
 	// Bad flags: clear errors, nothing changed.
 	for args, msg := range map[string][]string{
@@ -276,7 +276,7 @@ func TestIncompatibleTargetIsRefused(t *testing.T) {
 
 func TestCheckCompat(t *testing.T) {
 	t.Parallel()
-	makePool(t, "upg-chk", 1, oldDriver, software)
+	framework.AscendPool(t, "upg-chk", 1, oldDriver, software)
 	r := framework.C.Litepool(t, "check", "compat", "--pool", "upg-chk")
 	assert.Equal(t, 1, r.ExitCode)
 	assert.Equal(t, `pool upg-chk (nodes upg-chk-1): huawei-ascend, matrix embedded
@@ -331,7 +331,7 @@ vendors:
 
 func TestFailedCanaryStopsThePool(t *testing.T) {
 	t.Parallel()
-	nodes := makePool(t, "upg-canary", 3, oldDriver, software)
+	nodes := framework.AscendPool(t, "upg-canary", 3, oldDriver, software)
 	startAgent(0, false, nodes[0], nodes[1])
 	startAgent(0, true, nodes[2]) // the canary's driver never reports the target
 	r := framework.C.Litepool(t, "upgrade", "driver", "--pool", "upg-canary", "--version", target, "--installer-image", installer,
@@ -340,10 +340,10 @@ func TestFailedCanaryStopsThePool(t *testing.T) {
 	assert.Contains(t, r.Stdout, "canary 1: upg-canary-3 (max unavailable 2; 0/3 done)\n")
 	assert.NotContains(t, r.Stdout, "wave")
 	assert.Contains(t, r.Stderr, "node upg-canary-3 failed in validate")
-	assert.Equal(t, "failed", state(t, nodes[2]))
+	assert.Equal(t, "failed", framework.UpgradeState(t, nodes[2]))
 	for _, n := range nodes[:2] {
-		assert.Equal(t, "upgrade-required", state(t, n), "no node starts after the canary failed")
-		assert.False(t, node(t, n).Spec.Unschedulable, n)
+		assert.Equal(t, "upgrade-required", framework.UpgradeState(t, n), "no node starts after the canary failed")
+		assert.False(t, framework.Node(t, n).Spec.Unschedulable, n)
 	}
 
 	r = framework.C.Litepool(t, "upgrade", "driver", "--pool", "upg-canary", "--version", target, "--installer-image", installer, "--canary", "upg-six-1", "--yes")
@@ -354,7 +354,7 @@ func TestFailedCanaryStopsThePool(t *testing.T) {
 // silently. The rollout stops with the reason; resume with a larger budget goes on.
 func TestBudgetTakenByOthersIsReportedAndResumable(t *testing.T) {
 	t.Parallel()
-	nodes := makePool(t, "upg-budget", 3, oldDriver, software)
+	nodes := framework.AscendPool(t, "upg-budget", 3, oldDriver, software)
 	startAgent(0, false, nodes...)
 	// upg-budget-3 is already at the target, and cordoned by someone else.
 	_, err := framework.C.Kube.CoreV1().Nodes().Patch(context.Background(), nodes[2], types.MergePatchType,
@@ -363,12 +363,12 @@ func TestBudgetTakenByOthersIsReportedAndResumable(t *testing.T) {
 	r := framework.C.Litepool(t, "upgrade", "driver", "--pool", "upg-budget", "--version", target, "--installer-image", installer, "--yes")
 	assert.Equal(t, 1, r.ExitCode, r.Stdout)
 	assert.Regexp(t, "error: \\[U2\\] rollout \\S+ cannot start more nodes: max-unavailable 1 is taken by 1 unavailable node\\(s\\) of the pool \\(upg-budget-3\\); 0/2 done; bring them back or raise it: `kubectl litepool upgrade resume --pool upg-budget --max-unavailable N`\n", r.Stderr)
-	assert.Equal(t, "upgrade-required", state(t, nodes[0]))
+	assert.Equal(t, "upgrade-required", framework.UpgradeState(t, nodes[0]))
 
 	r = framework.C.Litepool(t, "upgrade", "resume", "--pool", "upg-budget", "--max-unavailable", "2")
 	require.Equal(t, 0, r.ExitCode, "stdout:\n%s\nstderr:\n%s", r.Stdout, r.Stderr)
 	assert.Contains(t, r.Stdout, "wave 1: upg-budget-1 (max unavailable 2; 0/2 done)\n")
 	assert.Contains(t, r.Stdout, "wave 2: upg-budget-2 (max unavailable 2; 1/2 done)\n")
-	assert.Equal(t, "done", state(t, nodes[1]))
-	assert.True(t, node(t, nodes[2]).Spec.Unschedulable, "the foreign cordon is left alone")
+	assert.Equal(t, "done", framework.UpgradeState(t, nodes[1]))
+	assert.True(t, framework.Node(t, nodes[2]).Spec.Unschedulable, "the foreign cordon is left alone")
 }

@@ -1,0 +1,187 @@
+package framework
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/policy"
+	"github.com/runwhere-ai/litepool/pkg/poolclient"
+	"github.com/runwhere-ai/litepool/pkg/upgrade"
+)
+
+// DriverLabel is the driver version the Ascend device plugin reports on a node.
+const DriverLabel = "huawei.com/driver.version"
+
+// AscendPool creates a Pool object and n Ready Snt9B nodes NAME-1..n at driver, and
+// returns the node names.
+func AscendPool(t *testing.T, name string, n int, driver string, software v1alpha1.SoftwareSpec) []string {
+	t.Helper()
+	ctx := context.Background()
+	_, err := poolclient.New(C.Dynamic).Create(ctx, &v1alpha1.Pool{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: v1alpha1.PoolSpec{Type: v1alpha1.PoolTypeTraining, MinNodes: 1, Software: software,
+			Accelerator: v1alpha1.AcceleratorSpec{Type: "Snt9B", ResourceName: "huawei.com/Ascend910"}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	list := corev1.ResourceList{"cpu": resource.MustParse("192"), "memory": resource.MustParse("1Ti"),
+		"pods": resource.MustParse("110"), "huawei.com/Ascend910": resource.MustParse("8")}
+	var names []string
+	for i := 1; i <= n; i++ {
+		nodeName := fmt.Sprintf("%s-%d", name, i)
+		_, err := C.Kube.CoreV1().Nodes().Create(ctx, &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: nodeName, Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
+				Labels: map[string]string{"type": "kwok", DriverLabel: driver, policy.LabelGPUType: "Snt9B",
+					policy.LabelPool: name, "kubernetes.io/hostname": nodeName}},
+			Status: corev1.NodeStatus{Allocatable: list, Capacity: list},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		names = append(names, nodeName)
+	}
+	require.NoError(t, wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		for _, nn := range names {
+			if !policy.IsNodeReady(Node(t, nn)) {
+				return false, nil
+			}
+		}
+		return true, nil
+	}), "nodes of %s did not go Ready", name)
+	return names
+}
+
+// Node reads a node.
+func Node(t *testing.T, name string) *corev1.Node {
+	t.Helper()
+	n, err := C.Kube.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+	require.NoError(t, err)
+	return n
+}
+
+// UpgradeState is a node's driver-upgrade state annotation.
+func UpgradeState(t *testing.T, name string) string {
+	return Node(t, name).Annotations[policy.AnnotationUpgradeState]
+}
+
+// DriverAgent plays the driver after an install. Once an installer pod has run for its
+// node's delay, it marks the pod Succeeded through the status subresource if kwok
+// (whose pod-complete stage completes Job pods) has not already, then sets the node's
+// driver label to the pod's DRIVER_VERSION, except on nodes configured noLabel, whose
+// installer "succeeds" without the driver ever reporting the new version.
+type DriverAgent struct {
+	mu           sync.Mutex
+	defaultDelay time.Duration
+	delay        map[string]time.Duration
+	noLabel      map[string]bool
+	pods         map[string]int // installer pods seen per node
+	seen         map[string]time.Time
+	handled      map[string]bool
+	stop         func()
+}
+
+// StartDriverAgent starts an agent; installs take defaultDelay on nodes not configured.
+func StartDriverAgent(defaultDelay time.Duration) *DriverAgent {
+	a := &DriverAgent{defaultDelay: defaultDelay, delay: map[string]time.Duration{}, noLabel: map[string]bool{},
+		pods: map[string]int{}, seen: map[string]time.Time{}, handled: map[string]bool{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for ctx.Err() == nil {
+			a.tick(ctx)
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	a.stop = func() { cancel(); wg.Wait() }
+	return a
+}
+
+// Stop stops the agent and waits for it.
+func (a *DriverAgent) Stop() { a.stop() }
+
+// Configure sets how installs behave on nodes: they take delay, and with noLabel the
+// driver label never changes.
+func (a *DriverAgent) Configure(delay time.Duration, noLabel bool, nodes ...string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, n := range nodes {
+		a.delay[n] = delay
+		a.noLabel[n] = noLabel
+	}
+}
+
+// InstallerPods counts the installer pods the agent saw on node.
+func (a *DriverAgent) InstallerPods(node string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.pods[node]
+}
+
+func (a *DriverAgent) tick(ctx context.Context) {
+	pods, err := C.Kube.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{
+		LabelSelector: upgrade.LabelComponent + "=" + upgrade.Component})
+	if err != nil {
+		return
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.Spec.NodeName == "" {
+			continue
+		}
+		a.mu.Lock()
+		first, ok := a.seen[p.Name]
+		if !ok {
+			a.seen[p.Name], first = time.Now(), time.Now()
+			a.pods[p.Spec.NodeName]++
+		}
+		delay, set := a.delay[p.Spec.NodeName]
+		if !set {
+			delay = a.defaultDelay
+		}
+		noLabel, handled := a.noLabel[p.Spec.NodeName], a.handled[p.Name]
+		a.mu.Unlock()
+		if handled || time.Since(first) < delay || !finishInstall(ctx, p, noLabel) {
+			continue
+		}
+		a.mu.Lock()
+		a.handled[p.Name] = true
+		a.mu.Unlock()
+	}
+}
+
+// finishInstall completes an installer pod and, unless noLabel, reports its driver on
+// the node; false when a write failed (the next tick tries again).
+func finishInstall(ctx context.Context, p *corev1.Pod, noLabel bool) bool {
+	kube := C.Kube
+	if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+		now := metav1.Now()
+		p.Status.Phase = corev1.PodSucceeded
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "installer", Image: p.Spec.Containers[0].Image,
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", StartedAt: now, FinishedAt: now}}}}
+		if _, err := kube.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+			return false
+		}
+	}
+	if noLabel {
+		return true
+	}
+	version := ""
+	for _, e := range p.Spec.Containers[0].Env {
+		if e.Name == "DRIVER_VERSION" {
+			version = e.Value
+		}
+	}
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, DriverLabel, version)
+	_, err := kube.CoreV1().Nodes().Patch(ctx, p.Spec.NodeName, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	return err == nil
+}
