@@ -57,7 +57,8 @@ func ParseAccelerators(value string) (Accelerators, error) {
 }
 
 // validExtendedResource checks a name as the API server checks an extended resource: a
-// qualified name whose prefix is a DNS subdomain outside kubernetes.io.
+// qualified name whose prefix is a DNS subdomain outside kubernetes.io, without the
+// requests. prefix of quota keys.
 func validExtendedResource(name string) error {
 	if errs := validation.IsQualifiedName(name); len(errs) > 0 {
 		return errors.New(strings.Join(errs, "; "))
@@ -68,6 +69,9 @@ func validExtendedResource(name string) error {
 	}
 	if prefix == "kubernetes.io" || strings.HasSuffix(prefix, ".kubernetes.io") {
 		return errors.New("the kubernetes.io domain is reserved for native resources")
+	}
+	if strings.HasPrefix(name, corev1.DefaultResourceRequestsPrefix) {
+		return errors.New("the requests. prefix names a quota, not a resource")
 	}
 	return nil
 }

@@ -100,11 +100,12 @@ func TestParseAccelerators(t *testing.T) {
 	assert.Equal(t, Accelerators{}, a, "an empty flag is the known set")
 
 	for value, want := range map[string]string{
-		"vendor.example/xpu,xpu": `--accelerator-resources: "xpu" is not an extended resource name (such as vendor.example/xpu): it has no vendor domain prefix`,
-		"Vendor_Example/xpu":     `--accelerator-resources: "Vendor_Example/xpu" is not an extended resource name (such as vendor.example/xpu): prefix part a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')`,
-		"vendor.example/x pu":    `--accelerator-resources: "vendor.example/x pu" is not an extended resource name (such as vendor.example/xpu): name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')`,
-		"kubernetes.io/xpu":      `--accelerator-resources: "kubernetes.io/xpu" is not an extended resource name (such as vendor.example/xpu): the kubernetes.io domain is reserved for native resources`,
-		"node.kubernetes.io/xpu": `--accelerator-resources: "node.kubernetes.io/xpu" is not an extended resource name (such as vendor.example/xpu): the kubernetes.io domain is reserved for native resources`,
+		"vendor.example/xpu,xpu":      `--accelerator-resources: "xpu" is not an extended resource name (such as vendor.example/xpu): it has no vendor domain prefix`,
+		"Vendor_Example/xpu":          `--accelerator-resources: "Vendor_Example/xpu" is not an extended resource name (such as vendor.example/xpu): prefix part a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')`,
+		"vendor.example/x pu":         `--accelerator-resources: "vendor.example/x pu" is not an extended resource name (such as vendor.example/xpu): name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')`,
+		"kubernetes.io/xpu":           `--accelerator-resources: "kubernetes.io/xpu" is not an extended resource name (such as vendor.example/xpu): the kubernetes.io domain is reserved for native resources`,
+		"node.kubernetes.io/xpu":      `--accelerator-resources: "node.kubernetes.io/xpu" is not an extended resource name (such as vendor.example/xpu): the kubernetes.io domain is reserved for native resources`,
+		"requests.vendor.example/xpu": `--accelerator-resources: "requests.vendor.example/xpu" is not an extended resource name (such as vendor.example/xpu): the requests. prefix names a quota, not a resource`,
 	} {
 		a, err := ParseAccelerators(value)
 		assert.EqualError(t, err, want, value)
