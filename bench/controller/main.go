@@ -286,7 +286,7 @@ func pickPoolNodes(ctx context.Context, cl clients, n int64) (pool string, names
 			return "", nil, "", err
 		}
 		for i := range nodes.Items {
-			r, total := policy.NodeAccelerators(&nodes.Items[i])
+			r, total := policy.Accelerators{}.NodeAccelerators(&nodes.Items[i])
 			if policy.IsNodeReady(&nodes.Items[i]) && total > 0 && (res == "" || r == res) {
 				res, names = r, append(names, nodes.Items[i].Name)
 			}

@@ -24,7 +24,6 @@ import (
 	"time"
 
 	"github.com/open-policy-agent/cert-controller/pkg/rotator"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -83,7 +82,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.BoolVar(&o.controllers, "controllers", false, "also run litepool's controllers (Pool status, per-pool metrics) on the replica that holds the leader lease")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader among replicas (a Lease named "+controller.LeaderElectionID+"): controllers run on the leader only; the webhook serves on every replica")
 	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader Lease (default --namespace, else kube-system)")
-	fs.StringVar(&o.acceleratorResources, "accelerator-resources", "", "comma-separated extra accelerator resource names (beyond nvidia.com/gpu, huawei.com/Ascend*, amd.com/gpu)")
+	fs.StringVar(&o.acceleratorResources, policy.AcceleratorResourcesFlag, "", "comma-separated extra accelerator resources, extended resource names such as vendor.example/xpu (beyond nvidia.com/gpu, nvidia.com/mig-*, huawei.com/Ascend910/310/310P, amd.com/gpu)")
 }
 
 func (o *options) validate() error {
@@ -125,9 +124,13 @@ func run(ctx context.Context, o options) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
-	for _, r := range splitList(o.acceleratorResources) {
-		policy.ExtraAcceleratorResources = append(policy.ExtraAcceleratorResources, corev1.ResourceName(r))
+	// One set for the whole process: the pod rules, the cache trim and the inventory
+	// behind Pool status all count the same resources.
+	accel, err := policy.ParseAccelerators(o.acceleratorResources)
+	if err != nil {
+		return err
 	}
+	log.Info("accelerator resources beyond the known ones", "extra", accel.String())
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return err
@@ -141,7 +144,7 @@ func run(ctx context.Context, o options) error {
 	}
 	cacheByObject := admission.CacheByObject()
 	if o.controllers {
-		cacheByObject = controller.CacheByObject(cacheByObject)
+		cacheByObject = controller.CacheByObject(cacheByObject, accel)
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
@@ -160,7 +163,7 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
 	if o.controllers {
-		if err := controller.Setup(mgr); err != nil {
+		if err := controller.Setup(mgr, accel); err != nil {
 			return fmt.Errorf("setting up the controllers: %w", err)
 		}
 	}
@@ -183,7 +186,7 @@ func run(ctx context.Context, o options) error {
 	}
 	srv := webhook.NewServer(webhook.Options{Host: o.host, Port: o.port, CertDir: o.certDir, TLSOpts: tlsOpts})
 	admission.Register(srv, admission.Catalog{Reader: mgr.GetCache()},
-		&admission.Departures{Client: live, Namespace: o.namespace, TTL: o.departureTTL})
+		&admission.Departures{Client: live, Namespace: o.namespace, TTL: o.departureTTL}, accel)
 
 	certReady := make(chan struct{})
 	if o.certMode == certModeSelf {

@@ -34,10 +34,10 @@ const (
 )
 
 // Register serves the webhooks on srv, answering from c; node departures are reserved
-// through d.
-func Register(srv webhook.Server, c Catalog, d *Departures) {
+// through d; accel says which resources the pod rules judge as accelerators.
+func Register(srv webhook.Server, c Catalog, d *Departures, accel policy.Accelerators) {
 	srv.Register(PathPlacement, &admission.Webhook{Handler: &PlacementHandler{Catalog: c, Live: liveReader(d)}})
-	srv.Register(PathPods, &admission.Webhook{Handler: &PodHandler{Catalog: c}})
+	srv.Register(PathPods, &admission.Webhook{Handler: &PodHandler{Catalog: c, Accelerators: accel}})
 	srv.Register(PathNodes, &admission.Webhook{Handler: &NodeHandler{Catalog: c, Departures: d}})
 	srv.Register(PathPools, &admission.Webhook{Handler: &PoolHandler{Catalog: c}})
 }
@@ -93,7 +93,11 @@ func decode(raw runtime.RawExtension, into any) error {
 }
 
 // PodHandler is the mutating pod webhook: rules P1-P5 on pod creation.
-type PodHandler struct{ Catalog Catalog }
+type PodHandler struct {
+	Catalog Catalog
+	// Accelerators says which resources P5 judges; the zero value is the known set.
+	Accelerators policy.Accelerators
+}
 
 // Handle implements admission.Handler.
 func (h *PodHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
@@ -120,7 +124,7 @@ func (h *PodHandler) Handle(ctx context.Context, req admission.Request) admissio
 		// known yet. Refuse rather than guess; the client or controller retries.
 		return errorf(hookPods, start, http.StatusInternalServerError, "namespace %q is not in the webhook's cache yet; retry in a moment", pod.Namespace)
 	}
-	patch, warnings, err := policy.MutatePod(&pod, ns, cat)
+	patch, warnings, err := policy.MutatePod(&pod, ns, cat, h.Accelerators)
 	if cat.err != nil {
 		return errorf(hookPods, start, http.StatusInternalServerError, "reading the informer cache: %v", cat.err)
 	}

@@ -377,3 +377,28 @@ func TestPlacementHandler(t *testing.T) {
 	binding.Object = raw(t, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "queued"}, Target: corev1.ObjectReference{Kind: "Node", Name: "a100-node-2"}})
 	assert.True(t, review(t, h, binding).Allowed)
 }
+
+// Which resources P5 judges is each handler's own: two handlers in one process, one told
+// that vendor.example/xpu is an accelerator, one not, judge the same pod differently.
+func TestPodHandlersJudgeTheirOwnAccelerators(t *testing.T) {
+	c := fixture(t)
+	withXPU := &PodHandler{Catalog: c, Accelerators: policy.NewAccelerators("vendor.example/xpu")}
+	known := &PodHandler{Catalog: c}
+	training := map[string]string{policy.LabelPool: "train-a100", policy.LabelWorkloadType: "training"}
+	sent := pod("xpu-job", training, corev1.ResourceList{"vendor.example/xpu": resource.MustParse("2")})
+
+	for range 2 { // interleaved: neither handler's set leaks into the other
+		resp := review(t, withXPU, podRequest(t, sent))
+		require.False(t, resp.Allowed)
+		assert.Equal(t, `[P5] pod requests vendor.example/xpu but pool "train-a100" provides nvidia.com/gpu: request nvidia.com/gpu or use a pool of vendor.example/xpu nodes`, resp.Result.Message)
+
+		resp = review(t, known, podRequest(t, sent))
+		assert.True(t, resp.Allowed, "vendor.example/xpu is no accelerator to a handler not told so: %v", resp.Result)
+		assert.Equal(t, "train-a100", applied(t, sent, resp).Spec.NodeSelector[policy.LabelPool], "P1 still places the pod")
+	}
+
+	gpu := pod("gpu-job", training, corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")})
+	for _, h := range []*PodHandler{withXPU, known} {
+		assert.True(t, review(t, h, podRequest(t, gpu)).Allowed, "the known set is judged by both")
+	}
+}

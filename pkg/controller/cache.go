@@ -12,15 +12,16 @@ import (
 // CacheByObject widens the webhook's trimmed cache (admission.CacheByObject, given as
 // base) with what the inventory reads: a pod's accelerator requests, a node's Ready
 // condition, allocatable accelerators and unschedulable flag. Everything else is still
-// dropped, so a cluster of 40,000 pods costs little more than the webhook alone.
-func CacheByObject(base map[client.Object]cache.ByObject) map[client.Object]cache.ByObject {
+// dropped, so a cluster of 40,000 pods costs little more than the webhook alone. accel
+// says which resources are accelerators: the others are dropped too.
+func CacheByObject(base map[client.Object]cache.ByObject, accel policy.Accelerators) map[client.Object]cache.ByObject {
 	out := make(map[client.Object]cache.ByObject, len(base))
 	for obj, by := range base {
 		switch obj.(type) {
 		case *corev1.Pod:
-			by.Transform = widen(by.Transform, keepPodAccelerators)
+			by.Transform = widen(by.Transform, keepPodAccelerators(accel))
 		case *corev1.Node:
-			by.Transform = widen(by.Transform, keepNodeInventory)
+			by.Transform = widen(by.Transform, keepNodeInventory(accel))
 		}
 		out[obj] = by
 	}
@@ -47,29 +48,31 @@ func widen[T any](base func(any) (any, error), keep func(from, to *T)) func(any)
 }
 
 // keepPodAccelerators keeps what the pod requests of each accelerator resource, summed
-// as kubectl and the scheduler sum it (policy.PodAcceleratorRequests: init containers,
+// as kubectl and the scheduler sum it (Accelerators.PodAcceleratorRequests: init containers,
 // sidecars, overhead; MIG slices apart from GPUs), as the trimmed pod's Spec.Overhead,
-// and drops the containers: policy.PodAcceleratorRequests of the trimmed pod equals that
+// and drops the containers: PodAcceleratorRequests of the trimmed pod equals that
 // of the pod, at one small map a pod instead of a copy of every container (40,000 pods:
 // 60 MB less).
-func keepPodAccelerators(from, to *corev1.Pod) {
-	requests := policy.PodAcceleratorRequests(from)
-	to.Spec.Containers, to.Spec.InitContainers, to.Spec.Overhead = nil, nil, nil
-	for name, n := range requests {
-		if n <= 0 {
-			continue
+func keepPodAccelerators(accel policy.Accelerators) func(from, to *corev1.Pod) {
+	return func(from, to *corev1.Pod) {
+		requests := accel.PodAcceleratorRequests(from)
+		to.Spec.Containers, to.Spec.InitContainers, to.Spec.Overhead = nil, nil, nil
+		for name, n := range requests {
+			if n <= 0 {
+				continue
+			}
+			if to.Spec.Overhead == nil {
+				to.Spec.Overhead = corev1.ResourceList{}
+			}
+			to.Spec.Overhead[name] = *resource.NewQuantity(n, resource.DecimalSI)
 		}
-		if to.Spec.Overhead == nil {
-			to.Spec.Overhead = corev1.ResourceList{}
-		}
-		to.Spec.Overhead[name] = *resource.NewQuantity(n, resource.DecimalSI)
 	}
 }
 
-func acceleratorsOnly(l corev1.ResourceList) corev1.ResourceList {
+func acceleratorsOnly(l corev1.ResourceList, accel policy.Accelerators) corev1.ResourceList {
 	var out corev1.ResourceList
 	for name, q := range l {
-		if policy.IsAccelerator(name) {
+		if accel.Is(name) {
 			if out == nil {
 				out = corev1.ResourceList{}
 			}
@@ -82,12 +85,14 @@ func acceleratorsOnly(l corev1.ResourceList) corev1.ResourceList {
 // keepNodeInventory keeps the node's unschedulable flag, its Ready condition (without
 // heartbeat times, which change every few seconds and matter to nobody here) and its
 // allocatable accelerators.
-func keepNodeInventory(from, to *corev1.Node) {
-	to.Spec.Unschedulable = from.Spec.Unschedulable
-	for _, c := range from.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			to.Status.Conditions = []corev1.NodeCondition{{Type: c.Type, Status: c.Status, Reason: c.Reason}}
+func keepNodeInventory(accel policy.Accelerators) func(from, to *corev1.Node) {
+	return func(from, to *corev1.Node) {
+		to.Spec.Unschedulable = from.Spec.Unschedulable
+		for _, c := range from.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				to.Status.Conditions = []corev1.NodeCondition{{Type: c.Type, Status: c.Status, Reason: c.Reason}}
+			}
 		}
+		to.Status.Allocatable = acceleratorsOnly(from.Status.Allocatable, accel)
 	}
-	to.Status.Allocatable = acceleratorsOnly(from.Status.Allocatable)
 }

@@ -8,6 +8,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/runwhere-ai/litepool/pkg/events"
+	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
 // Name is the controller's name in Events (reportingController) and logs.
@@ -19,9 +20,10 @@ const LeaderElectionID = "litepool-controller"
 
 // Setup registers litepool's controllers with the manager: Pool status and metrics,
 // in-cluster driver rollouts and stress runs. They start when the manager has won the leader
-// election (or at once without one).
-func Setup(mgr ctrl.Manager) error {
-	status := &StatusReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name)}
+// election (or at once without one). accel says which resources are accelerators; the
+// cache must have been trimmed with the same set (CacheByObject).
+func Setup(mgr ctrl.Manager, accel policy.Accelerators) error {
+	status := &StatusReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), Accelerators: accel}
 	var err error
 	if status.Pods, err = informerStore(mgr.GetCache(), &corev1.Pod{}); err != nil {
 		return err
@@ -41,6 +43,6 @@ func Setup(mgr ctrl.Manager) error {
 		return err
 	}
 	host, _ := os.Hostname()
-	runs := &StressReconciler{Client: mgr.GetClient(), Kube: kube, Recorder: &events.Recorder{Client: kube}, Identity: host}
+	runs := &StressReconciler{Client: mgr.GetClient(), Kube: kube, Recorder: &events.Recorder{Client: kube}, Identity: host, Accelerators: accel}
 	return runs.SetupWithManager(mgr)
 }

@@ -46,8 +46,10 @@ type StatusReconciler struct {
 	// in place instead of listing them through Client (which copies every object
 	// into a new list: 40,000 pods' worth of garbage a pass).
 	Pods, Nodes store
-	metrics     poolMetrics
-	now         func() time.Time
+	// Accelerators says which resources are counted; the zero value is the known set.
+	Accelerators policy.Accelerators
+	metrics      poolMetrics
+	now          func() time.Time
 }
 
 // store is what a pass needs of an informer's indexer.
@@ -75,7 +77,7 @@ func (r *StatusReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("pool-status").
 		Watches(&v1alpha1.Pool{}, enqueue(0, poolSpecChanged)).
 		Watches(&corev1.Node{}, enqueue(BatchDelay, nodeChanged)).
-		Watches(&corev1.Pod{}, enqueue(BatchDelay, podChanged)).
+		Watches(&corev1.Pod{}, enqueue(BatchDelay, r.podChanged)).
 		Complete(r)
 }
 
@@ -113,6 +115,7 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, _ reconcile.Request) (
 func (r *StatusReconciler) inventory(ctx context.Context, pools []v1alpha1.Pool) (*inventory.Inventory, error) {
 	b := inventory.NewBuilder()
 	b.WithoutLabels = true
+	b.Accelerators = r.Accelerators
 	if r.Pods != nil && r.Nodes != nil {
 		for _, o := range r.Pods.List() {
 			b.AddPod(o.(*corev1.Pod))
@@ -234,9 +237,9 @@ func nodeChanged(oldObj, newObj client.Object) bool {
 }
 
 // podChanged lets through binding, phase and request changes.
-func podChanged(oldObj, newObj client.Object) bool {
+func (r *StatusReconciler) podChanged(oldObj, newObj client.Object) bool {
 	old, new := oldObj.(*corev1.Pod), newObj.(*corev1.Pod)
 	return old.Spec.NodeName != new.Spec.NodeName || old.Status.Phase != new.Status.Phase ||
-		policy.PodAccelerators(old) != policy.PodAccelerators(new) ||
+		r.Accelerators.PodAccelerators(old) != r.Accelerators.PodAccelerators(new) ||
 		inventory.IsWorkloadPod(old) != inventory.IsWorkloadPod(new)
 }

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"strings"
 	"testing"
@@ -173,9 +174,9 @@ func TestPredicatesIgnoreHeartbeatsAndStatusWrites(t *testing.T) {
 	p := pod("x", "", "1")
 	q := p.DeepCopy()
 	q.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady}}
-	assert.False(t, podChanged(p, q))
+	assert.False(t, (&StatusReconciler{}).podChanged(p, q))
 	q.Spec.NodeName = "n"
-	assert.True(t, podChanged(p, q))
+	assert.True(t, (&StatusReconciler{}).podChanged(p, q))
 
 	pool := &v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: "p", Generation: 1}}
 	withStatus := pool.DeepCopy()
@@ -195,7 +196,7 @@ func TestCacheTransformKeepsWhatTheInventoryReads(t *testing.T) {
 		}
 		return in, nil
 	}
-	by := CacheByObject(map[client.Object]cache.ByObject{&corev1.Pod{}: {Transform: base}, &corev1.Node{}: {Transform: base}})
+	by := CacheByObject(map[client.Object]cache.ByObject{&corev1.Pod{}: {Transform: base}, &corev1.Node{}: {Transform: base}}, policy.Accelerators{})
 	for obj, o := range by {
 		switch obj.(type) {
 		case *corev1.Pod:
@@ -205,7 +206,7 @@ func TestCacheTransformKeepsWhatTheInventoryReads(t *testing.T) {
 			out, err := o.Transform(in)
 			require.NoError(t, err)
 			got := out.(*corev1.Pod)
-			assert.Equal(t, int64(2), policy.PodAccelerators(got))
+			assert.Equal(t, int64(2), policy.Accelerators{}.PodAccelerators(got))
 			assert.Empty(t, got.Spec.Containers, "the request is kept, the containers are not")
 
 			// Init containers and sidecars are summed as kubectl sums them.
@@ -214,16 +215,16 @@ func TestCacheTransformKeepsWhatTheInventoryReads(t *testing.T) {
 				Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("4")}}}}
 			out, err = o.Transform(in)
 			require.NoError(t, err)
-			assert.Equal(t, policy.PodAccelerators(in), policy.PodAccelerators(out.(*corev1.Pod)))
-			assert.Equal(t, int64(4), policy.PodAccelerators(out.(*corev1.Pod)))
+			assert.Equal(t, policy.Accelerators{}.PodAccelerators(in), policy.Accelerators{}.PodAccelerators(out.(*corev1.Pod)))
+			assert.Equal(t, int64(4), policy.Accelerators{}.PodAccelerators(out.(*corev1.Pod)))
 
 			// MIG slices are kept per profile, apart from whole GPUs (the MIG columns).
 			in = pod("m", "n", "1")
 			in.Spec.Containers[0].Resources.Limits["nvidia.com/mig-1g.10gb"] = resource.MustParse("3")
 			out, err = o.Transform(in)
 			require.NoError(t, err)
-			assert.Equal(t, map[corev1.ResourceName]int64{"nvidia.com/gpu": 1, "nvidia.com/mig-1g.10gb": 3}, policy.PodAcceleratorRequests(out.(*corev1.Pod)))
-			assert.Equal(t, policy.PodAcceleratorRequests(in), policy.PodAcceleratorRequests(out.(*corev1.Pod)))
+			assert.Equal(t, map[corev1.ResourceName]int64{"nvidia.com/gpu": 1, "nvidia.com/mig-1g.10gb": 3}, policy.Accelerators{}.PodAcceleratorRequests(out.(*corev1.Pod)))
+			assert.Equal(t, policy.Accelerators{}.PodAcceleratorRequests(in), policy.Accelerators{}.PodAcceleratorRequests(out.(*corev1.Pod)))
 
 			cpuOnly := pod("z", "n", "0")
 			cpuOnly.Spec.Containers[0].Resources.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
@@ -239,7 +240,7 @@ func TestCacheTransformKeepsWhatTheInventoryReads(t *testing.T) {
 			require.NoError(t, err)
 			got := out.(*corev1.Node)
 			assert.True(t, policy.IsNodeReady(got))
-			_, total := policy.NodeAccelerators(got)
+			_, total := policy.Accelerators{}.NodeAccelerators(got)
 			assert.Equal(t, int64(8), total)
 			assert.Len(t, got.Status.Allocatable, 1)
 			assert.Len(t, got.Status.Conditions, 1)
@@ -265,4 +266,56 @@ func TestInventoryFromStoresEqualsInventoryFromLists(t *testing.T) {
 		assert.Equal(t, []int64{8, 3, 5}, []int64{train.Total, train.Used, train.Free()})
 	}
 	assert.Equal(t, len(fromLists.Nodes), len(fromStores.Nodes))
+}
+
+// An extra accelerator survives the cache trim and is counted in the Pool's status only
+// when the controller is told it is one, the same set for the trim and the inventory.
+func TestExtraAcceleratorCountedOnlyWhenConfigured(t *testing.T) {
+	xpu := corev1.ResourceName("vendor.example/xpu")
+	base := func(in any) (any, error) { // like admission's: metadata only
+		switch o := in.(type) {
+		case *corev1.Pod:
+			return &corev1.Pod{ObjectMeta: o.ObjectMeta, Spec: corev1.PodSpec{NodeName: o.Spec.NodeName}, Status: o.Status}, nil
+		case *corev1.Node:
+			return &corev1.Node{ObjectMeta: o.ObjectMeta}, nil
+		}
+		return in, nil
+	}
+	for _, tc := range []struct {
+		name        string
+		accel       policy.Accelerators
+		total, used int64
+	}{
+		{"configured", policy.NewAccelerators(xpu), 8, 3},
+		{"default set", policy.Accelerators{}, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := node("x1", "xpu-pool", 0, true)
+			n.Status.Allocatable = corev1.ResourceList{xpu: resource.MustParse("8"), corev1.ResourceCPU: resource.MustParse("64")}
+			p := pod("job", "x1", "0")
+			p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{xpu: resource.MustParse("3")}
+
+			by := CacheByObject(map[client.Object]cache.ByObject{&corev1.Pod{}: {Transform: base}, &corev1.Node{}: {Transform: base}}, tc.accel)
+			var cached []any
+			for _, in := range []any{p, n} {
+				for obj, o := range by {
+					if fmt.Sprintf("%T", obj) == fmt.Sprintf("%T", in) {
+						out, err := o.Transform(in)
+						require.NoError(t, err)
+						cached = append(cached, out)
+					}
+				}
+			}
+			require.Len(t, cached, 2)
+
+			r, _, _ := newReconciler(t)
+			r.Accelerators = tc.accel
+			r.Pods, r.Nodes = sliceStore{cached[0]}, sliceStore{cached[1]}
+			inv, err := r.inventory(context.Background(), nil)
+			require.NoError(t, err)
+			pool := inv.Pools["xpu-pool"]
+			require.NotNil(t, pool)
+			assert.Equal(t, []int64{tc.total, tc.used}, []int64{pool.Total, pool.Used})
+		})
+	}
 }

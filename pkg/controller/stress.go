@@ -15,6 +15,7 @@ import (
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/events"
+	"github.com/runwhere-ai/litepool/pkg/policy"
 	"github.com/runwhere-ai/litepool/pkg/stress"
 )
 
@@ -30,6 +31,8 @@ type StressReconciler struct {
 	Recorder *events.Recorder
 	// Identity names this replica in the run's holder field.
 	Identity string
+	// Accelerators says which resources a test pod holds; the zero value is the known set.
+	Accelerators policy.Accelerators
 
 	mu      sync.Mutex
 	running map[string]bool // pools with a run going in this process
@@ -74,6 +77,7 @@ func (r *StressReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 		run.State, run.Message = stress.RunDone, err.Error()
 		return reconcile.Result{}, r.write(ctx, pool.Name, run)
 	}
+	opts.Accelerators = r.Accelerators
 	run.State, run.Holder = stress.RunRunning, r.Identity
 	claimed := pool.DeepCopy()
 	claimed.Annotations[stress.AnnotationRun] = run.Encode()

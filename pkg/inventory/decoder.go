@@ -1,12 +1,17 @@
 package inventory
 
-import corev1 "k8s.io/api/core/v1"
+import (
+	corev1 "k8s.io/api/core/v1"
 
-// decoder turns one protobuf list item into the Pod or Node the Builder reads.
+	"github.com/runwhere-ai/litepool/pkg/policy"
+)
+
+// decoder turns one protobuf list item into the Pod or Node the Builder reads; it may
+// keep only the resources of accel.
 type decoder struct {
 	name string
-	pod  func(item []byte, pod *corev1.Pod, names map[string]string) error
-	node func(item []byte, node *corev1.Node) error
+	pod  func(item []byte, pod *corev1.Pod, names map[string]string, accel policy.Accelerators) error
+	node func(item []byte, node *corev1.Node, accel policy.Accelerators) error
 }
 
 // scanDecoder reads only the fields the inventory uses (scan.go).
@@ -17,11 +22,11 @@ var scanDecoder = decoder{name: "scan", pod: scanPod, node: scanNode}
 // build tag inventory_unmarshal that uses it, and runs both side by side).
 var unmarshalDecoder = decoder{
 	name: "unmarshal",
-	pod: func(item []byte, pod *corev1.Pod, _ map[string]string) error {
+	pod: func(item []byte, pod *corev1.Pod, _ map[string]string, _ policy.Accelerators) error {
 		pod.Reset()
 		return pod.Unmarshal(item)
 	},
-	node: func(item []byte, node *corev1.Node) error {
+	node: func(item []byte, node *corev1.Node, _ policy.Accelerators) error {
 		node.Reset()
 		return node.Unmarshal(item)
 	},

@@ -84,6 +84,8 @@ type Builder struct {
 	// WithoutLabels leaves Node.Labels empty: listings of thousands of nodes do not
 	// need a copy of every node's litepool labels.
 	WithoutLabels bool
+	// Accelerators says which resources are counted; the zero value is the known set.
+	Accelerators policy.Accelerators
 }
 
 // NewBuilder returns an empty Builder.
@@ -96,7 +98,7 @@ func (b *Builder) AddPod(pod *corev1.Pod) {
 		return
 	}
 	u := b.usage[pod.Spec.NodeName]
-	for rn, v := range policy.PodAcceleratorRequests(pod) {
+	for rn, v := range b.Accelerators.PodAcceleratorRequests(pod) {
 		if !policy.IsMIG(rn) {
 			u.accelerators += v
 			continue
@@ -114,7 +116,7 @@ func (b *Builder) AddPod(pod *corev1.Pod) {
 
 // AddNode records a node with the usage of the pods seen so far.
 func (b *Builder) AddNode(node *corev1.Node) {
-	resource, total := policy.NodeAccelerators(node)
+	resource, total := b.Accelerators.NodeAccelerators(node)
 	u := b.usage[node.Name]
 	var labels map[string]string
 	if !b.WithoutLabels {

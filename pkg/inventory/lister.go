@@ -13,6 +13,8 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/pager"
+
+	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
 // PageSize is the number of objects fetched per list call. The scanners keep memory per
@@ -29,6 +31,8 @@ type Options struct {
 	NodeSelector string
 	// WithoutLabels leaves Node.Labels empty (see Builder.WithoutLabels).
 	WithoutLabels bool
+	// Accelerators says which resources are counted; the zero value is the known set.
+	Accelerators policy.Accelerators
 }
 
 // Collect lists pods, then nodes, page by page and builds the inventory. Pool names in
@@ -39,15 +43,14 @@ type Options struct {
 // fake clientset of unit tests) or a response that is not protobuf falls back to the
 // typed, fully decoded lists.
 func Collect(ctx context.Context, client kubernetes.Interface, opts Options, extraPools ...string) (*Inventory, error) {
-	b := NewBuilder()
-	b.WithoutLabels = opts.WithoutLabels
+	b := opts.builder()
 	podOpts := metav1.ListOptions{FieldSelector: ActivePodsSelector}
 	nodeOpts := metav1.ListOptions{LabelSelector: opts.NodeSelector}
 	if rc := restClient(client); rc != nil {
 		var pod corev1.Pod
 		names := map[string]string{}
 		err := scanList(ctx, rc, "pods", podOpts, func(item []byte) error {
-			if err := itemDecoder.pod(item, &pod, names); err != nil {
+			if err := itemDecoder.pod(item, &pod, names, opts.Accelerators); err != nil {
 				return err
 			}
 			b.AddPod(&pod)
@@ -56,7 +59,7 @@ func Collect(ctx context.Context, client kubernetes.Interface, opts Options, ext
 		if err == nil {
 			var node corev1.Node
 			err = scanList(ctx, rc, "nodes", nodeOpts, func(item []byte) error {
-				if err := itemDecoder.node(item, &node); err != nil {
+				if err := itemDecoder.node(item, &node, opts.Accelerators); err != nil {
 					return err
 				}
 				b.AddNode(&node)
@@ -69,10 +72,16 @@ func Collect(ctx context.Context, client kubernetes.Interface, opts Options, ext
 		if !errors.Is(err, errNotProtobuf) {
 			return nil, err
 		}
-		b = NewBuilder()
-		b.WithoutLabels = opts.WithoutLabels
+		b = opts.builder()
 	}
 	return collectTyped(ctx, client, b, podOpts, nodeOpts, extraPools)
+}
+
+func (o Options) builder() *Builder {
+	b := NewBuilder()
+	b.WithoutLabels = o.WithoutLabels
+	b.Accelerators = o.Accelerators
+	return b
 }
 
 // restClient returns the core/v1 REST client, or nil when there is none (fakes).

@@ -279,15 +279,15 @@ func smallInt(s []byte) (int64, bool) {
 	return n, true
 }
 
-// acceleratorMap reads map<string, Quantity> entries, keeping accelerators only.
-func acceleratorMap(list *corev1.ResourceList, entry []byte) error {
+// acceleratorMap reads map<string, Quantity> entries, keeping accelerators (of accel) only.
+func acceleratorMap(list *corev1.ResourceList, entry []byte, accel policy.Accelerators) error {
 	key, value, err := mapEntry(entry)
 	if err != nil {
 		return err
 	}
 	// Most keys are cpu, memory, pods...: no slash, not an accelerator; skip them
 	// without making a string.
-	if bytes.IndexByte(key, '/') < 0 || !policy.IsAccelerator(corev1.ResourceName(key)) {
+	if bytes.IndexByte(key, '/') < 0 || !accel.Is(corev1.ResourceName(key)) {
 		return nil
 	}
 	q, err := quantity(value)
@@ -303,7 +303,7 @@ func acceleratorMap(list *corev1.ResourceList, entry []byte) error {
 
 // scanPod fills pod (reset first, its container slices reused) with what the inventory
 // reads from a Pod message. names interns node names: 40,000 pods share 5,000.
-func scanPod(b []byte, pod *corev1.Pod, names map[string]string) error {
+func scanPod(b []byte, pod *corev1.Pod, names map[string]string, accel policy.Accelerators) error {
 	containers, inits := pod.Spec.Containers[:0], pod.Spec.InitContainers[:0]
 	*pod = corev1.Pod{}
 	pod.Spec.Containers, pod.Spec.InitContainers = containers, inits
@@ -312,7 +312,7 @@ func scanPod(b []byte, pod *corev1.Pod, names map[string]string) error {
 		case 1:
 			return scanPodMeta(v, pod)
 		case 2:
-			return scanPodSpec(v, &pod.Spec, names)
+			return scanPodSpec(v, &pod.Spec, names, accel)
 		case 3: // PodStatus.phase (1)
 			return fields(v, func(num protowire.Number, _ protowire.Type, v []byte) error {
 				if num == 1 {
@@ -380,21 +380,21 @@ func scanPodMeta(b []byte, pod *corev1.Pod) error {
 	})
 }
 
-func scanPodSpec(b []byte, spec *corev1.PodSpec, names map[string]string) error {
+func scanPodSpec(b []byte, spec *corev1.PodSpec, names map[string]string, accel policy.Accelerators) error {
 	return fields(b, func(num protowire.Number, _ protowire.Type, v []byte) error {
 		switch num {
 		case 2:
-			c, err := scanContainer(v)
+			c, err := scanContainer(v, accel)
 			spec.Containers = append(spec.Containers, c)
 			return err
 		case 20:
-			c, err := scanContainer(v)
+			c, err := scanContainer(v, accel)
 			spec.InitContainers = append(spec.InitContainers, c)
 			return err
 		case 10:
 			spec.NodeName = intern(names, v)
 		case 32:
-			return acceleratorMap(&spec.Overhead, v)
+			return acceleratorMap(&spec.Overhead, v, accel)
 		}
 		return nil
 	})
@@ -402,7 +402,7 @@ func scanPodSpec(b []byte, spec *corev1.PodSpec, names map[string]string) error 
 
 // scanContainer keeps a container's accelerator requests and limits and its restart
 // policy (an init container with Always is a sidecar).
-func scanContainer(b []byte) (corev1.Container, error) {
+func scanContainer(b []byte, accel policy.Accelerators) (corev1.Container, error) {
 	var c corev1.Container
 	err := fields(b, func(num protowire.Number, _ protowire.Type, v []byte) error {
 		switch num {
@@ -410,9 +410,9 @@ func scanContainer(b []byte) (corev1.Container, error) {
 			return fields(v, func(num protowire.Number, _ protowire.Type, v []byte) error {
 				switch num {
 				case 1:
-					return acceleratorMap(&c.Resources.Limits, v)
+					return acceleratorMap(&c.Resources.Limits, v, accel)
 				case 2:
-					return acceleratorMap(&c.Resources.Requests, v)
+					return acceleratorMap(&c.Resources.Requests, v, accel)
 				}
 				return nil
 			})
@@ -429,7 +429,7 @@ func scanContainer(b []byte) (corev1.Container, error) {
 }
 
 // scanNode fills node (reset first) with what the inventory reads from a Node message.
-func scanNode(b []byte, node *corev1.Node) error {
+func scanNode(b []byte, node *corev1.Node, accel policy.Accelerators) error {
 	*node = corev1.Node{}
 	return fields(b, func(num protowire.Number, _ protowire.Type, v []byte) error {
 		switch num {
@@ -443,7 +443,7 @@ func scanNode(b []byte, node *corev1.Node) error {
 				return nil
 			})
 		case 3:
-			return scanNodeStatus(v, node)
+			return scanNodeStatus(v, node, accel)
 		}
 		return nil
 	})
@@ -477,11 +477,11 @@ func scanNodeMeta(b []byte, node *corev1.Node) error {
 	})
 }
 
-func scanNodeStatus(b []byte, node *corev1.Node) error {
+func scanNodeStatus(b []byte, node *corev1.Node, accel policy.Accelerators) error {
 	return fields(b, func(num protowire.Number, _ protowire.Type, v []byte) error {
 		switch num {
 		case 2:
-			return acceleratorMap(&node.Status.Allocatable, v)
+			return acceleratorMap(&node.Status.Allocatable, v, accel)
 		case 4: // conditions: Ready only
 			var typ, status []byte
 			err := fields(v, func(num protowire.Number, _ protowire.Type, v []byte) error {

@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/randfill"
+
+	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
 // The scanner fills only the fields policy reads today. This test is the tripwire for
@@ -120,7 +122,7 @@ func TestScannerKeepsEveryFieldPolicyReads(t *testing.T) {
 		scanned := NewBuilder()
 		var pod corev1.Pod
 		_, err := listItems(encode(t, pods), func(b []byte) error {
-			if err := scanPod(b, &pod, map[string]string{}); err != nil {
+			if err := scanPod(b, &pod, map[string]string{}, policy.Accelerators{}); err != nil {
 				return err
 			}
 			scanned.AddPod(&pod)
@@ -129,7 +131,7 @@ func TestScannerKeepsEveryFieldPolicyReads(t *testing.T) {
 		require.NoError(t, err, "seed %d", seed)
 		var node corev1.Node
 		_, err = listItems(encode(t, nodes), func(b []byte) error {
-			if err := scanNode(b, &node); err != nil {
+			if err := scanNode(b, &node, policy.Accelerators{}); err != nil {
 				return err
 			}
 			scanned.AddNode(&node)

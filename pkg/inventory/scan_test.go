@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
+
+	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
 // encode writes a list as the API server sends it (magic, runtime.Unknown, the list).
@@ -139,7 +141,7 @@ func TestScannersAgreeWithFullDecoding(t *testing.T) {
 		scanned := NewBuilder()
 		var pod corev1.Pod
 		cont, err := listItems(encode(t, pods), func(b []byte) error {
-			if err := d.pod(b, &pod, map[string]string{}); err != nil {
+			if err := d.pod(b, &pod, map[string]string{}, policy.Accelerators{}); err != nil {
 				return err
 			}
 			scanned.AddPod(&pod)
@@ -149,7 +151,7 @@ func TestScannersAgreeWithFullDecoding(t *testing.T) {
 		assert.Equal(t, "next-page", cont)
 		var node corev1.Node
 		cont, err = listItems(encode(t, nodes), func(b []byte) error {
-			if err := d.node(b, &node); err != nil {
+			if err := d.node(b, &node, policy.Accelerators{}); err != nil {
 				return err
 			}
 			scanned.AddNode(&node)
@@ -179,13 +181,16 @@ func TestScannerRejectsWhatItCannotRead(t *testing.T) {
 		{ObjectMeta: metav1.ObjectMeta{Name: "p2"}, Spec: corev1.PodSpec{NodeName: "n1"}},
 	}})
 	items := 0
-	_, err = listItems(body, func(b []byte) error { items++; return scanPod(b, &corev1.Pod{}, map[string]string{}) })
+	_, err = listItems(body, func(b []byte) error {
+		items++
+		return scanPod(b, &corev1.Pod{}, map[string]string{}, policy.Accelerators{})
+	})
 	require.NoError(t, err)
 	assert.Equal(t, 2, items)
 	// Cut anywhere before the envelope's two trailing empty strings (4 bytes), the body
 	// is an error, never a shorter list: not even cut between two items.
 	for cut := 0; cut < len(body)-4; cut++ {
-		_, err = listItems(body[:cut], func(b []byte) error { return scanPod(b, &corev1.Pod{}, map[string]string{}) })
+		_, err = listItems(body[:cut], func(b []byte) error { return scanPod(b, &corev1.Pod{}, map[string]string{}, policy.Accelerators{}) })
 		assert.Error(t, err, "cut at %d of %d", cut, len(body))
 	}
 }
@@ -203,7 +208,21 @@ func BenchmarkScanPods(b *testing.B) {
 			var pod corev1.Pod
 			names := map[string]string{}
 			_, _ = listItems(body, func(item []byte) error {
-				_ = scanPod(item, &pod, names)
+				_ = scanPod(item, &pod, names, policy.Accelerators{})
+				bu.AddPod(&pod)
+				return nil
+			})
+		}
+	})
+	xpu := policy.NewAccelerators("vendor.example/xpu", "vendor.example/npu")
+	b.Run("scan-extra-accelerators", func(b *testing.B) { // a set with extra names costs no more
+		for i := 0; i < b.N; i++ {
+			bu := NewBuilder()
+			bu.Accelerators = xpu
+			var pod corev1.Pod
+			names := map[string]string{}
+			_, _ = listItems(body, func(item []byte) error {
+				_ = scanPod(item, &pod, names, xpu)
 				bu.AddPod(&pod)
 				return nil
 			})
@@ -214,7 +233,7 @@ func BenchmarkScanPods(b *testing.B) {
 			bu := NewBuilder()
 			var pod corev1.Pod
 			_, _ = listItems(body, func(item []byte) error {
-				_ = unmarshalDecoder.pod(item, &pod, nil)
+				_ = unmarshalDecoder.pod(item, &pod, nil, policy.Accelerators{})
 				bu.AddPod(&pod)
 				return nil
 			})
@@ -249,10 +268,10 @@ func FuzzListItems(f *testing.F) {
 		var node corev1.Node
 		names := map[string]string{}
 		_, _ = listItems(body, func(b []byte) error {
-			if err := scanPod(b, &pod, names); err != nil {
+			if err := scanPod(b, &pod, names, policy.Accelerators{}); err != nil {
 				return err
 			}
-			return scanNode(b, &node)
+			return scanNode(b, &node, policy.Accelerators{})
 		})
 	})
 }

@@ -155,8 +155,8 @@ func DescribeNode(out interface{ Write([]byte) (int, error) }, node *corev1.Node
 // podAcceleratorsCell is a pod's whole accelerators, and its MIG slices apart: "1", or
 // "0 +2 mig-1g.10gb".
 func podAcceleratorsCell(p *corev1.Pod) string {
-	cell := strconv.FormatInt(policy.PodAccelerators(p), 10)
-	req := policy.PodAcceleratorRequests(p)
+	cell := strconv.FormatInt(policy.Accelerators{}.PodAccelerators(p), 10)
+	req := policy.Accelerators{}.PodAcceleratorRequests(p)
 	for _, rn := range slices.Sorted(maps.Keys(req)) {
 		if policy.IsMIG(rn) {
 			cell += fmt.Sprintf(" +%d %s", req[rn], strings.TrimPrefix(string(rn), "nvidia.com/"))

@@ -138,7 +138,7 @@ func QuotaTable(quotas []corev1.ResourceQuota) *metav1.Table {
 // quotaAccelerator is the requests.<accelerator> limit of a quota, or "".
 func quotaAccelerator(q *corev1.ResourceQuota) corev1.ResourceName {
 	for _, rn := range slices.Sorted(maps.Keys(q.Spec.Hard)) {
-		if name, ok := strings.CutPrefix(string(rn), corev1.DefaultResourceRequestsPrefix); ok && policy.IsAccelerator(corev1.ResourceName(name)) {
+		if name, ok := strings.CutPrefix(string(rn), corev1.DefaultResourceRequestsPrefix); ok && (policy.Accelerators{}).Is(corev1.ResourceName(name)) {
 			return rn
 		}
 	}

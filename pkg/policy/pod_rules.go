@@ -129,10 +129,11 @@ func PodPoolName(pod *corev1.Pod, ns *corev1.Namespace) (name string, fromNamesp
 // the namespace is not known; it then counts as having no labels). It returns what P1
 // adds, warnings for the client, and the denial: every failed rule, one per line, each
 // with its rule id. A pod that asks for no pool (or for "default") gets nothing.
+// accel says which resources are accelerators (P5).
 //
 // MutatePod is idempotent: run on its own output it returns an empty patch and no
 // error, which is what reinvocation needs.
-func MutatePod(pod *corev1.Pod, ns *corev1.Namespace, pools PoolCatalog) (PodPatch, []string, error) {
+func MutatePod(pod *corev1.Pod, ns *corev1.Namespace, pools PoolCatalog, accel Accelerators) (PodPatch, []string, error) {
 	var patch PodPatch
 	name, fromNS := PodPoolName(pod, ns)
 	if name == "" || name == DefaultPool {
@@ -152,7 +153,7 @@ func MutatePod(pod *corev1.Pod, ns *corev1.Namespace, pools PoolCatalog) (PodPat
 	if warn != "" {
 		warnings = append(warnings, warn)
 	}
-	errs = append(errs, CheckPodAccelerator(pod, info))
+	errs = append(errs, CheckPodAccelerator(pod, info, accel))
 	patch, p1 := podPlacement(pod, info, fromNS)
 	errs = append(errs, p1)
 	if err := errors.Join(errs...); err != nil {
@@ -262,8 +263,8 @@ func CheckPodWorkload(pod *corev1.Pod, info PoolInfo) (warning string, err error
 
 // CheckPodAccelerator is rule P5: a runwhere.ai/gpu-type the pod asks for (label,
 // nodeSelector or required node affinity) must be the pool's accelerator model, and an
-// accelerator resource it requests must be the one the pool provides.
-func CheckPodAccelerator(pod *corev1.Pod, info PoolInfo) error {
+// accelerator resource it requests (one of accel) must be the one the pool provides.
+func CheckPodAccelerator(pod *corev1.Pod, info PoolInfo, accel Accelerators) error {
 	var errs []error
 	if want := info.AcceleratorType(); want != "" {
 		// gpuctl's pods ask with runwhere.ai/gpuType; it means the same as gpu-type.
@@ -277,7 +278,7 @@ func CheckPodAccelerator(pod *corev1.Pod, info PoolInfo) error {
 		}
 	}
 	if have := info.Spec().Accelerator.ResourceName; have != "" {
-		for _, got := range PodAcceleratorResources(pod) {
+		for _, got := range accel.PodAcceleratorResources(pod) {
 			if !sameAccelerator(got, have) {
 				errs = append(errs, Violationf("P5", "pod requests %s but pool %q provides %s: request %s or use a pool of %s nodes",
 					got, info.Name, have, have, got))

@@ -52,7 +52,7 @@ func TestMutatePodGpuctlJobTypes(t *testing.T) {
 			if tt.jobType != "" {
 				opts = append(opts, podLabels(LabelJobType, tt.jobType))
 			}
-			_, warnings, err := MutatePod(testPod(opts...), ns("ai-team"), cat)
+			_, warnings, err := MutatePod(testPod(opts...), ns("ai-team"), cat, Accelerators{})
 			assert.Equal(t, tt.warnings, warnings)
 			if tt.wantErr != "" {
 				assert.EqualError(t, err, tt.wantErr)
@@ -87,9 +87,9 @@ func TestWorkloadTypeOf(t *testing.T) {
 func TestMutatePodGpuctlGPUTypeSelector(t *testing.T) {
 	cat := gpuctlCatalog()
 	base := []podOpt{podLabels(LabelPool, "training-pool", LabelJobType, "training")}
-	_, _, err := MutatePod(testPod(append(base, nodeSelector(LabelPool, "training-pool", LabelGPUTypeCamel, "A100-80G"))...), ns("ai-team"), cat)
+	_, _, err := MutatePod(testPod(append(base, nodeSelector(LabelPool, "training-pool", LabelGPUTypeCamel, "A100-80G"))...), ns("ai-team"), cat, Accelerators{})
 	assert.EqualError(t, err, `[P5] nodeSelector runwhere.ai/gpuType=A100-80G does not match pool "training-pool", whose nodes are runwhere.ai/gpu-type=A10-24G: ask for runwhere.ai/gpuType=A10-24G or use a pool of the gpu-type you need`)
-	patch, _, err := MutatePod(testPod(append(base, nodeSelector(LabelPool, "training-pool", LabelGPUTypeCamel, "A10-24G"))...), ns("ai-team"), cat)
+	patch, _, err := MutatePod(testPod(append(base, nodeSelector(LabelPool, "training-pool", LabelGPUTypeCamel, "A10-24G"))...), ns("ai-team"), cat, Accelerators{})
 	require.NoError(t, err)
 	assert.True(t, patch.Empty(), "the pod already selects its pool: %+v", patch)
 }
@@ -97,7 +97,7 @@ func TestMutatePodGpuctlGPUTypeSelector(t *testing.T) {
 // gpuctl's default-pool pods: label default plus a required DoesNotExist affinity.
 func TestMutatePodGpuctlDefaultPool(t *testing.T) {
 	pod := testPod(podLabels(LabelPool, DefaultPool, LabelJobType, "training"), affinity(LabelPool, corev1.NodeSelectorOpDoesNotExist))
-	patch, warnings, err := MutatePod(pod, ns("ai-team"), gpuctlCatalog())
+	patch, warnings, err := MutatePod(pod, ns("ai-team"), gpuctlCatalog(), Accelerators{})
 	require.NoError(t, err)
 	assert.Empty(t, warnings)
 	assert.True(t, patch.Empty())
@@ -107,13 +107,13 @@ func TestMutatePodGpuctlDefaultPool(t *testing.T) {
 func TestMutatePodEmptyPoolLabelIsAbsent(t *testing.T) {
 	cat := testCatalog()
 	pod := testPod(podLabels(LabelPool, "", LabelWorkloadType, "training"))
-	patch, _, err := MutatePod(pod, ns("ai-team", LabelPool, "train-a100"), cat)
+	patch, _, err := MutatePod(pod, ns("ai-team", LabelPool, "train-a100"), cat, Accelerators{})
 	require.NoError(t, err)
 	assert.Equal(t, PodPatch{Labels: map[string]string{LabelPool: "train-a100"}, NodeSelector: map[string]string{LabelPool: "train-a100"}}, patch)
 
-	_, _, err = MutatePod(testPod(podLabels(LabelPool, "", LabelWorkloadType, "inference")), ns("ai-team", LabelPool, "train-a100"), cat)
+	_, _, err = MutatePod(testPod(podLabels(LabelPool, "", LabelWorkloadType, "inference")), ns("ai-team", LabelPool, "train-a100"), cat, Accelerators{})
 	assert.ErrorContains(t, err, `[P3] pool "train-a100" (type Training) does not accept inference work`)
-	_, _, err = MutatePod(testPod(podLabels(LabelPool, "", LabelWorkloadType, "development")), ns("ai-team", LabelPool, "dev-sandbox"), cat)
+	_, _, err = MutatePod(testPod(podLabels(LabelPool, "", LabelWorkloadType, "development")), ns("ai-team", LabelPool, "dev-sandbox"), cat, Accelerators{})
 	assert.ErrorContains(t, err, `[P4] namespace "ai-team" may not use pool "dev-sandbox"`)
 }
 
@@ -127,8 +127,8 @@ func TestCheckPodAcceleratorJudgesEveryResource(t *testing.T) {
 	want := "[P5] pod requests amd.com/gpu but pool \"train-a100\" provides nvidia.com/gpu: request nvidia.com/gpu or use a pool of amd.com/gpu nodes\n" +
 		"[P5] pod requests huawei.com/Ascend910 but pool \"train-a100\" provides nvidia.com/gpu: request nvidia.com/gpu or use a pool of huawei.com/Ascend910 nodes"
 	for range 30 {
-		_, _, err := MutatePod(pod, nil, testCatalog())
+		_, _, err := MutatePod(pod, nil, testCatalog(), Accelerators{})
 		require.EqualError(t, err, want)
 	}
-	assert.Equal(t, []corev1.ResourceName{"amd.com/gpu", "huawei.com/Ascend910", "nvidia.com/gpu"}, PodAcceleratorResources(pod))
+	assert.Equal(t, []corev1.ResourceName{"amd.com/gpu", "huawei.com/Ascend910", "nvidia.com/gpu"}, Accelerators{}.PodAcceleratorResources(pod))
 }

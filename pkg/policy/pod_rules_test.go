@@ -226,7 +226,7 @@ func TestMutatePod(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := tt.pod.DeepCopy()
-			patch, warnings, err := MutatePod(tt.pod, tt.ns, cat)
+			patch, warnings, err := MutatePod(tt.pod, tt.ns, cat, Accelerators{})
 			assert.Equal(t, before, tt.pod, "MutatePod must not change its input")
 			assert.Equal(t, tt.warnings, warnings)
 			if tt.wantErr != "" {
@@ -239,7 +239,7 @@ func TestMutatePod(t *testing.T) {
 			// Reinvocation: the patched pod needs nothing more and is still admitted.
 			patched := tt.pod.DeepCopy()
 			patch.Apply(patched)
-			again, _, err := MutatePod(patched, tt.ns, cat)
+			again, _, err := MutatePod(patched, tt.ns, cat, Accelerators{})
 			require.NoError(t, err)
 			assert.True(t, again.Empty(), "second pass added %+v", again)
 		})
@@ -249,7 +249,7 @@ func TestMutatePod(t *testing.T) {
 func TestPodPatchApply(t *testing.T) {
 	pod := testPod(podLabels(LabelPool, "train-snt9b", LabelWorkloadType, "training"), limits("huawei.com/Ascend910", 8))
 	pod.Spec.InitContainers = []corev1.Container{{Name: "warmup", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"huawei.com/Ascend910": resource.MustParse("1")}}}}
-	patch, _, err := MutatePod(pod, nil, testCatalog())
+	patch, _, err := MutatePod(pod, nil, testCatalog(), Accelerators{})
 	require.NoError(t, err)
 	patch.Apply(pod)
 	assert.Equal(t, map[string]string{LabelPool: "train-snt9b"}, pod.Spec.NodeSelector)

@@ -72,6 +72,8 @@ type Options struct {
 	Progress  io.Writer
 	// RunID labels the run's pods (app.kubernetes.io/instance); default: the start time.
 	RunID string
+	// Accelerators says which resources a test pod holds; the zero value is the known set.
+	Accelerators policy.Accelerators
 }
 
 // Result values.
@@ -214,7 +216,7 @@ func TestPod(o Options, runID string, n *corev1.Node) *corev1.Pod {
 		base = strings.TrimRight(base[:40], "-")
 	}
 	limits := corev1.ResourceList{}
-	if rn, count := policy.NodeAccelerators(n); count > 0 {
+	if rn, count := o.Accelerators.NodeAccelerators(n); count > 0 {
 		limits[rn] = *resource.NewQuantity(n.Status.Allocatable.Name(rn, resource.DecimalSI).Value(), resource.DecimalSI)
 	}
 	var deadline *int64

@@ -8,6 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
 func readyNode(name string) *corev1.Node {
@@ -39,6 +41,18 @@ func TestTestPodHoldsTheNodesAccelerators(t *testing.T) {
 	assert.Equal(t, "8", p.Spec.Containers[0].Resources.Limits.Name("huawei.com/Ascend910", resource.DecimalSI).String())
 	assert.Equal(t, corev1.EnvVar{Name: "STRESS_TESTS", Value: "npu,hccs"}, p.Spec.Containers[0].Env[0])
 	assert.Equal(t, map[string]string{LabelManagedBy: "litepool", LabelComponent: Component, LabelInstance: "r1"}, p.Labels)
+}
+
+// A test pod holds an extra accelerator only when the run is told it is one.
+func TestTestPodHoldsExtraAcceleratorsWhenConfigured(t *testing.T) {
+	n := readyNode("x1")
+	n.Status.Allocatable = corev1.ResourceList{"vendor.example/xpu": resource.MustParse("4")}
+	o := Options{Pool: "p", Image: "stress:1", Tests: []string{"npu"}, Accelerators: policy.NewAccelerators("vendor.example/xpu")}
+	limits := TestPod(o, "r1", n).Spec.Containers[0].Resources.Limits
+	assert.Len(t, limits, 1)
+	assert.Equal(t, "4", limits.Name("vendor.example/xpu", resource.DecimalSI).String())
+	o.Accelerators = policy.Accelerators{}
+	assert.Empty(t, TestPod(o, "r1", n).Spec.Containers[0].Resources.Limits)
 }
 
 func TestValidateTests(t *testing.T) {
