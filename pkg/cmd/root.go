@@ -49,7 +49,8 @@ func NewCmdLitepool(streams genericiooptions.IOStreams) *cobra.Command {
 	configFlags.AddFlags(flags)
 	matchVersion := cmdutil.NewMatchVersionFlags(configFlags)
 	matchVersion.AddFlags(flags)
-	f := kit.NewFactory(cmdutil.NewFactory(matchVersion))
+	accelerators := kit.AddAcceleratorsFlag(flags)
+	f := kit.NewFactory(cmdutil.NewFactory(matchVersion), accelerators)
 
 	cmd.AddCommand(plugin.Commands(f, streams)...)
 	cmd.AddCommand(

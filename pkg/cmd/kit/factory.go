@@ -8,13 +8,18 @@ import (
 	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 	"k8s.io/utils/clock"
 
+	"github.com/runwhere-ai/litepool/pkg/policy"
 	"github.com/runwhere-ai/litepool/pkg/poolclient"
+	"github.com/spf13/pflag"
 )
 
-// Clients are what a command talks to the cluster with.
+// Clients are what a command talks to the cluster with, and the accelerator set it
+// counts with (--accelerator-resources: the same flag, and so the same set, as the
+// cluster's litepool-webhook).
 type Clients struct {
-	Kube  kubernetes.Interface
-	Pools *poolclient.Client
+	Kube         kubernetes.Interface
+	Pools        *poolclient.Client
+	Accelerators policy.Accelerators
 }
 
 // Factory is the one seam between a command and the world: its clients, its clock and
@@ -28,12 +33,23 @@ type Factory interface {
 	Clock() clock.PassiveClock
 }
 
-// NewFactory is the Factory of a real run, over kubectl's flags.
-func NewFactory(f cmdutil.Factory) Factory { return &factory{Factory: f} }
+// NewFactory is the Factory of a real run, over kubectl's flags; accelerators is the
+// value of --accelerator-resources (AddAcceleratorsFlag), read when the clients are
+// built.
+func NewFactory(f cmdutil.Factory, accelerators *string) Factory {
+	return &factory{Factory: f, accelerators: accelerators}
+}
 
 type factory struct {
 	cmdutil.Factory
-	clients *Clients
+	accelerators *string
+	clients      *Clients
+}
+
+// AddAcceleratorsFlag adds --accelerator-resources, the webhook's flag of the same name.
+func AddAcceleratorsFlag(flags *pflag.FlagSet) *string {
+	return flags.String(policy.AcceleratorResourcesFlag, "",
+		"Extra extended resources that count as accelerators, comma-separated (e.g. vendor.example/xpu); give the cluster's litepool-webhook the same list")
 }
 
 // Clients builds the clients from kubectl's flags. Core types travel as protobuf,
@@ -41,6 +57,13 @@ type factory struct {
 func (f *factory) Clients() (*Clients, error) {
 	if f.clients != nil {
 		return f.clients, nil
+	}
+	var accel policy.Accelerators
+	if f.accelerators != nil {
+		var err error
+		if accel, err = policy.ParseAccelerators(*f.accelerators); err != nil {
+			return nil, err
+		}
 	}
 	cfg, err := f.ToRESTConfig()
 	if err != nil {
@@ -54,7 +77,7 @@ func (f *factory) Clients() (*Clients, error) {
 	if err != nil {
 		return nil, err
 	}
-	f.clients = &Clients{Kube: kube, Pools: poolclient.New(dyn)}
+	f.clients = &Clients{Kube: kube, Pools: poolclient.New(dyn), Accelerators: accel}
 	return f.clients, nil
 }
 

@@ -50,7 +50,7 @@ func TestCompleteNodeNames(t *testing.T) {
 	flags := genericclioptions.NewConfigFlags(false)
 	server := srv.URL
 	flags.APIServer = &server
-	complete := CompleteNodeNames(NewFactory(cmdutil.NewFactory(flags)))
+	complete := CompleteNodeNames(NewFactory(cmdutil.NewFactory(flags), nil))
 
 	cmd := &cobra.Command{Use: "cordon"}
 	cmd.Flags().String("pool", "", "")

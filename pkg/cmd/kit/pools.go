@@ -24,7 +24,7 @@ func LoadPools(ctx context.Context, c *Clients, nodeSelector string) ([]v1alpha1
 	for i := range objects {
 		names[i] = objects[i].Name
 	}
-	inv, err := inventory.Collect(ctx, c.Kube, inventory.Options{NodeSelector: nodeSelector, WithoutLabels: true}, names...)
+	inv, err := inventory.Collect(ctx, c.Kube, inventory.Options{NodeSelector: nodeSelector, WithoutLabels: true, Accelerators: c.Accelerators}, names...)
 	if err != nil {
 		return nil, err
 	}
@@ -45,7 +45,7 @@ func LoadPool(ctx context.Context, c *Clients, name string) (*v1alpha1.Pool, *in
 			return nil, nil, err
 		}
 	}
-	inv, err := inventory.Collect(ctx, c.Kube, inventory.Options{NodeSelector: PoolSelector(name), WithoutLabels: true}, name)
+	inv, err := inventory.Collect(ctx, c.Kube, inventory.Options{NodeSelector: PoolSelector(name), WithoutLabels: true, Accelerators: c.Accelerators}, name)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -28,6 +28,7 @@ import (
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
+	"github.com/runwhere-ai/litepool/pkg/policy"
 	"github.com/runwhere-ai/litepool/pkg/poolclient"
 )
 
@@ -44,6 +45,8 @@ type Factory struct {
 	Kube    *fake.Clientset
 	Dynamic *dynamicfake.FakeDynamicClient
 	Clocks  *clocktesting.FakeClock
+	// Accelerators is the set the commands count with (--accelerator-resources).
+	Accelerators policy.Accelerators
 }
 
 var _ kit.Factory = (*Factory)(nil)
@@ -103,7 +106,7 @@ func serverDryRun(a k8stesting.Action) (bool, runtime.Object, error) {
 
 // Clients implements kit.Factory.
 func (f *Factory) Clients() (*kit.Clients, error) {
-	return &kit.Clients{Kube: f.Kube, Pools: poolclient.New(f.Dynamic)}, nil
+	return &kit.Clients{Kube: f.Kube, Pools: poolclient.New(f.Dynamic), Accelerators: f.Accelerators}, nil
 }
 
 // Clock implements kit.Factory.
