@@ -2,7 +2,9 @@ package inventory
 
 import (
 	"fmt"
+	"maps"
 	"math/rand"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -55,9 +57,11 @@ func filler(seed int64) *randfill.Filler {
 				"huawei.com/driver.version":           {"24.1.rc3"},
 				corev1.MirrorPodAnnotationKey:         {"hash"},
 			}
-			for k, values := range keys {
+			// In a fixed order: ranging over the map would draw the random numbers in
+			// Go's random map order, and a seed would not give the same objects twice.
+			for _, k := range slices.Sorted(maps.Keys(keys)) {
 				if c.Intn(3) == 0 {
-					(*m)[k] = pick(c, values...)
+					(*m)[k] = pick(c, keys[k]...)
 				}
 			}
 		},
