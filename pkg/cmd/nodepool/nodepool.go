@@ -1,4 +1,5 @@
-package plugin
+// Package nodepool is `kubectl litepool nodepool add|remove|apply`.
+package nodepool
 
 import (
 	"context"
@@ -10,15 +11,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 	"k8s.io/kubectl/pkg/util/templates"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
-
-var _ = register(NewCmdNodePool)
 
 // NewCmdNodePool is `kubectl litepool nodepool add|remove|apply`.
 func NewCmdNodePool(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
@@ -54,8 +52,13 @@ type NodePoolOptions struct {
 	genericiooptions.IOStreams
 }
 
+// NewNodePoolOptions returns the options of nodepool VERB (add, remove or apply).
+func NewNodePoolOptions(streams genericiooptions.IOStreams, verb string) *NodePoolOptions {
+	return &NodePoolOptions{Mutation: kit.NewMutation(), IOStreams: streams, Verb: verb}
+}
+
 func newNodePoolCommand(f kit.Factory, streams genericiooptions.IOStreams, verb string) *cobra.Command {
-	o := &NodePoolOptions{IOStreams: streams, Verb: verb}
+	o := NewNodePoolOptions(streams, verb)
 	cmd := &cobra.Command{}
 	switch verb {
 	case "add":
@@ -105,11 +108,14 @@ func newNodePoolCommand(f kit.Factory, streams genericiooptions.IOStreams, verb 
 		if err := o.Mutation.Complete(cmd, c); err != nil {
 			return err
 		}
+		if err := o.Validate(); err != nil {
+			return err
+		}
 		return o.Run(cmd.Context())
 	}
 	cmd.Flags().StringVar(&o.Pool, "pool", "", "The pool the node pool belongs to")
 	_ = cmd.RegisterFlagCompletionFunc("pool", kit.CompletePoolNames(f))
-	cmdutil.AddDryRunFlag(cmd)
+	o.Mutation.AddFlags(cmd, false)
 	return cmd
 }
 
@@ -154,7 +160,8 @@ func (o *NodePoolOptions) Run(ctx context.Context) error {
 }
 
 func (o *NodePoolOptions) pool(ctx context.Context) (*v1alpha1.Pool, error) {
-	pool, err := kit.NewCatalog(ctx, o.clients).Object(o.Pool)
+	cat := kit.NewCatalog(ctx, o.clients)
+	pool, err := cat.Object(o.Pool)
 	if err != nil {
 		return nil, err
 	}
@@ -167,8 +174,7 @@ func (o *NodePoolOptions) pool(ctx context.Context) (*v1alpha1.Pool, error) {
 	if o.Verb == "remove" { // a node pool made only of labels can still be emptied
 		return kit.SynthesizedMember(o.Pool), nil
 	}
-	members, err := o.clients.Kube.CoreV1().Nodes().List(ctx, kit.ListBySelector(kit.PoolSelector(o.Pool)))
-	if err == nil && len(members.Items) > 0 {
+	if members, err := cat.Members(o.Pool); err == nil && len(members) > 0 {
 		return nil, fmt.Errorf("pool %q has no Pool object, so no node pools are declared: create one with kubectl litepool create -f", o.Pool)
 	}
 	return nil, kit.PoolNotFound(o.Pool)
@@ -244,6 +250,5 @@ func (o *NodePoolOptions) change(ctx context.Context, pool *v1alpha1.Pool, np *v
 	} else {
 		o.NodeEvent(ctx, node, false, "NodePool", "node %s %s (pool %s)", name, msg, pool.Name)
 	}
-	fmt.Fprintf(o.Out, "node/%s %s%s\n", name, msg, o.Suffix())
-	return nil
+	return o.Print(o.Out, node, msg)
 }
