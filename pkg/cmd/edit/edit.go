@@ -135,7 +135,8 @@ func (o *EditPoolOptions) useFlags() bool {
 
 // Run reads the pool, changes it (flags or editor), checks and writes it.
 func (o *EditPoolOptions) Run(ctx context.Context) error {
-	old, err := o.getPool(ctx)
+	cat := kit.NewCatalog(ctx, o.clients)
+	old, err := o.getPool(cat)
 	if err != nil {
 		return err
 	}
@@ -151,11 +152,11 @@ func (o *EditPoolOptions) Run(ctx context.Context) error {
 	if reflect.DeepEqual(old.Spec, updated.Spec) && reflect.DeepEqual(old.Labels, updated.Labels) && reflect.DeepEqual(old.Annotations, updated.Annotations) {
 		return o.Print(o.Out, old, "unchanged")
 	}
-	members, err := o.clients.Kube.CoreV1().Nodes().List(ctx, kit.ListBySelector(kit.PoolSelector(o.Name)))
+	members, err := cat.Members(o.Name)
 	if err != nil {
 		return err
 	}
-	if err := errors.Join(policy.ValidatePool(updated, old, len(members.Items)), policy.ValidateNodePools(updated)); err != nil {
+	if err := errors.Join(policy.ValidatePool(updated, old, len(members)), policy.ValidateNodePools(updated)); err != nil {
 		return fmt.Errorf("pool %q was not changed:\n%w", o.Name, err)
 	}
 	written := updated
@@ -173,24 +174,23 @@ func (o *EditPoolOptions) Run(ctx context.Context) error {
 	ref := events.PoolRef(o.Name)
 	o.Event(ctx, &ref, false, "Edited", "pool %s edited: %s", o.Name, strings.Join(changedFields(old, updated), ", "))
 	if old.Spec.Exclusive != updated.Spec.Exclusive {
-		return o.retaint(ctx, updated, members.Items)
+		return o.retaint(ctx, updated, members)
 	}
 	return nil
 }
 
-func (o *EditPoolOptions) getPool(ctx context.Context) (*v1alpha1.Pool, error) {
+func (o *EditPoolOptions) getPool(cat *kit.Catalog) (*v1alpha1.Pool, error) {
 	if o.Name == policy.DefaultPool {
 		return nil, fmt.Errorf("the default pool has no Pool object to edit: it is the nodes that belong to no pool")
 	}
-	p, err := o.clients.Pools.Get(ctx, o.Name)
-	if !apierrors.IsNotFound(err) {
+	p, err := cat.Object(o.Name)
+	if p != nil || err != nil {
 		return p, err
 	}
-	members, lerr := o.clients.Kube.CoreV1().Nodes().List(ctx, kit.ListBySelector(kit.PoolSelector(o.Name)))
-	if lerr == nil && len(members.Items) > 0 {
-		return nil, fmt.Errorf("pool %q has no Pool object (it exists only as labels on %d node(s)): create one with kubectl litepool create -f, which adopts its nodes", o.Name, len(members.Items))
+	if members, err := cat.Members(o.Name); err == nil && len(members) > 0 {
+		return nil, fmt.Errorf("pool %q has no Pool object (it exists only as labels on %d node(s)): create one with kubectl litepool create -f, which adopts its nodes", o.Name, len(members))
 	}
-	return nil, err
+	return nil, kit.PoolNotFound(o.Name)
 }
 
 // applyFlags changes a copy of the pool as the flags say.
