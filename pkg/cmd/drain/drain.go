@@ -63,18 +63,7 @@ func NewCmdDrain(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Comma
 		ValidArgsFunction: kit.CompleteNodeNames(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Names = args
-			c, err := f.Clients()
-			if err != nil {
-				return err
-			}
-			o.clients = c
-			if err := o.Mutation.Complete(cmd, c); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
+			return kit.RunMutation(f, cmd, &o.Mutation, &o.clients, o)
 		},
 	}
 	kit.AddDrainFlags(cmd, &o.Drain)

@@ -101,18 +101,7 @@ func NewCmdEditPool(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Co
 			for _, name := range []string{"description", "tag", "min-nodes", "type", "exclusive"} {
 				o.set[name] = cmd.Flags().Changed(name)
 			}
-			c, err := f.Clients()
-			if err != nil {
-				return err
-			}
-			o.clients = c
-			if err := o.Mutation.Complete(cmd, c); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
+			return kit.RunMutation(f, cmd, &o.Mutation, &o.clients, o)
 		},
 	}
 	cmd.Flags().StringVar(&o.Description, "description", "", "New description")

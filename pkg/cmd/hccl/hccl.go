@@ -84,13 +84,10 @@ func NewCmdHCCLSet(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Com
 			kubectl litepool hccl set train-snt9b --max-retries 5 --dry-run=server`),
 		ValidArgsFunction: kit.CompletePoolNames(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(f, cmd, args); err != nil {
+			if err := o.Complete(cmd, args); err != nil {
 				return err
 			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
+			return kit.RunMutation(f, cmd, &o.Mutation, &o.clients, o)
 		},
 	}
 	fl := cmd.Flags()
@@ -102,7 +99,7 @@ func NewCmdHCCLSet(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Com
 }
 
 // Complete reads the pool name and which flags were given.
-func (o *HCCLSetOptions) Complete(f kit.Factory, cmd *cobra.Command, args []string) (err error) {
+func (o *HCCLSetOptions) Complete(cmd *cobra.Command, args []string) error {
 	if len(args) != 1 {
 		return fmt.Errorf("give exactly one pool: kubectl litepool hccl set POOL [flags]")
 	}
@@ -111,10 +108,7 @@ func (o *HCCLSetOptions) Complete(f kit.Factory, cmd *cobra.Command, args []stri
 	for _, n := range []string{"op-retry", "max-retries", "retry-timeout"} {
 		o.changed[n] = cmd.Flags().Changed(n)
 	}
-	if o.clients, err = f.Clients(); err != nil {
-		return err
-	}
-	return o.Mutation.Complete(cmd, o.clients)
+	return nil
 }
 
 // Validate checks the values with the pool rule R1, and -o.

@@ -84,13 +84,10 @@ func NewCmdLabelNode(f kit.Factory, streams genericiooptions.IOStreams) *cobra.C
 		Args:              cobra.MinimumNArgs(2),
 		ValidArgsFunction: kit.CompleteNodeNames(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(f, cmd, args); err != nil {
+			if err := o.Complete(args); err != nil {
 				return err
 			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
+			return kit.RunMutation(f, cmd, &o.Mutation, &o.clients, o)
 		},
 	}
 	cmd.Flags().BoolVar(&o.Overwrite, "overwrite", false, "Allow labels to be overwritten; otherwise a label with a different value is an error")
@@ -98,20 +95,12 @@ func NewCmdLabelNode(f kit.Factory, streams genericiooptions.IOStreams) *cobra.C
 	return cmd
 }
 
-// Complete parses KEY=VALUE and KEY- arguments, checking every key and value first.
-func (o *LabelNodeOptions) Complete(f kit.Factory, cmd *cobra.Command, args []string) error {
+// Complete parses KEY=VALUE and KEY- arguments, checking every key and value before
+// anything is read from the cluster.
+func (o *LabelNodeOptions) Complete(args []string) (err error) {
 	o.Node = args[0]
-	set, remove, err := ParseLabelArgs(args[1:])
-	if err != nil {
-		return err
-	}
-	o.Set, o.Remove = set, remove
-	c, err := f.Clients()
-	if err != nil {
-		return err
-	}
-	o.clients = c
-	return o.Mutation.Complete(cmd, c)
+	o.Set, o.Remove, err = ParseLabelArgs(args[1:])
+	return err
 }
 
 // ParseLabelArgs parses KEY=VALUE and KEY- arguments: keys must be litepool's own

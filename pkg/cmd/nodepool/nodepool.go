@@ -36,7 +36,7 @@ func NewCmdNodePool(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Co
 			kubectl litepool nodepool remove a100-np1 a100-node-3 --pool train-a100
 			kubectl litepool nodepool apply a100-np1 --pool train-a100`),
 	}
-	cmd.AddCommand(newNodePoolCommand(f, streams, "add"), newNodePoolCommand(f, streams, "remove"), newNodePoolCommand(f, streams, "apply"))
+	cmd.AddCommand(NewCmdNodePoolAdd(f, streams), NewCmdNodePoolRemove(f, streams), NewCmdNodePoolApply(f, streams))
 	return cmd
 }
 
@@ -57,61 +57,62 @@ func NewNodePoolOptions(streams genericiooptions.IOStreams, verb string) *NodePo
 	return &NodePoolOptions{Mutation: kit.NewMutation(), IOStreams: streams, Verb: verb}
 }
 
-func newNodePoolCommand(f kit.Factory, streams genericiooptions.IOStreams, verb string) *cobra.Command {
-	o := NewNodePoolOptions(streams, verb)
-	cmd := &cobra.Command{}
-	switch verb {
-	case "add":
-		cmd.Use = "add NODEPOOL NODE... --pool POOL"
-		cmd.Short = "Put nodes of a pool into one of its node pools"
-		cmd.Long = templates.LongDesc(`
+// NewCmdNodePoolAdd is `kubectl litepool nodepool add NODEPOOL NODE... --pool POOL`.
+func NewCmdNodePoolAdd(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+	return newNodePoolCommand(f, streams, "add", &cobra.Command{
+		Use:   "add NODEPOOL NODE... --pool POOL",
+		Short: "Put nodes of a pool into one of its node pools",
+		Long: templates.LongDesc(`
 			Put nodes into a node pool: each gets the label runwhere.ai/node-pool and
 			the node pool's labels and taints. The nodes must already belong to the
 			pool (kubectl litepool scale POOL --add NODE brings them in) and to no
 			other node pool, and the node pool must be declared in the pool's
-			spec.nodePools. Everything is checked before anything changes.`)
-		cmd.Example = templates.Examples(`
-			kubectl litepool nodepool add a100-np1 a100-node-3 --pool train-a100`)
-		cmd.Args = cobra.MinimumNArgs(2)
-	case "remove":
-		cmd.Use = "remove NODEPOOL NODE... --pool POOL"
-		cmd.Short = "Take nodes out of a node pool; they stay in the pool"
-		cmd.Long = templates.LongDesc(`
+			spec.nodePools. Everything is checked before anything changes.`),
+		Example: templates.Examples(`
+			kubectl litepool nodepool add a100-np1 a100-node-3 --pool train-a100`),
+		Args: cobra.MinimumNArgs(2),
+	})
+}
+
+// NewCmdNodePoolRemove is `kubectl litepool nodepool remove NODEPOOL NODE... --pool POOL`.
+func NewCmdNodePoolRemove(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+	return newNodePoolCommand(f, streams, "remove", &cobra.Command{
+		Use:   "remove NODEPOOL NODE... --pool POOL",
+		Short: "Take nodes out of a node pool; they stay in the pool",
+		Long: templates.LongDesc(`
 			Take nodes out of a node pool: they lose the label runwhere.ai/node-pool
-			and the node pool's labels and taints, and stay in the pool.`)
-		cmd.Example = templates.Examples(`
-			kubectl litepool nodepool remove a100-np1 a100-node-3 --pool train-a100`)
-		cmd.Args = cobra.MinimumNArgs(2)
-	case "apply":
-		cmd.Use = "apply NODEPOOL --pool POOL"
-		cmd.Short = "Apply a node pool's labels and taints to all its members"
-		cmd.Long = templates.LongDesc(`
+			and the node pool's labels and taints, and stay in the pool.`),
+		Example: templates.Examples(`
+			kubectl litepool nodepool remove a100-np1 a100-node-3 --pool train-a100`),
+		Args: cobra.MinimumNArgs(2),
+	})
+}
+
+// NewCmdNodePoolApply is `kubectl litepool nodepool apply NODEPOOL --pool POOL`.
+func NewCmdNodePoolApply(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+	return newNodePoolCommand(f, streams, "apply", &cobra.Command{
+		Use:   "apply NODEPOOL --pool POOL",
+		Short: "Apply a node pool's labels and taints to all its members",
+		Long: templates.LongDesc(`
 			Apply a node pool's labels and taints, as declared in the pool's
 			spec.nodePools, to every node of the node pool: after editing a node
 			pool's labels or taints, this brings its members in line. Labels are
-			checked first (N1).`)
-		cmd.Example = templates.Examples(`
+			checked first (N1).`),
+		Example: templates.Examples(`
 			kubectl litepool edit pool train-a100
-			kubectl litepool nodepool apply a100-np1 --pool train-a100`)
-		cmd.Args = cobra.ExactArgs(1)
-	}
+			kubectl litepool nodepool apply a100-np1 --pool train-a100`),
+		Args: cobra.ExactArgs(1),
+	})
+}
+
+func newNodePoolCommand(f kit.Factory, streams genericiooptions.IOStreams, verb string, cmd *cobra.Command) *cobra.Command {
+	o := NewNodePoolOptions(streams, verb)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		o.NodePool, o.Nodes = args[0], args[1:]
 		if o.Pool == "" {
 			return fmt.Errorf("--pool is required: node pool names are unique only inside a pool")
 		}
-		c, err := f.Clients()
-		if err != nil {
-			return err
-		}
-		o.clients = c
-		if err := o.Mutation.Complete(cmd, c); err != nil {
-			return err
-		}
-		if err := o.Validate(); err != nil {
-			return err
-		}
-		return o.Run(cmd.Context())
+		return kit.RunMutation(f, cmd, &o.Mutation, &o.clients, o)
 	}
 	cmd.Flags().StringVar(&o.Pool, "pool", "", "The pool the node pool belongs to")
 	_ = cmd.RegisterFlagCompletionFunc("pool", kit.CompletePoolNames(f))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -13,8 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	k8stesting "k8s.io/client-go/testing"
-
-	"github.com/spf13/cobra"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
@@ -49,15 +48,7 @@ func cluster(t *testing.T) *kittest.Factory {
 	).GenerateNames()
 }
 
-func add(f kit.Factory, s genericiooptions.IOStreams) *cobra.Command {
-	return newNodePoolCommand(f, s, "add")
-}
-func remove(f kit.Factory, s genericiooptions.IOStreams) *cobra.Command {
-	return newNodePoolCommand(f, s, "remove")
-}
-func apply(f kit.Factory, s genericiooptions.IOStreams) *cobra.Command {
-	return newNodePoolCommand(f, s, "apply")
-}
+var add, remove, apply = NewCmdNodePoolAdd, NewCmdNodePoolRemove, NewCmdNodePoolApply
 
 // member says what the node carries of np1: its node-pool label, team label and taints.
 func member(t *testing.T, f *kittest.Factory, name string) []any {
