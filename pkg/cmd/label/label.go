@@ -11,7 +11,6 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/kubectl/pkg/util/templates"
 
-	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/runwhere-ai/litepool/pkg/events"
 	"github.com/runwhere-ai/litepool/pkg/policy"
@@ -179,10 +178,9 @@ func (o *LabelNodeOptions) checkOverwrite(n *corev1.Node) error {
 	return nil
 }
 
-// membershipChange is a node moving between pools (nil pools: "default").
+// membershipChange is a node moving between pools ("default": none).
 type membershipChange struct {
 	fromName, toName string
-	from, to         *v1alpha1.Pool
 }
 
 // change applies the labels to n, with what leaving and joining a pool do (labels and
@@ -249,19 +247,20 @@ func (o *LabelNodeOptions) setLabels(n *corev1.Node) {
 // apply changes n as the labels and the move between pools do: the old pool's labels
 // and taints go (a pool with no object: only what the labels say), the labels are set,
 // the new pool's label and taint come.
-func (m *membershipChange) apply(o *LabelNodeOptions, cat *kit.Catalog, n *corev1.Node) (err error) {
-	if m.from, err = cat.Object(m.fromName); err != nil {
+func (m *membershipChange) apply(o *LabelNodeOptions, cat *kit.Catalog, n *corev1.Node) error {
+	from, err := cat.Object(m.fromName)
+	if err != nil {
 		return err
 	}
-	if m.to, err = cat.Object(m.toName); err != nil {
+	to, err := cat.Object(m.toName)
+	if err != nil {
 		return err
 	}
-	if m.from != nil {
-		policy.ApplyLeave(m.from, n)
+	if from != nil {
+		policy.ApplyLeave(from, n)
 	}
 	o.setLabels(n)
 	if m.toName != policy.DefaultPool {
-		to := m.to
 		if to == nil {
 			to = kit.SynthesizedMember(m.toName)
 		}
