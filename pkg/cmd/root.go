@@ -5,7 +5,12 @@ package cmd
 
 import (
 	"github.com/runwhere-ai/litepool/pkg/cmd/cordon"
+	"github.com/runwhere-ai/litepool/pkg/cmd/drain"
+	"github.com/runwhere-ai/litepool/pkg/cmd/edit"
+	"github.com/runwhere-ai/litepool/pkg/cmd/hccl"
 	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
+	"github.com/runwhere-ai/litepool/pkg/cmd/label"
+	"github.com/runwhere-ai/litepool/pkg/cmd/nodepool"
 	"github.com/runwhere-ai/litepool/pkg/plugin"
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -56,6 +61,11 @@ func NewCmdLitepool(streams genericiooptions.IOStreams) *cobra.Command {
 	cmd.AddCommand(
 		cordon.NewCmdCordon(f, streams),
 		cordon.NewCmdUncordon(f, streams),
+		drain.NewCmdDrain(f, streams),
+		label.NewCmdLabel(f, streams),
+		nodepool.NewCmdNodePool(f, streams),
+		hccl.NewCmdHCCL(f, streams),
+		edit.NewCmdEdit(f, streams),
 	)
 	return cmd
 }

@@ -1,4 +1,5 @@
-package plugin
+// Package nodepool is `kubectl litepool nodepool add|remove|apply`.
+package nodepool
 
 import (
 	"context"
@@ -10,15 +11,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 	"k8s.io/kubectl/pkg/util/templates"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
-
-var _ = register(NewCmdNodePool)
 
 // NewCmdNodePool is `kubectl litepool nodepool add|remove|apply`.
 func NewCmdNodePool(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
@@ -38,7 +36,7 @@ func NewCmdNodePool(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Co
 			kubectl litepool nodepool remove a100-np1 a100-node-3 --pool train-a100
 			kubectl litepool nodepool apply a100-np1 --pool train-a100`),
 	}
-	cmd.AddCommand(newNodePoolCommand(f, streams, "add"), newNodePoolCommand(f, streams, "remove"), newNodePoolCommand(f, streams, "apply"))
+	cmd.AddCommand(NewCmdNodePoolAdd(f, streams), NewCmdNodePoolRemove(f, streams), NewCmdNodePoolApply(f, streams))
 	return cmd
 }
 
@@ -54,62 +52,71 @@ type NodePoolOptions struct {
 	genericiooptions.IOStreams
 }
 
-func newNodePoolCommand(f kit.Factory, streams genericiooptions.IOStreams, verb string) *cobra.Command {
-	o := &NodePoolOptions{IOStreams: streams, Verb: verb}
-	cmd := &cobra.Command{}
-	switch verb {
-	case "add":
-		cmd.Use = "add NODEPOOL NODE... --pool POOL"
-		cmd.Short = "Put nodes of a pool into one of its node pools"
-		cmd.Long = templates.LongDesc(`
+// NewNodePoolOptions returns the options of nodepool VERB (add, remove or apply).
+func NewNodePoolOptions(streams genericiooptions.IOStreams, verb string) *NodePoolOptions {
+	return &NodePoolOptions{Mutation: kit.NewMutation(), IOStreams: streams, Verb: verb}
+}
+
+// NewCmdNodePoolAdd is `kubectl litepool nodepool add NODEPOOL NODE... --pool POOL`.
+func NewCmdNodePoolAdd(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+	return newNodePoolCommand(f, streams, "add", &cobra.Command{
+		Use:   "add NODEPOOL NODE... --pool POOL",
+		Short: "Put nodes of a pool into one of its node pools",
+		Long: templates.LongDesc(`
 			Put nodes into a node pool: each gets the label runwhere.ai/node-pool and
 			the node pool's labels and taints. The nodes must already belong to the
 			pool (kubectl litepool scale POOL --add NODE brings them in) and to no
 			other node pool, and the node pool must be declared in the pool's
-			spec.nodePools. Everything is checked before anything changes.`)
-		cmd.Example = templates.Examples(`
-			kubectl litepool nodepool add a100-np1 a100-node-3 --pool train-a100`)
-		cmd.Args = cobra.MinimumNArgs(2)
-	case "remove":
-		cmd.Use = "remove NODEPOOL NODE... --pool POOL"
-		cmd.Short = "Take nodes out of a node pool; they stay in the pool"
-		cmd.Long = templates.LongDesc(`
+			spec.nodePools. Everything is checked before anything changes.`),
+		Example: templates.Examples(`
+			kubectl litepool nodepool add a100-np1 a100-node-3 --pool train-a100`),
+		Args: cobra.MinimumNArgs(2),
+	})
+}
+
+// NewCmdNodePoolRemove is `kubectl litepool nodepool remove NODEPOOL NODE... --pool POOL`.
+func NewCmdNodePoolRemove(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+	return newNodePoolCommand(f, streams, "remove", &cobra.Command{
+		Use:   "remove NODEPOOL NODE... --pool POOL",
+		Short: "Take nodes out of a node pool; they stay in the pool",
+		Long: templates.LongDesc(`
 			Take nodes out of a node pool: they lose the label runwhere.ai/node-pool
-			and the node pool's labels and taints, and stay in the pool.`)
-		cmd.Example = templates.Examples(`
-			kubectl litepool nodepool remove a100-np1 a100-node-3 --pool train-a100`)
-		cmd.Args = cobra.MinimumNArgs(2)
-	case "apply":
-		cmd.Use = "apply NODEPOOL --pool POOL"
-		cmd.Short = "Apply a node pool's labels and taints to all its members"
-		cmd.Long = templates.LongDesc(`
+			and the node pool's labels and taints, and stay in the pool.`),
+		Example: templates.Examples(`
+			kubectl litepool nodepool remove a100-np1 a100-node-3 --pool train-a100`),
+		Args: cobra.MinimumNArgs(2),
+	})
+}
+
+// NewCmdNodePoolApply is `kubectl litepool nodepool apply NODEPOOL --pool POOL`.
+func NewCmdNodePoolApply(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+	return newNodePoolCommand(f, streams, "apply", &cobra.Command{
+		Use:   "apply NODEPOOL --pool POOL",
+		Short: "Apply a node pool's labels and taints to all its members",
+		Long: templates.LongDesc(`
 			Apply a node pool's labels and taints, as declared in the pool's
 			spec.nodePools, to every node of the node pool: after editing a node
 			pool's labels or taints, this brings its members in line. Labels are
-			checked first (N1).`)
-		cmd.Example = templates.Examples(`
+			checked first (N1).`),
+		Example: templates.Examples(`
 			kubectl litepool edit pool train-a100
-			kubectl litepool nodepool apply a100-np1 --pool train-a100`)
-		cmd.Args = cobra.ExactArgs(1)
-	}
+			kubectl litepool nodepool apply a100-np1 --pool train-a100`),
+		Args: cobra.ExactArgs(1),
+	})
+}
+
+func newNodePoolCommand(f kit.Factory, streams genericiooptions.IOStreams, verb string, cmd *cobra.Command) *cobra.Command {
+	o := NewNodePoolOptions(streams, verb)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		o.NodePool, o.Nodes = args[0], args[1:]
 		if o.Pool == "" {
 			return fmt.Errorf("--pool is required: node pool names are unique only inside a pool")
 		}
-		c, err := f.Clients()
-		if err != nil {
-			return err
-		}
-		o.clients = c
-		if err := o.Mutation.Complete(cmd, c); err != nil {
-			return err
-		}
-		return o.Run(cmd.Context())
+		return kit.RunMutation(f, cmd, &o.Mutation, &o.clients, o)
 	}
 	cmd.Flags().StringVar(&o.Pool, "pool", "", "The pool the node pool belongs to")
 	_ = cmd.RegisterFlagCompletionFunc("pool", kit.CompletePoolNames(f))
-	cmdutil.AddDryRunFlag(cmd)
+	o.Mutation.AddFlags(cmd, false)
 	return cmd
 }
 
@@ -154,7 +161,8 @@ func (o *NodePoolOptions) Run(ctx context.Context) error {
 }
 
 func (o *NodePoolOptions) pool(ctx context.Context) (*v1alpha1.Pool, error) {
-	pool, err := kit.NewCatalog(ctx, o.clients).Object(o.Pool)
+	cat := kit.NewCatalog(ctx, o.clients)
+	pool, err := cat.Object(o.Pool)
 	if err != nil {
 		return nil, err
 	}
@@ -167,8 +175,7 @@ func (o *NodePoolOptions) pool(ctx context.Context) (*v1alpha1.Pool, error) {
 	if o.Verb == "remove" { // a node pool made only of labels can still be emptied
 		return kit.SynthesizedMember(o.Pool), nil
 	}
-	members, err := o.clients.Kube.CoreV1().Nodes().List(ctx, kit.ListBySelector(kit.PoolSelector(o.Pool)))
-	if err == nil && len(members.Items) > 0 {
+	if members, err := cat.Members(o.Pool); err == nil && len(members) > 0 {
 		return nil, fmt.Errorf("pool %q has no Pool object, so no node pools are declared: create one with kubectl litepool create -f", o.Pool)
 	}
 	return nil, kit.PoolNotFound(o.Pool)
@@ -244,6 +251,5 @@ func (o *NodePoolOptions) change(ctx context.Context, pool *v1alpha1.Pool, np *v
 	} else {
 		o.NodeEvent(ctx, node, false, "NodePool", "node %s %s (pool %s)", name, msg, pool.Name)
 	}
-	fmt.Fprintf(o.Out, "node/%s %s%s\n", name, msg, o.Suffix())
-	return nil
+	return o.Print(o.Out, node, msg)
 }

@@ -1,4 +1,5 @@
-package plugin
+// Package label is `kubectl litepool label node`.
+package label
 
 import (
 	"context"
@@ -8,16 +9,12 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 	"k8s.io/kubectl/pkg/util/templates"
 
-	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/runwhere-ai/litepool/pkg/events"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
-
-var _ = register(NewCmdLabel)
 
 // NewCmdLabel is `kubectl litepool label NOUN ...`.
 func NewCmdLabel(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
@@ -48,9 +45,14 @@ type LabelNodeOptions struct {
 	genericiooptions.IOStreams
 }
 
+// NewLabelNodeOptions returns the options of label node.
+func NewLabelNodeOptions(streams genericiooptions.IOStreams) *LabelNodeOptions {
+	return &LabelNodeOptions{Mutation: kit.NewMutation(), IOStreams: streams}
+}
+
 // NewCmdLabelNode is `kubectl litepool label node NODE KEY=VALUE... [KEY-...] [--overwrite]`.
 func NewCmdLabelNode(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &LabelNodeOptions{IOStreams: streams}
+	o := NewLabelNodeOptions(streams)
 	cmd := &cobra.Command{
 		Use:   "node NODE KEY=VALUE... [KEY-...]",
 		Short: "Set or remove litepool labels on a node",
@@ -81,31 +83,23 @@ func NewCmdLabelNode(f kit.Factory, streams genericiooptions.IOStreams) *cobra.C
 		Args:              cobra.MinimumNArgs(2),
 		ValidArgsFunction: kit.CompleteNodeNames(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(f, cmd, args); err != nil {
+			if err := o.Complete(args); err != nil {
 				return err
 			}
-			return o.Run(cmd.Context())
+			return kit.RunMutation(f, cmd, &o.Mutation, &o.clients, o)
 		},
 	}
 	cmd.Flags().BoolVar(&o.Overwrite, "overwrite", false, "Allow labels to be overwritten; otherwise a label with a different value is an error")
-	cmdutil.AddDryRunFlag(cmd)
+	o.Mutation.AddFlags(cmd, false)
 	return cmd
 }
 
-// Complete parses KEY=VALUE and KEY- arguments, checking every key and value first.
-func (o *LabelNodeOptions) Complete(f kit.Factory, cmd *cobra.Command, args []string) error {
+// Complete parses KEY=VALUE and KEY- arguments, checking every key and value before
+// anything is read from the cluster.
+func (o *LabelNodeOptions) Complete(args []string) (err error) {
 	o.Node = args[0]
-	set, remove, err := ParseLabelArgs(args[1:])
-	if err != nil {
-		return err
-	}
-	o.Set, o.Remove = set, remove
-	c, err := f.Clients()
-	if err != nil {
-		return err
-	}
-	o.clients = c
-	return o.Mutation.Complete(cmd, c)
+	o.Set, o.Remove, err = ParseLabelArgs(args[1:])
+	return err
 }
 
 // ParseLabelArgs parses KEY=VALUE and KEY- arguments: keys must be litepool's own
@@ -153,26 +147,23 @@ func (o *LabelNodeOptions) Run(ctx context.Context) error {
 		if err := o.checkOverwrite(n); err != nil {
 			return err
 		}
-		change, err := o.membership(ctx, n)
+		change, err := o.change(ctx, n)
 		if err != nil {
 			return err
 		}
 		moved = change
-		o.apply(n, change)
 		return nil
 	})
 	if err != nil {
 		return err
 	}
 	if !changed {
-		fmt.Fprintf(o.Out, "node/%s not labeled%s\n", o.Node, o.Suffix())
-		return nil
+		return o.Print(o.Out, node, "not labeled")
 	}
 	if moved != nil {
 		moved.record(ctx, &o.Mutation, node, "kubectl litepool label")
 	}
-	fmt.Fprintf(o.Out, "node/%s labeled%s\n", o.Node, o.Suffix())
-	return nil
+	return o.Print(o.Out, node, "labeled")
 }
 
 func (o *LabelNodeOptions) checkOverwrite(n *corev1.Node) error {
@@ -187,10 +178,61 @@ func (o *LabelNodeOptions) checkOverwrite(n *corev1.Node) error {
 	return nil
 }
 
-func (o *LabelNodeOptions) apply(n *corev1.Node, change *membershipChange) {
-	if change != nil && change.from != nil {
-		policy.ApplyLeave(change.from, n)
+// membershipChange is a node moving between pools ("default": none).
+type membershipChange struct {
+	fromName, toName string
+}
+
+// change applies the labels to n, with what leaving and joining a pool do (labels and
+// taints of the pool and its node pool), and checks the result with the webhook's own
+// node rules (policy.AdmitNode: N2 when the node joins a pool or changes its
+// accelerator model inside one, N3 when it leaves one). It returns the move between
+// pools, nil when the node stays in its pool.
+func (o *LabelNodeOptions) change(ctx context.Context, n *corev1.Node) (*membershipChange, error) {
+	before := n.DeepCopy()
+	labelled := n.DeepCopy()
+	o.setLabels(labelled)
+	cat := kit.NewCatalog(ctx, o.clients)
+	move := &membershipChange{fromName: policy.PoolOf(before), toName: policy.PoolOf(labelled)}
+	if move.fromName == move.toName {
+		move = nil
+		o.setLabels(n)
+	} else if err := move.apply(o, cat, n); err != nil {
+		return nil, err
 	}
+	if err := admit(n, before, cat); err != nil {
+		return nil, err
+	}
+	return move, nil
+}
+
+// admit is the webhook's node admission over the plugin's catalog. Two differences,
+// both the plugin's behaviour before it called AdmitNode: the node is judged without
+// its runwhere.ai/force annotation (a relabel through the plugin never uses the N3
+// override: that is for delete pool --force and for the audited annotation written by
+// hand), and only the first violation is returned (N2 before N3), as the plugin's own
+// checks did.
+func admit(after, before *corev1.Node, cat *kit.Catalog) error {
+	_, err := policy.AdmitNode(withoutForce(after), withoutForce(before), cat)
+	if cerr := cat.Err(); cerr != nil {
+		return cerr
+	}
+	if joined, ok := err.(interface{ Unwrap() []error }); ok && len(joined.Unwrap()) > 0 {
+		return joined.Unwrap()[0]
+	}
+	return err
+}
+
+func withoutForce(n *corev1.Node) *corev1.Node {
+	if _, ok := n.Annotations[policy.AnnotationForce]; !ok {
+		return n
+	}
+	n = n.DeepCopy()
+	delete(n.Annotations, policy.AnnotationForce)
+	return n
+}
+
+func (o *LabelNodeOptions) setLabels(n *corev1.Node) {
 	for _, k := range o.Remove {
 		delete(n.Labels, k)
 	}
@@ -200,86 +242,40 @@ func (o *LabelNodeOptions) apply(n *corev1.Node, change *membershipChange) {
 	for k, v := range o.Set {
 		n.Labels[k] = v
 	}
-	if change != nil && change.to != nil {
-		policy.ApplyJoin(change.to, n)
-	}
 }
 
-// membershipChange is a node moving between pools (nil pools: "default").
-type membershipChange struct {
-	fromName, toName string
-	from, to         *v1alpha1.Pool
-}
-
-// membership works out whether the labels move the node between pools and, if so,
-// checks N3 on the pool it leaves and N2 on the pool it joins, and N2 when the node's
-// gpu-type changes inside its pool.
-func (o *LabelNodeOptions) membership(ctx context.Context, n *corev1.Node) (*membershipChange, error) {
-	after := n.DeepCopy()
-	for _, k := range o.Remove {
-		delete(after.Labels, k)
-	}
-	if after.Labels == nil {
-		after.Labels = map[string]string{}
-	}
-	for k, v := range o.Set {
-		after.Labels[k] = v
-	}
-	fromName, toName := policy.PoolOf(n), policy.PoolOf(after)
-	to, err := kit.NewCatalog(ctx, o.clients).Object(toName)
+// apply changes n as the labels and the move between pools do: the old pool's labels
+// and taints go (a pool with no object: only what the labels say), the labels are set,
+// the new pool's label and taint come.
+func (m *membershipChange) apply(o *LabelNodeOptions, cat *kit.Catalog, n *corev1.Node) error {
+	from, err := cat.Object(m.fromName)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if to != nil {
-		if err := policy.CheckJoin(to, after); err != nil {
-			return nil, err
+	to, err := cat.Object(m.toName)
+	if err != nil {
+		return err
+	}
+	if from != nil {
+		policy.ApplyLeave(from, n)
+	}
+	o.setLabels(n)
+	if m.toName != policy.DefaultPool {
+		if to == nil {
+			to = kit.SynthesizedMember(m.toName)
 		}
+		policy.ApplyJoin(to, n)
 	}
-	if fromName == toName {
-		return nil, nil
-	}
-	change := &membershipChange{fromName: fromName, toName: toName, to: to}
-	if fromName != policy.DefaultPool {
-		from, err := kit.NewCatalog(ctx, o.clients).Object(fromName)
-		if err != nil {
-			return nil, err
-		}
-		change.from = from
-		if err := checkLeave(ctx, o.clients, from, fromName, n.Name); err != nil {
-			return nil, err
-		}
-	}
-	if toName != policy.DefaultPool && change.to == nil {
-		change.to = kit.SynthesizedMember(toName)
-	}
-	return change, nil
+	return nil
 }
 
 func (m *membershipChange) record(ctx context.Context, mu *kit.Mutation, node *corev1.Node, by string) {
 	if m.fromName != policy.DefaultPool {
 		ref := events.NodeRef(node).About(events.PoolRef(m.fromName))
-		if mu.Recorder != nil {
-			_ = mu.Recorder.Normal(ctx, ref, "RemovedFromPool", "node %s removed from pool %s (%s)", node.Name, m.fromName, by)
-		}
+		mu.Event(ctx, &ref, false, "RemovedFromPool", "node %s removed from pool %s (%s)", node.Name, m.fromName, by)
 	}
 	if m.toName != policy.DefaultPool {
 		ref := events.NodeRef(node).About(events.PoolRef(m.toName))
-		if mu.Recorder != nil {
-			_ = mu.Recorder.Normal(ctx, ref, "AddedToPool", "node %s added to pool %s (%s)", node.Name, m.toName, by)
-		}
+		mu.Event(ctx, &ref, false, "AddedToPool", "node %s added to pool %s (%s)", node.Name, m.toName, by)
 	}
-}
-
-// checkLeave is N3 for one node leaving pool (nil: a pool with no object): its workload
-// pods and the pool's floor.
-func checkLeave(ctx context.Context, c *kit.Clients, pool *v1alpha1.Pool, poolName, node string) error {
-	pods, err := kit.WorkloadPodsOn(ctx, c, map[string]bool{node: true})
-	if err != nil {
-		return err
-	}
-	members, err := c.Kube.CoreV1().Nodes().List(ctx, kit.ListBySelector(kit.PoolSelector(poolName)))
-	if err != nil {
-		return err
-	}
-	return policy.CheckLeave(pool, poolName, node, pods[node], len(members.Items)-1)
 }

@@ -1,4 +1,5 @@
-package plugin
+// Package edit is `kubectl litepool edit pool`.
+package edit
 
 import (
 	"bytes"
@@ -24,8 +25,6 @@ import (
 	"github.com/runwhere-ai/litepool/pkg/events"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
-
-var _ = register(NewCmdEdit)
 
 // NewCmdEdit is `kubectl litepool edit NOUN NAME`.
 func NewCmdEdit(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
@@ -57,9 +56,14 @@ type EditPoolOptions struct {
 	genericiooptions.IOStreams
 }
 
+// NewEditPoolOptions returns the options of edit pool.
+func NewEditPoolOptions(streams genericiooptions.IOStreams) *EditPoolOptions {
+	return &EditPoolOptions{Mutation: kit.NewMutation(), IOStreams: streams}
+}
+
 // NewCmdEditPool is `kubectl litepool edit pool NAME [flags]`.
 func NewCmdEditPool(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &EditPoolOptions{IOStreams: streams}
+	o := NewEditPoolOptions(streams)
 	cmd := &cobra.Command{
 		Use:     "pool NAME",
 		Aliases: []string{"pools", "lpool"},
@@ -97,15 +101,7 @@ func NewCmdEditPool(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Co
 			for _, name := range []string{"description", "tag", "min-nodes", "type", "exclusive"} {
 				o.set[name] = cmd.Flags().Changed(name)
 			}
-			c, err := f.Clients()
-			if err != nil {
-				return err
-			}
-			o.clients = c
-			if err := o.Mutation.Complete(cmd, c); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
+			return kit.RunMutation(f, cmd, &o.Mutation, &o.clients, o)
 		},
 	}
 	cmd.Flags().StringVar(&o.Description, "description", "", "New description")
@@ -113,7 +109,7 @@ func NewCmdEditPool(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Co
 	cmd.Flags().Int32Var(&o.MinNodes, "min-nodes", 0, "Scale-down never goes below this many nodes (at least 1)")
 	cmd.Flags().StringVar(&o.Type, "type", "", "Pool type: Training, Inference, Development or Compute")
 	cmd.Flags().BoolVar(&o.Exclusive, "exclusive", false, "Taint member nodes so that only the pool's pods run on them")
-	cmdutil.AddDryRunFlag(cmd)
+	o.Mutation.AddFlags(cmd, false)
 	return cmd
 }
 
@@ -128,7 +124,8 @@ func (o *EditPoolOptions) useFlags() bool {
 
 // Run reads the pool, changes it (flags or editor), checks and writes it.
 func (o *EditPoolOptions) Run(ctx context.Context) error {
-	old, err := o.getPool(ctx)
+	cat := kit.NewCatalog(ctx, o.clients)
+	old, err := o.getPool(cat)
 	if err != nil {
 		return err
 	}
@@ -142,47 +139,47 @@ func (o *EditPoolOptions) Run(ctx context.Context) error {
 		return err
 	}
 	if reflect.DeepEqual(old.Spec, updated.Spec) && reflect.DeepEqual(old.Labels, updated.Labels) && reflect.DeepEqual(old.Annotations, updated.Annotations) {
-		fmt.Fprintf(o.Out, "pool.runwhere.ai/%s unchanged%s\n", o.Name, o.Suffix())
-		return nil
+		return o.Print(o.Out, old, "unchanged")
 	}
-	members, err := o.clients.Kube.CoreV1().Nodes().List(ctx, kit.ListBySelector(kit.PoolSelector(o.Name)))
+	members, err := cat.Members(o.Name)
 	if err != nil {
 		return err
 	}
-	if err := errors.Join(policy.ValidatePool(updated, old, len(members.Items)), policy.ValidateNodePools(updated)); err != nil {
+	if err := errors.Join(policy.ValidatePool(updated, old, len(members)), policy.ValidateNodePools(updated)); err != nil {
 		return fmt.Errorf("pool %q was not changed:\n%w", o.Name, err)
 	}
+	written := updated
 	if o.DryRun != cmdutil.DryRunClient {
-		if _, err := o.clients.Pools.Update(ctx, updated, metav1.UpdateOptions{DryRun: kit.ServerDryRun(o.DryRun)}); err != nil {
+		if written, err = o.clients.Pools.Update(ctx, updated, metav1.UpdateOptions{DryRun: o.ServerDryRun()}); err != nil {
 			if apierrors.IsConflict(err) {
 				return fmt.Errorf("pool %q was changed by someone else while you edited it; nothing was written: run the command again", o.Name)
 			}
 			return err
 		}
 	}
-	fmt.Fprintf(o.Out, "pool.runwhere.ai/%s edited%s\n", o.Name, o.Suffix())
-	if o.Recorder != nil {
-		_ = o.Recorder.Normal(ctx, events.PoolRef(o.Name), "Edited", "pool %s edited: %s", o.Name, strings.Join(changedFields(old, updated), ", "))
+	if err := o.Print(o.Out, written, "edited"); err != nil {
+		return err
 	}
+	ref := events.PoolRef(o.Name)
+	o.Event(ctx, &ref, false, "Edited", "pool %s edited: %s", o.Name, strings.Join(changedFields(old, updated), ", "))
 	if old.Spec.Exclusive != updated.Spec.Exclusive {
-		return o.retaint(ctx, updated, members.Items)
+		return o.retaint(ctx, updated, members)
 	}
 	return nil
 }
 
-func (o *EditPoolOptions) getPool(ctx context.Context) (*v1alpha1.Pool, error) {
+func (o *EditPoolOptions) getPool(cat *kit.Catalog) (*v1alpha1.Pool, error) {
 	if o.Name == policy.DefaultPool {
 		return nil, fmt.Errorf("the default pool has no Pool object to edit: it is the nodes that belong to no pool")
 	}
-	p, err := o.clients.Pools.Get(ctx, o.Name)
-	if !apierrors.IsNotFound(err) {
+	p, err := cat.Object(o.Name)
+	if p != nil || err != nil {
 		return p, err
 	}
-	members, lerr := o.clients.Kube.CoreV1().Nodes().List(ctx, kit.ListBySelector(kit.PoolSelector(o.Name)))
-	if lerr == nil && len(members.Items) > 0 {
-		return nil, fmt.Errorf("pool %q has no Pool object (it exists only as labels on %d node(s)): create one with kubectl litepool create -f, which adopts its nodes", o.Name, len(members.Items))
+	if members, err := cat.Members(o.Name); err == nil && len(members) > 0 {
+		return nil, fmt.Errorf("pool %q has no Pool object (it exists only as labels on %d node(s)): create one with kubectl litepool create -f, which adopts its nodes", o.Name, len(members))
 	}
-	return nil, err
+	return nil, kit.PoolNotFound(o.Name)
 }
 
 // applyFlags changes a copy of the pool as the flags say.
@@ -284,7 +281,7 @@ func stripComments(b []byte) []byte {
 // retaint adds or removes the exclusive taint on the pool's members.
 func (o *EditPoolOptions) retaint(ctx context.Context, p *v1alpha1.Pool, members []corev1.Node) error {
 	for _, m := range members {
-		_, changed, err := kit.UpdateNode(ctx, o.clients, m.Name, o.DryRun, func(n *corev1.Node) error {
+		node, changed, err := kit.UpdateNode(ctx, o.clients, m.Name, o.DryRun, func(n *corev1.Node) error {
 			if p.Spec.Exclusive {
 				policy.SetTaint(n, policy.ExclusiveTaint(p.Name))
 			} else {
@@ -300,7 +297,9 @@ func (o *EditPoolOptions) retaint(ctx context.Context, p *v1alpha1.Pool, members
 			if !p.Spec.Exclusive {
 				verb = "untainted"
 			}
-			fmt.Fprintf(o.Out, "node/%s %s%s\n", m.Name, verb, o.Suffix())
+			if err := o.Print(o.Out, node, verb); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

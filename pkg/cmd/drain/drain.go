@@ -1,4 +1,5 @@
-package plugin
+// Package drain is `kubectl litepool drain`.
+package drain
 
 import (
 	"context"
@@ -9,15 +10,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 	"k8s.io/kubectl/pkg/util/templates"
 
 	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/runwhere-ai/litepool/pkg/nodeops"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
-
-var _ = register(NewCmdDrain)
 
 // DrainOptions is `drain`.
 type DrainOptions struct {
@@ -29,9 +27,14 @@ type DrainOptions struct {
 	genericiooptions.IOStreams
 }
 
+// NewDrainOptions returns the options of drain.
+func NewDrainOptions(streams genericiooptions.IOStreams) *DrainOptions {
+	return &DrainOptions{Mutation: kit.NewMutation(), IOStreams: streams}
+}
+
 // NewCmdDrain is `kubectl litepool drain NODE...`.
 func NewCmdDrain(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &DrainOptions{IOStreams: streams}
+	o := NewDrainOptions(streams)
 	cmd := &cobra.Command{
 		Use:   "drain NODE...",
 		Short: "Cordon nodes and evict their pods, respecting PodDisruptionBudgets",
@@ -60,28 +63,24 @@ func NewCmdDrain(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Comma
 		ValidArgsFunction: kit.CompleteNodeNames(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Names = args
-			c, err := f.Clients()
-			if err != nil {
-				return err
-			}
-			o.clients = c
-			if err := o.Mutation.Complete(cmd, c); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
+			return kit.RunMutation(f, cmd, &o.Mutation, &o.clients, o)
 		},
 	}
 	kit.AddDrainFlags(cmd, &o.Drain)
-	cmdutil.AddDryRunFlag(cmd)
+	o.Mutation.AddFlags(cmd, false)
 	return cmd
 }
 
 // Run cordons and drains each node in turn; it stops at the first failure. A drain
 // that is interrupted (SIGINT/SIGTERM) puts its node back: uncordoned if this command
-// cordoned it and no litepool operation holds it.
+// cordoned it and no litepool operation holds it. Under -o the eviction progress goes
+// to stderr and stdout carries only the node as the drain left it.
 func (o *DrainOptions) Run(ctx context.Context) error {
 	d := o.Drain
 	d.DryRun, d.Out, d.ErrOut = o.DryRun, o.Out, o.ErrOut
+	if o.Output() != "" {
+		d.Out = o.ErrOut
+	}
 	defer kit.InFlight.Clear()
 	for _, name := range o.Names {
 		node, err := o.clients.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
@@ -97,7 +96,11 @@ func (o *DrainOptions) Run(ctx context.Context) error {
 				return err
 			}
 			cordoned = true
-			fmt.Fprintf(o.Out, "node/%s cordoned%s\n", name, o.Suffix())
+			if o.Output() == "" { // under -o the node is printed once, drained
+				if err := o.Print(o.Out, node, "cordoned"); err != nil {
+					return err
+				}
+			}
 		}
 		kit.InFlight.Set(func() string { return drainLeftovers(name, cordoned) })
 		o.NodeEvent(ctx, node, false, "Draining", "draining node %s (kubectl litepool drain)", name)
@@ -109,7 +112,9 @@ func (o *DrainOptions) Run(ctx context.Context) error {
 			return err
 		}
 		o.NodeEvent(ctx, node, false, "Drained", "node %s drained", name)
-		fmt.Fprintf(o.Out, "node/%s drained%s\n", name, o.Suffix())
+		if err := o.Print(o.Out, node, "drained"); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -124,7 +129,7 @@ func (o *DrainOptions) putBack(ctx context.Context, name string, cordoned bool, 
 		return fmt.Errorf("drain of node %q %s; the node stays cordoned, as it was before", name, why)
 	}
 	var heldBy []string
-	node, err := nodeops.UpdateNode(ctx, o.clients.Kube, name, o.DryRun, func(n *corev1.Node) error {
+	node, _, err := kit.UpdateNode(ctx, o.clients, name, o.DryRun, func(n *corev1.Node) error {
 		if heldBy = policy.HeldBy(n); len(heldBy) == 0 {
 			n.Spec.Unschedulable = false
 		}
@@ -137,7 +142,9 @@ func (o *DrainOptions) putBack(ctx context.Context, name string, cordoned bool, 
 		return fmt.Errorf("drain of node %q %s; the node stays cordoned: litepool's %s holds it", name, why, strings.Join(heldBy, ", "))
 	}
 	o.NodeEvent(ctx, node, false, "DrainStopped", "drain of node %s interrupted; node uncordoned", name)
-	fmt.Fprintf(o.Out, "node/%s uncordoned%s\n", name, o.Suffix())
+	if err := o.Print(o.Out, node, "uncordoned"); err != nil {
+		return err
+	}
 	return fmt.Errorf("drain of node %q %s; the node was put back (uncordoned); evicted pods are not brought back, their controllers recreate them", name, why)
 }
 

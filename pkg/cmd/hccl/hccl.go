@@ -1,8 +1,8 @@
-package plugin
+// Package hccl is `kubectl litepool hccl set|get`.
+package hccl
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -10,9 +10,9 @@ import (
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
+	"k8s.io/client-go/util/retry"
 	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 	"k8s.io/kubectl/pkg/util/templates"
 
@@ -21,8 +21,6 @@ import (
 	"github.com/runwhere-ai/litepool/pkg/events"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
-
-var _ = register(NewCmdHCCL)
 
 // NewCmdHCCL is `kubectl litepool hccl`.
 func NewCmdHCCL(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
@@ -47,20 +45,25 @@ func NewCmdHCCL(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Comman
 
 // HCCLSetOptions is `hccl set`.
 type HCCLSetOptions struct {
+	kit.Mutation
 	Pool         string
 	OpRetry      bool
 	MaxRetries   int32
 	RetryTimeout time.Duration
 
 	changed map[string]bool
-	dryRun  cmdutil.DryRunStrategy
 	clients *kit.Clients
 	genericiooptions.IOStreams
 }
 
+// NewHCCLSetOptions returns the options of hccl set.
+func NewHCCLSetOptions(streams genericiooptions.IOStreams) *HCCLSetOptions {
+	return &HCCLSetOptions{Mutation: kit.NewMutation(), IOStreams: streams}
+}
+
 // NewCmdHCCLSet is `kubectl litepool hccl set`.
 func NewCmdHCCLSet(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &HCCLSetOptions{IOStreams: streams}
+	o := NewHCCLSetOptions(streams)
 	cmd := &cobra.Command{
 		Use:   "set POOL [--op-retry=true|false] [--max-retries N] [--retry-timeout DURATION]",
 		Short: "Set a pool's HCCL operator retry (stored in spec.hccl.opRetry)",
@@ -81,25 +84,22 @@ func NewCmdHCCLSet(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Com
 			kubectl litepool hccl set train-snt9b --max-retries 5 --dry-run=server`),
 		ValidArgsFunction: kit.CompletePoolNames(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(f, cmd, args); err != nil {
+			if err := o.Complete(cmd, args); err != nil {
 				return err
 			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
+			return kit.RunMutation(f, cmd, &o.Mutation, &o.clients, o)
 		},
 	}
 	fl := cmd.Flags()
 	fl.BoolVar(&o.OpRetry, "op-retry", false, "Turn HCCL operator retry on or off")
 	fl.Int32Var(&o.MaxRetries, "max-retries", policy.HCCLDefaultRetries, fmt.Sprintf("Retries per operator, %d-%d", policy.HCCLMinRetries, policy.HCCLMaxRetries))
 	fl.DurationVar(&o.RetryTimeout, "retry-timeout", policy.HCCLDefaultTimeout*time.Second, fmt.Sprintf("Time the retries may take, %ds-%ds", policy.HCCLMinTimeoutSeconds, policy.HCCLMaxTimeoutSeconds))
-	cmdutil.AddDryRunFlag(cmd)
+	o.Mutation.AddFlags(cmd, false)
 	return cmd
 }
 
 // Complete reads the pool name and which flags were given.
-func (o *HCCLSetOptions) Complete(f kit.Factory, cmd *cobra.Command, args []string) (err error) {
+func (o *HCCLSetOptions) Complete(cmd *cobra.Command, args []string) error {
 	if len(args) != 1 {
 		return fmt.Errorf("give exactly one pool: kubectl litepool hccl set POOL [flags]")
 	}
@@ -108,15 +108,14 @@ func (o *HCCLSetOptions) Complete(f kit.Factory, cmd *cobra.Command, args []stri
 	for _, n := range []string{"op-retry", "max-retries", "retry-timeout"} {
 		o.changed[n] = cmd.Flags().Changed(n)
 	}
-	if o.dryRun, err = cmdutil.GetDryRunStrategy(cmd); err != nil {
-		return err
-	}
-	o.clients, err = f.Clients()
-	return err
+	return nil
 }
 
-// Validate checks the values with the pool rule R1.
+// Validate checks the values with the pool rule R1, and -o.
 func (o *HCCLSetOptions) Validate() error {
+	if err := o.Mutation.Validate(); err != nil {
+		return err
+	}
 	if !o.changed["op-retry"] && !o.changed["max-retries"] && !o.changed["retry-timeout"] {
 		return fmt.Errorf("nothing to set: give --op-retry, --max-retries or --retry-timeout")
 	}
@@ -138,16 +137,45 @@ func (o *HCCLSetOptions) Validate() error {
 	return policy.ValidateHCCL(v1alpha1.OpRetrySpec{MaxRetries: o.MaxRetries, RetryTimeoutSeconds: int32(secs)})
 }
 
-// Run patches the pool.
+// Run writes the settings into the pool (the fields given; the others as they were),
+// rereading the pool if someone else changed it meanwhile.
 func (o *HCCLSetOptions) Run(ctx context.Context) error {
-	pool, err := o.clients.Pools.Get(ctx, o.Pool)
-	if apierrors.IsNotFound(err) {
-		return fmt.Errorf("pool %q has no Pool object: HCCL settings live in spec.hccl; create the pool first (kubectl litepool create)", o.Pool)
-	}
+	var written *v1alpha1.Pool
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		pool, err := o.clients.Pools.Get(ctx, o.Pool)
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("pool %q has no Pool object: HCCL settings live in spec.hccl; create the pool first (kubectl litepool create)", o.Pool)
+		}
+		if err != nil {
+			return err
+		}
+		r := o.merge(pool.Spec.HCCL.OpRetry)
+		if err := policy.ValidateHCCL(r); err != nil {
+			return err
+		}
+		pool.Spec.HCCL.OpRetry = r
+		if written = pool; o.DryRun == cmdutil.DryRunClient {
+			return nil
+		}
+		written, err = o.clients.Pools.Update(ctx, pool, metav1.UpdateOptions{DryRun: o.ServerDryRun()})
+		return err
+	})
 	if err != nil {
 		return err
 	}
-	r := pool.Spec.HCCL.OpRetry
+	r := written.Spec.HCCL.OpRetry
+	ref := events.Ref{Kind: "Pool", APIVersion: v1alpha1.GroupVersion.String(), Name: written.Name, UID: string(written.UID)}
+	o.Event(ctx, &ref, false, "HCCLOpRetry", "HCCL operator retry %s", hcclSummary(r))
+	if o.Output() == "" {
+		// Not o.Print: this line has always named the pool pool/NAME.
+		fmt.Fprintf(o.Out, "pool/%s hccl operator retry: %s%s\n", o.Pool, hcclSummary(r), o.Suffix())
+		return nil
+	}
+	return o.Print(o.Out, written, "")
+}
+
+// merge is r with the flags given; unset numbers take HCCL's defaults.
+func (o *HCCLSetOptions) merge(r v1alpha1.OpRetrySpec) v1alpha1.OpRetrySpec {
 	if o.changed["op-retry"] {
 		r.Enabled = o.OpRetry
 	}
@@ -163,31 +191,7 @@ func (o *HCCLSetOptions) Run(ctx context.Context) error {
 	if r.RetryTimeoutSeconds == 0 {
 		r.RetryTimeoutSeconds = policy.HCCLDefaultTimeout
 	}
-	if err := policy.ValidateHCCL(r); err != nil {
-		return err
-	}
-	// Every field is written, false included (the API type omits empty values).
-	patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"hccl": map[string]any{"opRetry": map[string]any{
-		"enabled": r.Enabled, "maxRetries": r.MaxRetries, "retryTimeoutSeconds": r.RetryTimeoutSeconds}}}})
-	suffix := ""
-	if o.dryRun != cmdutil.DryRunClient {
-		opts := metav1.PatchOptions{}
-		if o.dryRun == cmdutil.DryRunServer {
-			opts.DryRun, suffix = []string{metav1.DryRunAll}, " (server dry run)"
-		}
-		if _, err := o.clients.Pools.Patch(ctx, o.Pool, types.MergePatchType, patch, opts); err != nil {
-			return err
-		}
-	} else {
-		suffix = " (dry run)"
-	}
-	if o.dryRun == cmdutil.DryRunNone {
-		rec := &events.Recorder{Client: o.clients.Kube}
-		_ = rec.Normal(ctx, events.Ref{Kind: "Pool", APIVersion: "runwhere.ai/v1alpha1", Name: pool.Name, UID: string(pool.UID)},
-			"HCCLOpRetry", "HCCL operator retry %s", hcclSummary(r))
-	}
-	fmt.Fprintf(o.Out, "pool/%s hccl operator retry: %s%s\n", o.Pool, hcclSummary(r), suffix)
-	return nil
+	return r
 }
 
 func hcclSummary(r v1alpha1.OpRetrySpec) string {

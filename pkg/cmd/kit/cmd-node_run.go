@@ -1,0 +1,32 @@
+package kit
+
+import (
+	"context"
+
+	"github.com/spf13/cobra"
+)
+
+// Runner is a command's options once read from its arguments: kubectl's Validate, then
+// Run.
+type Runner interface {
+	Validate() error
+	Run(ctx context.Context) error
+}
+
+// RunMutation is what every mutating command's RunE does once it has read its
+// arguments: build the clients (stored in *clients), complete m (--dry-run, the event
+// recorder), validate o (with m's -o) and run it.
+func RunMutation(f Factory, cmd *cobra.Command, m *Mutation, clients **Clients, o Runner) error {
+	c, err := f.Clients()
+	if err != nil {
+		return err
+	}
+	*clients = c
+	if err := m.Complete(cmd, c); err != nil {
+		return err
+	}
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	return o.Run(cmd.Context())
+}
