@@ -66,18 +66,7 @@ func newCordonCommand(f kit.Factory, streams genericiooptions.IOStreams, uncordo
 	cmd.ValidArgsFunction = kit.CompleteNodeNames(f)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		o.Names = args
-		c, err := f.Clients()
-		if err != nil {
-			return err
-		}
-		o.clients = c
-		if err := o.Mutation.Complete(cmd, c); err != nil {
-			return err
-		}
-		if err := o.Validate(); err != nil {
-			return err
-		}
-		return o.Run(cmd.Context())
+		return kit.RunMutation(f, cmd, &o.Mutation, &o.clients, o)
 	}
 	o.Mutation.AddFlags(cmd, false)
 	return cmd

@@ -1,7 +1,6 @@
 package cordon
 
 import (
-	"context"
 	"errors"
 	"testing"
 
@@ -18,17 +17,6 @@ import (
 
 func node(name string, unschedulable bool) *corev1.Node {
 	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.NodeSpec{Unschedulable: unschedulable}}
-}
-
-func events(t *testing.T, f *kittest.Factory) []string {
-	t.Helper()
-	list, err := f.Kube.CoreV1().Events(metav1.NamespaceDefault).List(context.Background(), metav1.ListOptions{})
-	require.NoError(t, err)
-	var out []string
-	for _, e := range list.Items {
-		out = append(out, e.Reason+": "+e.Message)
-	}
-	return out
 }
 
 func TestCordon(t *testing.T) {
@@ -61,7 +49,7 @@ func TestCordon(t *testing.T) {
 			assert.Equal(t, tc.out, r.Out)
 			assert.Empty(t, r.ErrOut)
 			assert.Equal(t, tc.unschedulable, f.Node(t, "n1").Spec.Unschedulable)
-			assert.Equal(t, tc.events, events(t, f))
+			assert.Equal(t, tc.events, f.Events(t))
 		})
 	}
 }
@@ -87,7 +75,7 @@ func TestCordonWriteFails(t *testing.T) {
 	require.EqualError(t, r.Err, "Internal error occurred: connection lost")
 	assert.Empty(t, r.Out)
 	assert.False(t, f.Node(t, "n1").Spec.Unschedulable)
-	assert.Empty(t, events(t, f))
+	assert.Empty(t, f.Events(t))
 }
 
 func TestCordonRejectsAnUnknownOutput(t *testing.T) {

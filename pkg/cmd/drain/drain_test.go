@@ -47,7 +47,7 @@ func pods(t *testing.T, f *kittest.Factory) []string {
 // an eviction deletes the pod unless it is a dry run (evict, when set, answers first: a refusal or an
 // interruption).
 func cluster(t *testing.T, evict func(name string) error, objs ...runtime.Object) *kittest.Factory {
-	f := kittest.NewFactory(t, objs...).GenerateNames()
+	f := kittest.NewFactory(t, objs...)
 	f.Kube.Resources = []*metav1.APIResourceList{{GroupVersion: "v1", APIResources: []metav1.APIResource{
 		{Name: "pods/eviction", Kind: "Eviction", Group: "policy", Version: "v1"}}}}
 	f.Kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {

@@ -44,7 +44,7 @@ func cluster(t *testing.T) *kittest.Factory {
 			Accelerator: v1alpha1.AcceleratorSpec{Type: "A100-80G"}}},
 		member("n1"), member("n2"),
 		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "g1", Labels: map[string]string{policy.LabelPool: "infer-a10"}}},
-	).GenerateNames()
+	)
 }
 
 func TestEditPool(t *testing.T) {

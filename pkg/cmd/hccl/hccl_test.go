@@ -69,7 +69,7 @@ func TestHCCLSet(t *testing.T) {
 			"7", on3, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := kittest.NewFactory(t, npuPool(on3)).GenerateNames()
+			f := kittest.NewFactory(t, npuPool(on3))
 			r := kittest.Run(f, NewCmdHCCLSet, "", append([]string{"train-snt9b"}, tc.args...)...)
 			require.NoError(t, r.Err)
 			assert.Equal(t, tc.out, r.Out)
@@ -93,7 +93,7 @@ func TestHCCLSetRefusals(t *testing.T) {
 			`pool "no-such-pool" has no Pool object: HCCL settings live in spec.hccl; create the pool first (kubectl litepool create)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := kittest.NewFactory(t, npuPool(on3)).GenerateNames()
+			f := kittest.NewFactory(t, npuPool(on3))
 			r := kittest.Run(f, NewCmdHCCLSet, "", tc.args...)
 			require.EqualError(t, r.Err, tc.want)
 			assert.Empty(t, r.Out)
@@ -106,7 +106,7 @@ func TestHCCLSetRefusals(t *testing.T) {
 // A write the API server refuses is the command's error: nothing stored, no event. A
 // conflict (someone else wrote the pool meanwhile) is retried on the pool as it is now.
 func TestHCCLSetWrites(t *testing.T) {
-	f := kittest.NewFactory(t, npuPool(on3)).GenerateNames()
+	f := kittest.NewFactory(t, npuPool(on3))
 	f.Dynamic.PrependReactor("update", "pools", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewInternalError(errors.New("connection lost"))
 	})
@@ -116,7 +116,7 @@ func TestHCCLSetWrites(t *testing.T) {
 	assert.Equal(t, on3, opRetry(t, f))
 	assert.Empty(t, f.Events(t))
 
-	f = kittest.NewFactory(t, npuPool(on3)).GenerateNames()
+	f = kittest.NewFactory(t, npuPool(on3))
 	conflicts := 0
 	f.Dynamic.PrependReactor("update", "pools", func(k8stesting.Action) (bool, runtime.Object, error) {
 		if conflicts++; conflicts > 1 {

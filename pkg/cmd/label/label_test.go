@@ -70,7 +70,7 @@ func cluster(t *testing.T) *kittest.Factory {
 	return kittest.NewFactory(t,
 		pool("train-a100", "A100-80G", 3, true), pool("infer-a10", "A10-24G", 1, false),
 		a1, node("a2", "train-a100", "A100-80G"), node("a3", "", "A100-80G"), a4, node("g1", "", "A10-24G"),
-		node("l1", "lbl-pool", "A100-80G"), podOn("job-0", "a1")).GenerateNames()
+		node("l1", "lbl-pool", "A100-80G"), podOn("job-0", "a1"))
 }
 
 func TestLabelNode(t *testing.T) {

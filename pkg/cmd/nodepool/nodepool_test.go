@@ -45,7 +45,7 @@ func cluster(t *testing.T) *kittest.Factory {
 		&v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: "train-a100"}, Spec: v1alpha1.PoolSpec{NodePools: []v1alpha1.NodePool{
 			{Name: "np1", Labels: map[string]string{"team": "llm"}, Taints: []corev1.Taint{dedicated}}, {Name: "np2"}}}},
 		node("n1", "train-a100", ""), node("n2", "train-a100", ""), n3, node("n4", "", ""), node("g1", "infer-a10", ""),
-	).GenerateNames()
+	)
 }
 
 var add, remove, apply = NewCmdNodePoolAdd, NewCmdNodePoolRemove, NewCmdNodePoolApply

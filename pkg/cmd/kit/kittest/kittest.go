@@ -80,7 +80,7 @@ func NewFactory(t testing.TB, objects ...runtime.Object) *Factory {
 	}
 	f.Kube.PrependReactor("*", "*", serverDryRun)
 	f.Dynamic.PrependReactor("*", "*", serverDryRun)
-	return f
+	return f.generateNames()
 }
 
 // serverDryRun makes the fakes honour --dry-run=server as the API server does: a write

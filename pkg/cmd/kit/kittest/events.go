@@ -16,11 +16,11 @@ import (
 // seqDigits is the width of the sequence number GenerateNames appends.
 const seqDigits = 6
 
-// GenerateNames makes the core fake name the Events it creates from their
+// generateNames makes the core fake name the Events it creates from their
 // generateName, as the API server does: without it every Event is named "" and only
 // the first of a test is stored. The names end in a sequence number, so that Events
 // lists them in the order they were recorded.
-func (f *Factory) GenerateNames() *Factory {
+func (f *Factory) generateNames() *Factory {
 	var seq atomic.Int64
 	f.Kube.PrependReactor("create", "events", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if e, ok := a.(k8stesting.CreateAction).GetObject().(*corev1.Event); ok && e.Name == "" && e.GenerateName != "" {
@@ -32,7 +32,7 @@ func (f *Factory) GenerateNames() *Factory {
 }
 
 // Events lists the Events recorded in the default namespace (where those of nodes and
-// pools go) as "Reason: message", in the order they were recorded (see GenerateNames).
+// pools go) as "Reason: message", in the order they were recorded (see generateNames).
 func (f *Factory) Events(t testing.TB) []string {
 	t.Helper()
 	list, err := f.Kube.CoreV1().Events(metav1.NamespaceDefault).List(context.Background(), metav1.ListOptions{})
