@@ -4,13 +4,17 @@
 package cmd
 
 import (
+	"github.com/runwhere-ai/litepool/pkg/cmd/completion"
 	"github.com/runwhere-ai/litepool/pkg/cmd/cordon"
+	"github.com/runwhere-ai/litepool/pkg/cmd/describe"
 	"github.com/runwhere-ai/litepool/pkg/cmd/drain"
 	"github.com/runwhere-ai/litepool/pkg/cmd/edit"
+	"github.com/runwhere-ai/litepool/pkg/cmd/get"
 	"github.com/runwhere-ai/litepool/pkg/cmd/hccl"
 	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/runwhere-ai/litepool/pkg/cmd/label"
 	"github.com/runwhere-ai/litepool/pkg/cmd/nodepool"
+	"github.com/runwhere-ai/litepool/pkg/cmd/version"
 	"github.com/runwhere-ai/litepool/pkg/plugin"
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -58,6 +62,12 @@ func NewCmdLitepool(streams genericiooptions.IOStreams) *cobra.Command {
 	f := kit.NewFactory(cmdutil.NewFactory(matchVersion), accelerators)
 
 	cmd.AddCommand(plugin.Commands(f, streams)...)
+	cmd.AddCommand(
+		get.NewCmdGet(f, streams),
+		describe.NewCmdDescribe(f, streams),
+		version.NewCmdVersion(streams),
+		completion.NewCmdCompletion(f, streams),
+	)
 	cmd.AddCommand(
 		cordon.NewCmdCordon(f, streams),
 		cordon.NewCmdUncordon(f, streams),

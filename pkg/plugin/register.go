@@ -11,7 +11,7 @@ import (
 
 // Commands are the commands of this package, for the root command.
 func Commands(f kit.Factory, streams genericiooptions.IOStreams) []*cobra.Command {
-	cmds := []*cobra.Command{NewCmdGet(f, streams), NewCmdVersion(streams)}
+	var cmds []*cobra.Command
 	for _, extra := range extraCommands {
 		cmds = append(cmds, extra(f, streams))
 	}

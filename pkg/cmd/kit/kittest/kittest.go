@@ -74,7 +74,7 @@ func NewFactory(t testing.TB, objects ...runtime.Object) *Factory {
 	f := &Factory{
 		TestConfigFlags: genericclioptions.NewTestConfigFlags().WithClientConfig(cfg).WithNamespace(Namespace),
 		Kube:            fake.NewClientset(core...),
-		Dynamic: dynamicfake.NewSimpleDynamicClientWithCustomListKinds(kit.Scheme,
+		Dynamic: dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), // unstructured only: a typed Pool in the scheme breaks List
 			map[schema.GroupVersionResource]string{v1alpha1.PoolResource: "PoolList"}, pools...),
 		Clocks: clocktesting.NewFakeClock(Now),
 	}

@@ -1,8 +1,9 @@
-package plugin
+package describe
 
 import (
 	"context"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"sort"
@@ -12,22 +13,21 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/kubectl/pkg/util/templates"
 
+	"github.com/runwhere-ai/litepool/pkg/cmd/get"
 	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/runwhere-ai/litepool/pkg/inventory"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
-func init() { describers = append(describers, NewCmdDescribeNode) }
-
 // DescribeNodeOptions is `describe node`.
 type DescribeNodeOptions struct {
 	Names []string
 
-	clients *kit.Clients
+	clients   *kit.Clients
+	describer Describer
 	genericiooptions.IOStreams
 }
 
@@ -53,7 +53,7 @@ func NewCmdDescribeNode(f kit.Factory, streams genericiooptions.IOStreams) *cobr
 			if err != nil {
 				return err
 			}
-			o.clients = c
+			o.clients, o.describer = c, newDescriber(f, c)
 			return o.Run(cmd.Context())
 		},
 	}
@@ -78,8 +78,7 @@ func (o *DescribeNodeOptions) describe(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	pods, err := o.clients.Kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
-		FieldSelector: fields.Set{"spec.nodeName": name}.AsSelector().String() + ",status.phase!=Succeeded,status.phase!=Failed"})
+	pods, err := kit.ActivePods(ctx, o.clients, map[string]bool{name: true})
 	if err != nil {
 		return err
 	}
@@ -87,12 +86,13 @@ func (o *DescribeNodeOptions) describe(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	return DescribeNode(o.Out, node, pods.Items, evs)
+	return o.describer.Node(o.Out, node, pods, evs)
 }
 
-// DescribeNode writes the description of a node with its non-terminated pods.
-func DescribeNode(out interface{ Write([]byte) (int, error) }, node *corev1.Node, pods []corev1.Pod, evs *corev1.EventList) error {
+// Node writes the description of a node with its non-terminated pods.
+func (d Describer) Node(out io.Writer, node *corev1.Node, pods []corev1.Pod, evs *corev1.EventList) error {
 	b := inventory.NewBuilder()
+	b.Accelerators = d.Accelerators
 	for i := range pods {
 		b.AddPod(&pods[i])
 	}
@@ -129,7 +129,7 @@ func DescribeNode(out interface{ Write([]byte) (int, error) }, node *corev1.Node
 			}
 		}
 		writeMap(w, "Litepool Annotations", annotations)
-		writeLines(w, "Taints", taintStrings(node.Spec.Taints))
+		writeLines(w, "Taints", get.TaintStrings(node.Spec.Taints))
 		if len(pods) == 0 {
 			w.Write(level0, "Pods:\t<none>\n")
 		} else {
@@ -143,20 +143,20 @@ func DescribeNode(out interface{ Write([]byte) (int, error) }, node *corev1.Node
 				if !inventory.IsWorkloadPod(p) {
 					wt = "(daemon)"
 				}
-				w.Write(level1, "%s\t%s\t%s\t%s\t%s\n", p.Namespace, p.Name, kit.None(wt), podAcceleratorsCell(p), p.Status.Phase)
+				w.Write(level1, "%s\t%s\t%s\t%s\t%s\n", p.Namespace, p.Name, kit.None(wt), d.podAcceleratorsCell(p), p.Status.Phase)
 			}
 		}
 		if evs != nil {
-			describeEvents(w, evs, node.Name)
+			describeEvents(w, evs, node.Name, d.Now)
 		}
 	})
 }
 
 // podAcceleratorsCell is a pod's whole accelerators, and its MIG slices apart: "1", or
 // "0 +2 mig-1g.10gb".
-func podAcceleratorsCell(p *corev1.Pod) string {
-	cell := strconv.FormatInt(policy.Accelerators{}.PodAccelerators(p), 10)
-	req := policy.Accelerators{}.PodAcceleratorRequests(p)
+func (d Describer) podAcceleratorsCell(p *corev1.Pod) string {
+	cell := strconv.FormatInt(d.Accelerators.PodAccelerators(p), 10)
+	req := d.Accelerators.PodAcceleratorRequests(p)
 	for _, rn := range slices.Sorted(maps.Keys(req)) {
 		if policy.IsMIG(rn) {
 			cell += fmt.Sprintf(" +%d %s", req[rn], strings.TrimPrefix(string(rn), "nvidia.com/"))

@@ -1,4 +1,4 @@
-package plugin
+package describe
 
 import (
 	"context"
@@ -13,18 +13,18 @@ import (
 	"k8s.io/kubectl/pkg/util/templates"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/cmd/get"
 	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/runwhere-ai/litepool/pkg/inventory"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
-func init() { describers = append(describers, NewCmdDescribePool) }
-
 // DescribePoolOptions is `describe pool`.
 type DescribePoolOptions struct {
 	Names []string
 
-	clients *kit.Clients
+	clients   *kit.Clients
+	describer Describer
 	genericiooptions.IOStreams
 }
 
@@ -54,7 +54,7 @@ func NewCmdDescribePool(f kit.Factory, streams genericiooptions.IOStreams) *cobr
 			if err != nil {
 				return err
 			}
-			o.clients = c
+			o.clients, o.describer = c, newDescriber(f, c)
 			return o.Run(cmd.Context())
 		},
 	}
@@ -75,19 +75,19 @@ func (o *DescribePoolOptions) Run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := DescribePool(o.Out, pool, sum, evs); err != nil {
+		if err := o.describer.Pool(o.Out, pool, sum, evs); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// DescribePool writes the description of a pool.
-func DescribePool(out io.Writer, pool *v1alpha1.Pool, sum *inventory.Pool, evs *corev1.EventList) error {
+// Pool writes the description of a pool.
+func (d Describer) Pool(out io.Writer, pool *v1alpha1.Pool, sum *inventory.Pool, evs *corev1.EventList) error {
 	return tabbed(out, func(w prefixWriter) {
 		describePoolBody(w, pool, sum)
 		if evs != nil {
-			describeEvents(w, evs, pool.Name)
+			describeEvents(w, evs, pool.Name, d.Now)
 		}
 	})
 }
@@ -102,7 +102,7 @@ func describePoolBody(w prefixWriter, pool *v1alpha1.Pool, sum *inventory.Pool) 
 			}
 		}
 	} else {
-		w.Write(level0, "Type:\t%s\n", poolTypeCell(pool))
+		w.Write(level0, "Type:\t%s\n", get.PoolTypeCell(pool))
 		w.Write(level0, "Description:\t%s\n", kit.None(spec.Description))
 		writeMap(w, "Tags", spec.Tags)
 		w.Write(level0, "Workloads:\t%s\n", joinTypes(policy.AcceptedWorkloads(spec)))
@@ -125,7 +125,7 @@ func describePoolBody(w prefixWriter, pool *v1alpha1.Pool, sum *inventory.Pool) 
 }
 
 func describeNodePools(w prefixWriter, pool *v1alpha1.Pool, sum *inventory.Pool) {
-	rows := NodePoolRows([]v1alpha1.Pool{*pool}, sum.Nodes)
+	rows := get.NodePoolRows([]v1alpha1.Pool{*pool}, sum.Nodes)
 	if len(rows) == 0 {
 		w.Write(level0, "Node Pools:\t<none>\n")
 		return
@@ -135,7 +135,7 @@ func describeNodePools(w prefixWriter, pool *v1alpha1.Pool, sum *inventory.Pool)
 	w.Write(level1, "Name\tNodes\tLabels\tTaints\n")
 	w.Write(level1, "----\t-----\t------\t------\n")
 	for _, r := range rows {
-		w.Write(level1, "%s\t%d\t%s\t%s\n", r.Name, len(r.Nodes), r.labelsCell(), r.taintsCell())
+		w.Write(level1, "%s\t%d\t%s\t%s\n", r.Name, len(r.Nodes), r.LabelsCell(), r.TaintsCell())
 	}
 }
 
@@ -155,7 +155,7 @@ func describeMembers(w prefixWriter, sum *inventory.Pool) {
 }
 
 func acceleratorDescription(p *v1alpha1.Pool) string {
-	model := acceleratorCell(p)
+	model := get.AcceleratorCell(p)
 	if r := p.Status.AcceleratorResource; r != "" {
 		return fmt.Sprintf("%s (%s)", model, r)
 	}

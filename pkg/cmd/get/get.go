@@ -1,4 +1,6 @@
-package plugin
+// Package get is `kubectl litepool get`: pools, nodes, node pools, litepool labels and
+// quotas, each a table built as a metav1.Table, or -o json|yaml|name|jsonpath.
+package get
 
 import (
 	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
@@ -6,9 +8,6 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/kubectl/pkg/util/templates"
 )
-
-// getters are the nouns of `get`; each noun file registers itself.
-var getters []func(kit.Factory, genericiooptions.IOStreams) *cobra.Command
 
 // NewCmdGet is `kubectl litepool get NOUN`.
 func NewCmdGet(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
@@ -20,8 +19,12 @@ func NewCmdGet(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command
 			kubectl litepool get pools
 			kubectl litepool get pools -o wide`),
 	}
-	for _, g := range getters {
-		cmd.AddCommand(g(f, streams))
-	}
+	cmd.AddCommand(
+		NewCmdGetPools(f, streams),
+		NewCmdGetNodes(f, streams),
+		NewCmdGetNodePools(f, streams),
+		NewCmdGetLabels(f, streams),
+		NewCmdGetQuota(f, streams),
+	)
 	return cmd
 }

@@ -1,4 +1,4 @@
-package plugin
+package get
 
 import (
 	"context"
@@ -19,8 +19,6 @@ import (
 	"github.com/runwhere-ai/litepool/pkg/inventory"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
-
-func init() { getters = append(getters, NewCmdGetNodePools) }
 
 // GetNodePoolsOptions is `get nodepools`.
 type GetNodePoolsOptions struct {
@@ -78,7 +76,7 @@ func (o *GetNodePoolsOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listing Pool objects: %w", err)
 	}
-	inv, err := inventory.Collect(ctx, o.clients.Kube, inventory.Options{NodeSelector: kit.PoolSelector(o.Pool), WithoutLabels: true})
+	inv, err := inventory.Collect(ctx, o.clients.Kube, inventory.Options{NodeSelector: kit.PoolSelector(o.Pool), WithoutLabels: true, Accelerators: o.clients.Accelerators})
 	if err != nil {
 		return err
 	}
@@ -191,7 +189,7 @@ func (r *NodePoolRow) figures() (phase string, total, used int64) {
 	return policy.PoolPhase(states), total, used
 }
 
-func (r *NodePoolRow) labelsCell() string {
+func (r *NodePoolRow) LabelsCell() string {
 	if !r.Defined {
 		return "<labels only>"
 	}
@@ -203,11 +201,11 @@ func (r *NodePoolRow) labelsCell() string {
 	return kit.None(strings.Join(parts, ","))
 }
 
-func (r *NodePoolRow) taintsCell() string {
+func (r *NodePoolRow) TaintsCell() string {
 	if !r.Defined {
 		return "<labels only>"
 	}
-	return kit.JoinOrNone(taintStrings(r.Taints))
+	return kit.JoinOrNone(TaintStrings(r.Taints))
 }
 
 // NodePoolTable is the table of `get nodepools`; -o wide adds labels and taints.
@@ -227,7 +225,7 @@ func NodePoolTable(rows []NodePoolRow) *metav1.Table {
 		r := &rows[i]
 		phase, total, used := r.figures()
 		t.Rows = append(t.Rows, metav1.TableRow{
-			Cells: []any{r.Pool, r.Name, phase, int64(len(r.Nodes)), total, used, max(total-used, 0), r.labelsCell(), r.taintsCell()},
+			Cells: []any{r.Pool, r.Name, phase, int64(len(r.Nodes)), total, used, max(total-used, 0), r.LabelsCell(), r.TaintsCell()},
 		})
 	}
 	return t
@@ -264,4 +262,13 @@ func (r *NodePoolRow) view() unstructured.Unstructured {
 		"status": map[string]any{"phase": phase, "nodeCount": int64(len(r.Nodes)), "nodes": nodes,
 			"acceleratorTotal": total, "acceleratorUsed": used, "acceleratorFree": max(total-used, 0)},
 	}}
+}
+
+// TaintStrings writes taints as kubectl does: key=value:Effect.
+func TaintStrings(taints []corev1.Taint) []string {
+	out := make([]string, len(taints))
+	for i, t := range taints {
+		out[i] = t.ToString()
+	}
+	return out
 }

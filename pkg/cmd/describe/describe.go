@@ -1,4 +1,5 @@
-package plugin
+// Package describe is `kubectl litepool describe pool|node`.
+package describe
 
 import (
 	"bytes"
@@ -20,12 +21,8 @@ import (
 
 	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/runwhere-ai/litepool/pkg/events"
+	"github.com/runwhere-ai/litepool/pkg/policy"
 )
-
-// describers are the nouns of `describe`; each noun file registers itself.
-var describers []func(kit.Factory, genericiooptions.IOStreams) *cobra.Command
-
-var _ = register(NewCmdDescribe)
 
 // NewCmdDescribe is `kubectl litepool describe NOUN NAME`.
 func NewCmdDescribe(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
@@ -40,10 +37,19 @@ func NewCmdDescribe(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Co
 			kubectl litepool describe pool train-a100
 			kubectl litepool describe node a100-node-1`),
 	}
-	for _, d := range describers {
-		cmd.AddCommand(d(f, streams))
-	}
+	cmd.AddCommand(NewCmdDescribePool(f, streams), NewCmdDescribeNode(f, streams))
 	return cmd
+}
+
+// Describer writes descriptions: it counts with the command's accelerator set and ages
+// events from the command's clock.
+type Describer struct {
+	Accelerators policy.Accelerators
+	Now          time.Time
+}
+
+func newDescriber(f kit.Factory, c *kit.Clients) Describer {
+	return Describer{Accelerators: c.Accelerators, Now: f.Clock().Now()}
 }
 
 // Indentation levels of describe output.
@@ -102,32 +108,19 @@ func writeLines(w prefixWriter, title string, lines []string) {
 	}
 }
 
-func taintStrings(taints []corev1.Taint) []string {
-	out := make([]string, len(taints))
-	for i, t := range taints {
-		out[i] = t.ToString()
-	}
-	return out
-}
-
 // nodeEvents lists the events about one node, as kubectl describe node finds them.
 func nodeEvents(ctx context.Context, c *kit.Clients, node *corev1.Node) (*corev1.EventList, error) {
-	sel := fields.Set{"involvedObject.kind": "Node", "involvedObject.name": node.Name}.AsSelector().String()
-	return c.Kube.CoreV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: sel})
+	return listEvents(ctx, c, fields.Set{"involvedObject.kind": "Node", "involvedObject.name": node.Name})
 }
 
 // poolEvents lists the events about a pool: those on the Pool object and those litepool
 // recorded on nodes with the pool as the related object (nodes that joined or left it).
 func poolEvents(ctx context.Context, c *kit.Clients, pool string) (*corev1.EventList, error) {
-	out := &corev1.EventList{}
-	onPool, err := c.Kube.CoreV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
-		FieldSelector: fields.Set{"involvedObject.kind": "Pool", "involvedObject.name": pool}.AsSelector().String()})
+	out, err := listEvents(ctx, c, fields.Set{"involvedObject.kind": "Pool", "involvedObject.name": pool})
 	if err != nil {
 		return nil, err
 	}
-	out.Items = append(out.Items, onPool.Items...)
-	ours, err := c.Kube.CoreV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
-		FieldSelector: fields.Set{"source": events.Component, "involvedObject.kind": "Node"}.AsSelector().String()})
+	ours, err := listEvents(ctx, c, fields.Set{"source": events.Component, "involvedObject.kind": "Node"})
 	if err != nil {
 		return nil, err
 	}
@@ -139,16 +132,34 @@ func poolEvents(ctx context.Context, c *kit.Clients, pool string) (*corev1.Event
 	return out, nil
 }
 
+// listEvents lists the events whose fields are set, with the server's field selector,
+// and keeps only those that match it (so that the answer holds whatever the client).
+func listEvents(ctx context.Context, c *kit.Clients, set fields.Set) (*corev1.EventList, error) {
+	sel := set.AsSelector()
+	list, err := c.Kube.CoreV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: sel.String()})
+	if err != nil {
+		return nil, err
+	}
+	kept := list.Items[:0]
+	for _, e := range list.Items {
+		if sel.Matches(fields.Set{"involvedObject.kind": e.InvolvedObject.Kind, "involvedObject.name": e.InvolvedObject.Name, "source": e.Source.Component}) {
+			kept = append(kept, e)
+		}
+	}
+	list.Items = kept
+	return list, nil
+}
+
 // describeEvents writes events (oldest first) with the involved object in the message
 // when it is not the described object itself.
-func describeEvents(w prefixWriter, list *corev1.EventList, self string) {
+func describeEvents(w prefixWriter, list *corev1.EventList, self string, now time.Time) {
 	for i := range list.Items {
 		e := &list.Items[i]
 		if e.InvolvedObject.Name != self {
 			e.Message = fmt.Sprintf("%s/%s: %s", strings.ToLower(e.InvolvedObject.Kind), e.InvolvedObject.Name, e.Message)
 		}
 	}
-	writeEvents(w, list, time.Now())
+	writeEvents(w, list, now)
 }
 
 // writeEvents writes events oldest first in kubectl describe's layout.

@@ -1,4 +1,4 @@
-package plugin
+package get
 
 import (
 	"context"
@@ -18,8 +18,6 @@ import (
 	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
-
-func init() { getters = append(getters, NewCmdGetQuota) }
 
 // GetQuotaOptions is `get quota`.
 type GetQuotaOptions struct {
@@ -107,12 +105,16 @@ func (o *GetQuotaOptions) Run(ctx context.Context) error {
 		_, err := o.ErrOut.Write([]byte("No gpuctl quotas found in " + where + ".\n"))
 		return err
 	}
-	return kit.Print(o.Print, o.Out, items, false, QuotaTable)
+	return kit.Print(o.Print, o.Out, items, false, QuotaTable(o.clients.Accelerators))
 }
 
 // QuotaTable is the table of `get quota`: used/hard per limit; -o wide names the
-// accelerator resource the GPU column counts.
-func QuotaTable(quotas []corev1.ResourceQuota) *metav1.Table {
+// accelerator resource (of the set accel) the GPU column counts.
+func QuotaTable(accel policy.Accelerators) func([]corev1.ResourceQuota) *metav1.Table {
+	return func(quotas []corev1.ResourceQuota) *metav1.Table { return quotaTable(quotas, accel) }
+}
+
+func quotaTable(quotas []corev1.ResourceQuota, accel policy.Accelerators) *metav1.Table {
 	t := &metav1.Table{ColumnDefinitions: []metav1.TableColumnDefinition{
 		kit.Column("Namespace", "string", false),
 		kit.Column("Quota", "string", false),
@@ -124,7 +126,7 @@ func QuotaTable(quotas []corev1.ResourceQuota) *metav1.Table {
 	}}
 	for i := range quotas {
 		q := &quotas[i]
-		gpu := quotaAccelerator(q)
+		gpu := quotaAccelerator(q, accel)
 		t.Rows = append(t.Rows, metav1.TableRow{
 			Cells: []any{q.Namespace, q.Labels[policy.LabelQuota],
 				usedOfHard(q, corev1.ResourceRequestsCPU), usedOfHard(q, corev1.ResourceRequestsMemory), usedOfHard(q, gpu),
@@ -136,9 +138,9 @@ func QuotaTable(quotas []corev1.ResourceQuota) *metav1.Table {
 }
 
 // quotaAccelerator is the requests.<accelerator> limit of a quota, or "".
-func quotaAccelerator(q *corev1.ResourceQuota) corev1.ResourceName {
+func quotaAccelerator(q *corev1.ResourceQuota, accel policy.Accelerators) corev1.ResourceName {
 	for _, rn := range slices.Sorted(maps.Keys(q.Spec.Hard)) {
-		if name, ok := strings.CutPrefix(string(rn), corev1.DefaultResourceRequestsPrefix); ok && (policy.Accelerators{}).Is(corev1.ResourceName(name)) {
+		if name, ok := strings.CutPrefix(string(rn), corev1.DefaultResourceRequestsPrefix); ok && accel.Is(corev1.ResourceName(name)) {
 			return rn
 		}
 	}

@@ -1,4 +1,5 @@
-package plugin
+// Package completion is `kubectl litepool completion`: shell completion scripts.
+package completion
 
 import (
 	"fmt"
@@ -10,8 +11,6 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/kubectl/pkg/util/templates"
 )
-
-var _ = register(NewCmdCompletion)
 
 // completionShells are the shells cobra writes scripts for, in the order help lists them.
 var completionShells = []string{"bash", "zsh", "fish", "powershell"}

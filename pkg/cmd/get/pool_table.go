@@ -1,4 +1,4 @@
-package plugin
+package get
 
 import (
 	"fmt"
@@ -39,7 +39,7 @@ func PoolTable(pools []v1alpha1.Pool) *metav1.Table {
 		p := &pools[i]
 		s := p.Status
 		cells := []any{p.Name, s.Phase, s.AcceleratorTotal, s.AcceleratorUsed, s.AcceleratorFree, s.NodeCount,
-			poolTypeCell(p), acceleratorCell(p), kit.None(string(s.AcceleratorResource)),
+			PoolTypeCell(p), AcceleratorCell(p), kit.None(string(s.AcceleratorResource)),
 			s.HealthyNodes, s.FaultyNodes, kit.JoinOrNone(s.DriverVersions)}
 		if withMIG {
 			var cell []string
@@ -71,7 +71,7 @@ func nodeMIGCell(ms []inventory.MIGSlices) string {
 	return kit.JoinOrNone(cell)
 }
 
-func poolTypeCell(p *v1alpha1.Pool) string {
+func PoolTypeCell(p *v1alpha1.Pool) string {
 	if !kit.HasObject(p) {
 		return "<no pool object>"
 	}
@@ -81,7 +81,7 @@ func poolTypeCell(p *v1alpha1.Pool) string {
 	return string(p.Spec.Type)
 }
 
-func acceleratorCell(p *v1alpha1.Pool) string {
+func AcceleratorCell(p *v1alpha1.Pool) string {
 	if p.Spec.Accelerator.Type != "" {
 		return p.Spec.Accelerator.Type
 	}

@@ -1,4 +1,4 @@
-package plugin
+package get
 
 import (
 	"context"
@@ -17,8 +17,6 @@ import (
 	"github.com/runwhere-ai/litepool/pkg/inventory"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
-
-func init() { getters = append(getters, NewCmdGetNodes) }
 
 // GetNodesOptions is `get nodes`.
 type GetNodesOptions struct {
@@ -100,7 +98,7 @@ func (o *GetNodesOptions) Run(ctx context.Context) error {
 	if !o.Print.IsTable() {
 		return o.printObjects(ctx)
 	}
-	inv, err := inventory.Collect(ctx, o.clients.Kube, inventory.Options{NodeSelector: kit.PoolSelector(o.Pool), WithoutLabels: true})
+	inv, err := inventory.Collect(ctx, o.clients.Kube, inventory.Options{NodeSelector: kit.PoolSelector(o.Pool), WithoutLabels: true, Accelerators: o.clients.Accelerators})
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package plugin
+package get
 
 import (
 	"context"
@@ -14,8 +14,6 @@ import (
 	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
-
-func init() { getters = append(getters, NewCmdGetLabels) }
 
 // GetLabelsOptions is `get labels`.
 type GetLabelsOptions struct {
