@@ -24,6 +24,7 @@ import (
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/runwhere-ai/litepool/pkg/events"
+	"github.com/runwhere-ai/litepool/pkg/interrupt"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
@@ -403,7 +404,7 @@ func setGPUTypeIfAbsent(n *corev1.Node, gpuType string) {
 func (o *CreateOptions) apply(ctx context.Context, plan *createPlan) error {
 	var undo []func(context.Context) error
 	rollback := func(cause error) error {
-		ctx, cancel := kit.RollbackContext(ctx)
+		ctx, cancel := interrupt.RollbackContext(ctx)
 		defer cancel()
 		var failed []error
 		for i := len(undo) - 1; i >= 0; i-- {

@@ -19,6 +19,7 @@ import (
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/runwhere-ai/litepool/pkg/events"
+	"github.com/runwhere-ai/litepool/pkg/interrupt"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
@@ -148,8 +149,8 @@ func (o *DeletePoolOptions) Run(ctx context.Context) error {
 		return err
 	}
 	progress := &deleteProgress{pool: o.Name}
-	kit.InFlight.Set(progress.describe)
-	defer kit.InFlight.Clear()
+	interrupt.InFlight.Set(progress.describe)
+	defer interrupt.InFlight.Clear()
 	confirmed := len(all) > 0
 	if pool != nil && confirmed {
 		// Recorded first: the webhook's R2 then admits the final delete whatever its
@@ -161,7 +162,7 @@ func (o *DeletePoolOptions) Run(ctx context.Context) error {
 	for i := range members {
 		if err := o.release(ctx, pool, &members[i]); err != nil {
 			if ctx.Err() != nil {
-				return fmt.Errorf("pool %q: deletion %s while releasing node %q; the Pool object is kept: run the command again to release the rest and delete it", o.Name, kit.StoppedBecause(ctx, err), members[i].Name)
+				return fmt.Errorf("pool %q: deletion %s while releasing node %q; the Pool object is kept: run the command again to release the rest and delete it", o.Name, interrupt.StoppedBecause(ctx, err), members[i].Name)
 			}
 			return fmt.Errorf("pool %q: releasing node %q failed: %w; the Pool object is kept: run the command again to release the rest and delete it", o.Name, members[i].Name, err)
 		}
@@ -294,5 +295,5 @@ func (p *deleteProgress) describe() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return fmt.Sprintf("deletion of pool %s stopped half-way: node(s) released: %s; the Pool object (if it has one) is still there, with the nodes not yet released.\nFinish it:\n  %s",
-		p.pool, kit.OrNoneList(p.done), kit.CommandLine())
+		p.pool, kit.OrNoneList(p.done), interrupt.CommandLine())
 }

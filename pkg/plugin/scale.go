@@ -21,6 +21,7 @@ import (
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/runwhere-ai/litepool/pkg/events"
+	"github.com/runwhere-ai/litepool/pkg/interrupt"
 	"github.com/runwhere-ai/litepool/pkg/inventory"
 	"github.com/runwhere-ai/litepool/pkg/nodeops"
 	"github.com/runwhere-ai/litepool/pkg/policy"
@@ -215,8 +216,8 @@ func (o *ScaleOptions) scaleUp(ctx context.Context, pool *v1alpha1.Pool, current
 	}
 	var joined []string
 	progress := &scaleUpProgress{pool: pool.Name}
-	kit.InFlight.Set(progress.describe)
-	defer kit.InFlight.Clear()
+	interrupt.InFlight.Set(progress.describe)
+	defer interrupt.InFlight.Clear()
 	for _, n := range picked {
 		node, _, err := kit.UpdateNode(ctx, o.clients, n.Name, o.DryRun, func(n *corev1.Node) error {
 			if err := policy.CheckScaleUpCandidate(pool, n); err != nil { // it may have changed since the plan
@@ -227,7 +228,7 @@ func (o *ScaleOptions) scaleUp(ctx context.Context, pool *v1alpha1.Pool, current
 		})
 		if err != nil {
 			if ctx.Err() != nil {
-				err = fmt.Errorf("%v", kit.StoppedBecause(ctx, err))
+				err = fmt.Errorf("%v", interrupt.StoppedBecause(ctx, err))
 			}
 			return o.undoJoins(ctx, pool, joined, fmt.Errorf("adding node %q to pool %q: %w", n.Name, pool.Name, err))
 		}
@@ -241,7 +242,7 @@ func (o *ScaleOptions) scaleUp(ctx context.Context, pool *v1alpha1.Pool, current
 }
 
 func (o *ScaleOptions) undoJoins(ctx context.Context, pool *v1alpha1.Pool, joined []string, cause error) error {
-	ctx, cancel := kit.RollbackContext(ctx)
+	ctx, cancel := interrupt.RollbackContext(ctx)
 	defer cancel()
 	for _, name := range joined {
 		if _, _, err := kit.UpdateNode(ctx, o.clients, name, o.DryRun, func(n *corev1.Node) error {
@@ -284,8 +285,8 @@ func (o *ScaleOptions) scaleDown(ctx context.Context, pool *v1alpha1.Pool, membe
 		return err
 	}
 	progress := &scaleDownProgress{pool: pool.Name}
-	kit.InFlight.Set(progress.describe)
-	defer kit.InFlight.Clear()
+	interrupt.InFlight.Set(progress.describe)
+	defer interrupt.InFlight.Clear()
 	touched, err := o.cordonAll(ctx, pool, remove, progress)
 	if err != nil {
 		return o.putBack(ctx, pool, touched, err)
@@ -392,8 +393,8 @@ func (o *ScaleOptions) cordonAll(ctx context.Context, pool *v1alpha1.Pool, remov
 // cordoned before, and loses its scale-down mark. Pods already evicted are not brought
 // back; their controllers recreate them.
 func (o *ScaleOptions) putBack(ctx context.Context, pool *v1alpha1.Pool, touched []string, cause error) error {
-	why := kit.StoppedBecause(ctx, cause)
-	ctx, cancel := kit.RollbackContext(ctx)
+	why := interrupt.StoppedBecause(ctx, cause)
+	ctx, cancel := interrupt.RollbackContext(ctx)
 	defer cancel()
 	var restored, failed []string
 	for _, name := range touched {
@@ -439,7 +440,7 @@ func cordonFate(stay bool, heldBy []string) string {
 func (o *ScaleOptions) leave(ctx context.Context, pool *v1alpha1.Pool, name string) error {
 	if o.DeleteNode {
 		if o.DryRun != cmdutil.DryRunClient {
-			err := kit.RetryStaleAdmission(ctx, func() error {
+			err := interrupt.RetryStaleAdmission(ctx, func() error {
 				return o.clients.Kube.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{DryRun: kit.ServerDryRun(o.DryRun)})
 			})
 			if err != nil && !apierrors.IsNotFound(err) {
@@ -453,7 +454,7 @@ func (o *ScaleOptions) leave(ctx context.Context, pool *v1alpha1.Pool, name stri
 	var stay bool
 	var heldBy []string
 	var node *corev1.Node
-	err := kit.RetryStaleAdmission(ctx, func() (err error) {
+	err := interrupt.RetryStaleAdmission(ctx, func() (err error) {
 		node, _, err = kit.UpdateNode(ctx, o.clients, name, o.DryRun, func(n *corev1.Node) error {
 			policy.ApplyLeave(pool, n)
 			delete(n.Annotations, policy.AnnotationScaleDown)
@@ -496,7 +497,7 @@ func (p *scaleUpProgress) describe() string {
 		return fmt.Sprintf("scale-up of pool %s: no node had joined yet", p.pool)
 	}
 	return fmt.Sprintf("scale-up of pool %s stopped half-way: node(s) %s joined.\nFinish it (with --add, leave out the nodes that joined):\n  %s\nOr put them back in the default pool:\n  kubectl litepool scale %s --remove %s --yes",
-		p.pool, strings.Join(p.nodes, ", "), kit.CommandLine(), p.pool, strings.Join(p.nodes, ","))
+		p.pool, strings.Join(p.nodes, ", "), interrupt.CommandLine(), p.pool, strings.Join(p.nodes, ","))
 }
 
 // scaleDownProgress is what a running scale-down has changed, for the message of a
@@ -535,7 +536,7 @@ func (p *scaleDownProgress) describe() string {
 	if p.left {
 		msg += "; some may have left the pool already"
 	}
-	msg += fmt.Sprintf(".\nResume it (it picks the marked nodes first):\n  %s\n", kit.CommandLine())
+	msg += fmt.Sprintf(".\nResume it (it picks the marked nodes first):\n  %s\n", interrupt.CommandLine())
 	var uncordon []string
 	for _, n := range p.nodes {
 		if !slices.Contains(p.wasCordoned, n) {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/runwhere-ai/litepool/pkg/events"
+	"github.com/runwhere-ai/litepool/pkg/interrupt"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 	"github.com/runwhere-ai/litepool/pkg/stress"
 	"github.com/runwhere-ai/litepool/pkg/version"
@@ -479,7 +480,7 @@ func (o *StressScheduleOptions) rollBack(ctx context.Context, cause error, creat
 	if o.dryRun != cmdutil.DryRunNone || len(created) == 0 {
 		return cause
 	}
-	ctx, cancel := kit.RollbackContext(ctx)
+	ctx, cancel := interrupt.RollbackContext(ctx)
 	defer cancel()
 	var failed []error
 	for i := len(created) - 1; i >= 0; i-- {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/runwhere-ai/litepool/pkg/events"
+	"github.com/runwhere-ai/litepool/pkg/interrupt"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 	"github.com/runwhere-ai/litepool/pkg/upgrade"
 )
@@ -429,8 +430,8 @@ func (o *UpgradeResumeOptions) Run(ctx context.Context) error {
 // followRollout runs a rollout; interrupted, it says how to resume or stop it (its
 // state lives in the nodes' annotations, so nothing is lost).
 func followRollout(ctx context.Context, u *upgrade.Upgrader, run policy.UpgradeRun, scope []string) error {
-	kit.InFlight.Set(func() string { return rolloutLeftovers(run, scope) })
-	defer kit.InFlight.Clear()
+	interrupt.InFlight.Set(func() string { return rolloutLeftovers(run, scope) })
+	defer interrupt.InFlight.Clear()
 	err := u.Rollout(ctx, run, scope)
 	if err != nil && ctx.Err() != nil {
 		return fmt.Errorf("rollout %s interrupted; %s", run.ID, rolloutLeftovers(run, scope))

@@ -13,6 +13,7 @@ import (
 	"k8s.io/kubectl/pkg/util/templates"
 
 	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
+	"github.com/runwhere-ai/litepool/pkg/interrupt"
 	"github.com/runwhere-ai/litepool/pkg/nodeops"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
@@ -81,7 +82,7 @@ func (o *DrainOptions) Run(ctx context.Context) error {
 	if o.Output() != "" {
 		d.Out = o.ErrOut
 	}
-	defer kit.InFlight.Clear()
+	defer interrupt.InFlight.Clear()
 	for _, name := range o.Names {
 		node, err := o.clients.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -102,7 +103,7 @@ func (o *DrainOptions) Run(ctx context.Context) error {
 				}
 			}
 		}
-		kit.InFlight.Set(func() string { return drainLeftovers(name, cordoned) })
+		interrupt.InFlight.Set(func() string { return drainLeftovers(name, cordoned) })
 		o.NodeEvent(ctx, node, false, "Draining", "draining node %s (kubectl litepool drain)", name)
 		if err := nodeops.Drain(ctx, o.clients.Kube, name, d); err != nil {
 			if ctx.Err() != nil {
@@ -122,8 +123,8 @@ func (o *DrainOptions) Run(ctx context.Context) error {
 // putBack undoes an interrupted drain's cordon: the node is uncordoned when this
 // command cordoned it and no litepool operation (scale-down, upgrade) holds it.
 func (o *DrainOptions) putBack(ctx context.Context, name string, cordoned bool, cause error) error {
-	why := kit.StoppedBecause(ctx, cause)
-	ctx, cancel := kit.RollbackContext(ctx)
+	why := interrupt.StoppedBecause(ctx, cause)
+	ctx, cancel := interrupt.RollbackContext(ctx)
 	defer cancel()
 	if !cordoned {
 		return fmt.Errorf("drain of node %q %s; the node stays cordoned, as it was before", name, why)
@@ -151,7 +152,7 @@ func (o *DrainOptions) putBack(ctx context.Context, name string, cordoned bool, 
 // drainLeftovers is what an interrupted drain leaves when the put-back is skipped.
 func drainLeftovers(name string, cordoned bool) string {
 	msg := fmt.Sprintf("drain of node %s stopped half-way: the node is cordoned and may still carry %s.\nResume it:\n  %s\nOr put it back:\n  kubectl annotate node %s %s-",
-		name, policy.AnnotationDraining, kit.CommandLine(), name, policy.AnnotationDraining)
+		name, policy.AnnotationDraining, interrupt.CommandLine(), name, policy.AnnotationDraining)
 	if cordoned {
 		msg += "\n  kubectl uncordon " + name
 	}

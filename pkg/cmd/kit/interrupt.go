@@ -2,18 +2,14 @@ package kit
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"strings"
-	"sync"
 	"syscall"
-	"time"
 
+	"github.com/runwhere-ai/litepool/pkg/interrupt"
 	"github.com/spf13/cobra"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
 // Interruption. The first SIGINT or SIGTERM cancels the command's context: the command
@@ -24,9 +20,6 @@ import (
 
 // ExitInterrupted is the exit code of a command stopped by a second Ctrl-C (128+SIGINT).
 const ExitInterrupted = 130
-
-// rollbackTimeout bounds a put-back that runs after the command was interrupted.
-const rollbackTimeout = time.Minute
 
 // Execute runs the root command with a context that the first SIGINT or SIGTERM
 // cancels; a second one exits the process at once (see watchSignals).
@@ -58,93 +51,8 @@ func watchSignals(sigs <-chan os.Signal, done <-chan struct{}, cancel func(), er
 		return
 	}
 	fmt.Fprintln(errOut, "interrupted again: exiting at once.")
-	if left := InFlight.Describe(); left != "" {
+	if left := interrupt.InFlight.Describe(); left != "" {
 		fmt.Fprintln(errOut, left)
 	}
 	exit(ExitInterrupted)
-}
-
-// Leftovers is what the running command has changed and not yet finished or put back:
-// a function that describes it, with the commands to resume or undo it.
-type Leftovers struct {
-	mu   sync.Mutex
-	text func() string
-}
-
-// InFlight is the running command's Leftovers (one command runs per process).
-var InFlight = &Leftovers{}
-
-// Set registers the description; clear removes it once nothing is left half-done.
-func (l *Leftovers) Set(text func() string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.text = text
-}
-
-func (l *Leftovers) Clear() { l.Set(nil) }
-
-func (l *Leftovers) Describe() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.text == nil {
-		return ""
-	}
-	return l.text()
-}
-
-// RollbackContext is the context of a put-back: not cancelled with the command's (an
-// interrupted command must still put back), but bounded.
-func RollbackContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
-}
-
-// StoppedBecause names the cause of a stop: an interruption when the command's context
-// was cancelled (the drain library reports that in words of its own), else the error.
-func StoppedBecause(ctx context.Context, cause error) any {
-	if errors.Is(ctx.Err(), context.Canceled) || errors.Is(cause, context.Canceled) {
-		return "interrupted (SIGINT/SIGTERM)"
-	}
-	return cause
-}
-
-// staleAdmissionTimeout bounds how long a write refused for pods that are already gone
-// is retried.
-const staleAdmissionTimeout = 5 * time.Second
-
-// RetryStaleAdmission runs write, and again while the webhook refuses it under rule N3
-// for workload pods on the node: after a drain the pods are gone from the API server,
-// but the webhook answers from an informer cache that may not have seen them go yet.
-// Any other answer, and the last one after staleAdmissionTimeout, is returned.
-func RetryStaleAdmission(ctx context.Context, write func() error) error {
-	err := write()
-	deadline := time.Now().Add(staleAdmissionTimeout)
-	for isStalePodsDenial(err) && time.Now().Before(deadline) {
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(250 * time.Millisecond):
-		}
-		err = write()
-	}
-	return err
-}
-
-func isStalePodsDenial(err error) bool {
-	return err != nil && apierrors.IsForbidden(err) && strings.Contains(err.Error(), "[N3]") && strings.Contains(err.Error(), "workload pod")
-}
-
-// CommandLine is the command as the user ran it, to repeat it to resume.
-func CommandLine() string {
-	args := make([]string, 0, len(os.Args))
-	for _, a := range os.Args[1:] {
-		args = append(args, shellQuote(a))
-	}
-	return "kubectl litepool " + strings.Join(args, " ")
-}
-
-func shellQuote(s string) string {
-	if s != "" && !strings.ContainsAny(s, " \t\n'\"\\$`*?[]{}()<>|&;#~!") {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

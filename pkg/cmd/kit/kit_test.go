@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/runwhere-ai/litepool/pkg/interrupt"
 	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -80,8 +81,8 @@ func TestSecondSignalExitsWithWhatWasLeft(t *testing.T) {
 	cancelled := make(chan struct{})
 	exited := make(chan int, 1)
 	var out bytes.Buffer
-	InFlight.Set(func() string { return "scale-down of pool p left node(s) n1 cordoned" })
-	defer InFlight.Clear()
+	interrupt.InFlight.Set(func() string { return "scale-down of pool p left node(s) n1 cordoned" })
+	defer interrupt.InFlight.Clear()
 	go watchSignals(sigs, done, func() { close(cancelled) }, &out, func(code int) { exited <- code })
 
 	sigs <- syscall.SIGINT
