@@ -14,6 +14,7 @@ import (
 	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/runwhere-ai/litepool/pkg/cmd/label"
 	"github.com/runwhere-ai/litepool/pkg/cmd/nodepool"
+	"github.com/runwhere-ai/litepool/pkg/cmd/scale"
 	"github.com/runwhere-ai/litepool/pkg/cmd/version"
 	"github.com/runwhere-ai/litepool/pkg/plugin"
 	"github.com/spf13/cobra"
@@ -67,6 +68,7 @@ func NewCmdLitepool(streams genericiooptions.IOStreams) *cobra.Command {
 		describe.NewCmdDescribe(f, streams),
 		version.NewCmdVersion(streams),
 		completion.NewCmdCompletion(f, streams),
+		scale.NewCmdScale(f, streams),
 	)
 	cmd.AddCommand(
 		cordon.NewCmdCordon(f, streams),

@@ -20,6 +20,7 @@ import (
 	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/runwhere-ai/litepool/pkg/events"
 	"github.com/runwhere-ai/litepool/pkg/interrupt"
+	"github.com/runwhere-ai/litepool/pkg/inventory"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
@@ -129,7 +130,7 @@ func (o *DeletePoolOptions) Run(ctx context.Context) error {
 	for _, n := range members {
 		names[n.Name] = true
 	}
-	pods, err := kit.WorkloadPodsOn(ctx, o.clients, names)
+	pods, err := inventory.WorkloadPodsOn(ctx, o.clients.Kube, names)
 	if err != nil {
 		return err
 	}

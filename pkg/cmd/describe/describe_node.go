@@ -78,7 +78,7 @@ func (o *DescribeNodeOptions) describe(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	pods, err := kit.ActivePods(ctx, o.clients, map[string]bool{name: true})
+	pods, err := inventory.ActivePodsOn(ctx, o.clients.Kube, map[string]bool{name: true})
 	if err != nil {
 		return err
 	}

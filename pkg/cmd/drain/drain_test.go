@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -43,30 +42,9 @@ func pods(t *testing.T, f *kittest.Factory) []string {
 	return out
 }
 
-// cluster is a fake cluster whose API server supports eviction, as a real one does:
-// an eviction deletes the pod unless it is a dry run (evict, when set, answers first: a refusal or an
-// interruption).
+// cluster is a fake cluster whose API server supports eviction (kittest.WithEviction).
 func cluster(t *testing.T, evict func(name string) error, objs ...runtime.Object) *kittest.Factory {
-	f := kittest.NewFactory(t, objs...)
-	f.Kube.Resources = []*metav1.APIResourceList{{GroupVersion: "v1", APIResources: []metav1.APIResource{
-		{Name: "pods/eviction", Kind: "Eviction", Group: "policy", Version: "v1"}}}}
-	f.Kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if a.GetSubresource() != "eviction" {
-			return false, nil, nil
-		}
-		eviction := a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction)
-		name := eviction.Name
-		if eviction.DeleteOptions != nil && len(eviction.DeleteOptions.DryRun) > 0 {
-			return true, nil, nil
-		}
-		if evict != nil {
-			if err := evict(name); err != nil {
-				return true, nil, err
-			}
-		}
-		return true, nil, f.Kube.Tracker().Delete(a.GetResource(), a.GetNamespace(), name)
-	})
-	return f
+	return kittest.NewFactory(t, objs...).WithEviction(evict)
 }
 
 func TestDrain(t *testing.T) {

@@ -142,7 +142,7 @@ func (k *Catalog) WorkloadPods(node string) []string {
 	if p, ok := k.pods[node]; ok {
 		return p
 	}
-	pods, err := ActivePods(k.ctx, k.c, map[string]bool{node: true})
+	pods, err := inventory.ActivePodsOn(k.ctx, k.c.Kube, map[string]bool{node: true})
 	k.fail(err)
 	var out []string
 	for i := range pods {

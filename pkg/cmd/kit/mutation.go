@@ -214,3 +214,18 @@ func IgnoreNotFound(err error) error {
 	}
 	return err
 }
+
+// Printer prints through a Mutation on streams: what the workflows (pkg/scale,
+// pkg/poolcreate) report to.
+type Printer struct {
+	*Mutation
+	genericiooptions.IOStreams
+}
+
+// Print prints obj and what happened to it (see Mutation.Print).
+func (p Printer) Print(obj runtime.Object, operation string) error {
+	return p.Mutation.Print(p.Out, obj, operation)
+}
+
+// Say prints a line about no single object (see Mutation.Say).
+func (p Printer) Say(format string, args ...any) { p.Mutation.Say(p.IOStreams, format, args...) }

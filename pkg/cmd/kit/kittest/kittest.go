@@ -80,6 +80,7 @@ func NewFactory(t testing.TB, objects ...runtime.Object) *Factory {
 	}
 	f.Kube.PrependReactor("*", "*", serverDryRun)
 	f.Dynamic.PrependReactor("*", "*", serverDryRun)
+	f.honourPodFieldSelectors()
 	return f.generateNames()
 }
 
