@@ -6,6 +6,7 @@ package cmd
 import (
 	"github.com/runwhere-ai/litepool/pkg/cmd/completion"
 	"github.com/runwhere-ai/litepool/pkg/cmd/cordon"
+	"github.com/runwhere-ai/litepool/pkg/cmd/delete"
 	"github.com/runwhere-ai/litepool/pkg/cmd/describe"
 	"github.com/runwhere-ai/litepool/pkg/cmd/drain"
 	"github.com/runwhere-ai/litepool/pkg/cmd/edit"
@@ -69,6 +70,7 @@ func NewCmdLitepool(streams genericiooptions.IOStreams) *cobra.Command {
 		version.NewCmdVersion(streams),
 		completion.NewCmdCompletion(f, streams),
 		scale.NewCmdScale(f, streams),
+		delete.NewCmdDelete(f, streams),
 	)
 	cmd.AddCommand(
 		cordon.NewCmdCordon(f, streams),
