@@ -6,6 +6,7 @@ package cmd
 import (
 	"github.com/runwhere-ai/litepool/pkg/cmd/completion"
 	"github.com/runwhere-ai/litepool/pkg/cmd/cordon"
+	"github.com/runwhere-ai/litepool/pkg/cmd/create"
 	"github.com/runwhere-ai/litepool/pkg/cmd/delete"
 	"github.com/runwhere-ai/litepool/pkg/cmd/describe"
 	"github.com/runwhere-ai/litepool/pkg/cmd/drain"
@@ -71,6 +72,7 @@ func NewCmdLitepool(streams genericiooptions.IOStreams) *cobra.Command {
 		completion.NewCmdCompletion(f, streams),
 		scale.NewCmdScale(f, streams),
 		delete.NewCmdDelete(f, streams),
+		create.NewCmdCreate(f, streams),
 	)
 	cmd.AddCommand(
 		cordon.NewCmdCordon(f, streams),

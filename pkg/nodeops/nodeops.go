@@ -91,7 +91,14 @@ func RetryOnConflict(fn func() error) error {
 // changed, under optimistic concurrency (the update carries the resourceVersion read;
 // a conflict reads again). Under client dry run it returns the changed node unsent.
 func UpdateNode(ctx context.Context, client kubernetes.Interface, name string, dryRun cmdutil.DryRunStrategy, change func(*corev1.Node) error) (*corev1.Node, error) {
+	node, _, err := ChangeNode(ctx, client, name, dryRun, change)
+	return node, err
+}
+
+// ChangeNode is UpdateNode that also says whether change changed anything.
+func ChangeNode(ctx context.Context, client kubernetes.Interface, name string, dryRun cmdutil.DryRunStrategy, change func(*corev1.Node) error) (*corev1.Node, bool, error) {
 	var out *corev1.Node
+	var changed bool
 	err := RetryOnConflict(func() error {
 		node, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -102,7 +109,8 @@ func UpdateNode(ctx context.Context, client kubernetes.Interface, name string, d
 			return err
 		}
 		out = updated
-		if apiequality.Semantic.DeepEqual(node, updated) || dryRun == cmdutil.DryRunClient {
+		changed = !apiequality.Semantic.DeepEqual(node, updated)
+		if !changed || dryRun == cmdutil.DryRunClient {
 			return nil
 		}
 		opts := metav1.UpdateOptions{}
@@ -112,7 +120,7 @@ func UpdateNode(ctx context.Context, client kubernetes.Interface, name string, d
 		out, err = client.CoreV1().Nodes().Update(ctx, updated, opts)
 		return err
 	})
-	return out, err
+	return out, changed, err
 }
 
 // DrainOptions are `kubectl drain`'s knobs.

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 
@@ -27,18 +26,9 @@ func PoolSelector(pool string) string {
 // ListBySelector lists with a label selector.
 func ListBySelector(sel string) metav1.ListOptions { return metav1.ListOptions{LabelSelector: sel} }
 
-// UpdateNode is nodeops.UpdateNode (read, change, write back under optimistic
-// concurrency; unsent under client dry run) that also says whether change changed
-// anything.
+// UpdateNode is nodeops.ChangeNode with the command's clients: read, change, write
+// back under optimistic concurrency (unsent under client dry run), and whether change
+// changed anything.
 func UpdateNode(ctx context.Context, c *Clients, name string, dryRun cmdutil.DryRunStrategy, change func(*corev1.Node) error) (*corev1.Node, bool, error) {
-	var changed bool
-	node, err := nodeops.UpdateNode(ctx, c.Kube, name, dryRun, func(n *corev1.Node) error {
-		before := n.DeepCopy()
-		if err := change(n); err != nil {
-			return err
-		}
-		changed = !apiequality.Semantic.DeepEqual(before, n)
-		return nil
-	})
-	return node, changed, err
+	return nodeops.ChangeNode(ctx, c.Kube, name, dryRun, change)
 }
