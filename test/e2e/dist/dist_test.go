@@ -169,12 +169,9 @@ printf '%s\n' "${COMPREPLY[@]}" | sort
 	return string(out)
 }
 
-// Node names complete for the commands that take nodes (the plugin's cordon, wired
-// with completeNodeNames).
+// Node names complete for the commands that take nodes (cordon, wired with
+// kit.CompleteNodeNames).
 func TestNodeNamesComplete(t *testing.T) {
-	if r := kubectl(t, installDir, "", "litepool", "cordon", "--help"); r.ExitCode != 0 {
-		t.Skip("no command that takes node names on this branch yet: the plugin's cordon/drain/label node wire completeNodeNames (pkg/plugin/completion_helpers.go)")
-	}
 	r := kubectl(t, installDir, "", "__complete", "litepool", "cordon", "")
 	require.Equal(t, 0, r.ExitCode, r.Stderr)
 	assert.Equal(t, "a10-node-1\na10-node-2\na100-node-1\na100-node-2\na100-node-3\na100-node-4\ncpu-node-1\ncpu-node-2\nsnt9b-node-1\nsnt9b-node-2\nsnt9b-node-3\n:4\n", r.Stdout)
