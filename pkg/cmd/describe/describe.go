@@ -52,6 +52,38 @@ func newDescriber(f kit.Factory, c *kit.Clients) Describer {
 	return Describer{Accelerators: c.Accelerators, Now: f.Clock().Now()}
 }
 
+// Options is what describe pool and describe node share: the names asked for, and
+// how one is described.
+type Options struct {
+	Names []string
+
+	clients   *kit.Clients
+	describer Describer
+	genericiooptions.IOStreams
+}
+
+// runE reads the names and builds the clients, then describes each name in turn, a
+// blank line apart, stopping at the first error.
+func (o *Options) runE(f kit.Factory, describe func(ctx context.Context, name string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		o.Names = args
+		c, err := f.Clients()
+		if err != nil {
+			return err
+		}
+		o.clients, o.describer = c, newDescriber(f, c)
+		for i, name := range o.Names {
+			if i > 0 {
+				fmt.Fprintln(o.Out)
+			}
+			if err := describe(cmd.Context(), name); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
 // Indentation levels of describe output.
 const (
 	level0 = iota

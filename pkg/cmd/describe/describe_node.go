@@ -23,17 +23,11 @@ import (
 )
 
 // DescribeNodeOptions is `describe node`.
-type DescribeNodeOptions struct {
-	Names []string
-
-	clients   *kit.Clients
-	describer Describer
-	genericiooptions.IOStreams
-}
+type DescribeNodeOptions struct{ Options }
 
 // NewCmdDescribeNode is `kubectl litepool describe node NAME...`.
 func NewCmdDescribeNode(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &DescribeNodeOptions{IOStreams: streams}
+	o := &DescribeNodeOptions{Options{IOStreams: streams}}
 	cmd := &cobra.Command{
 		Use:     "node NAME...",
 		Aliases: []string{"nodes", "no"},
@@ -47,32 +41,12 @@ func NewCmdDescribeNode(f kit.Factory, streams genericiooptions.IOStreams) *cobr
 			kubectl litepool describe node a100-node-1`),
 		Args:              cobra.MinimumNArgs(1),
 		ValidArgsFunction: kit.CompleteNodeNames(f),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.Names = args
-			c, err := f.Clients()
-			if err != nil {
-				return err
-			}
-			o.clients, o.describer = c, newDescriber(f, c)
-			return o.Run(cmd.Context())
-		},
+		RunE:              o.runE(f, o.describe),
 	}
 	return cmd
 }
 
-// Run describes each node in turn.
-func (o *DescribeNodeOptions) Run(ctx context.Context) error {
-	for i, name := range o.Names {
-		if i > 0 {
-			fmt.Fprintln(o.Out)
-		}
-		if err := o.describe(ctx, name); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
+// describe describes one node.
 func (o *DescribeNodeOptions) describe(ctx context.Context, name string) error {
 	node, err := o.clients.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if err != nil {

@@ -20,17 +20,11 @@ import (
 )
 
 // DescribePoolOptions is `describe pool`.
-type DescribePoolOptions struct {
-	Names []string
-
-	clients   *kit.Clients
-	describer Describer
-	genericiooptions.IOStreams
-}
+type DescribePoolOptions struct{ Options }
 
 // NewCmdDescribePool is `kubectl litepool describe pool NAME...`.
 func NewCmdDescribePool(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &DescribePoolOptions{IOStreams: streams}
+	o := &DescribePoolOptions{Options{IOStreams: streams}}
 	cmd := &cobra.Command{
 		Use:     "pool NAME...",
 		Aliases: []string{"pools", "lpool"},
@@ -48,38 +42,22 @@ func NewCmdDescribePool(f kit.Factory, streams genericiooptions.IOStreams) *cobr
 			kubectl litepool describe pool default`),
 		Args:              cobra.MinimumNArgs(1),
 		ValidArgsFunction: kit.CompletePoolNames(f),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.Names = args
-			c, err := f.Clients()
-			if err != nil {
-				return err
-			}
-			o.clients, o.describer = c, newDescriber(f, c)
-			return o.Run(cmd.Context())
-		},
+		RunE:              o.runE(f, o.describePool),
 	}
 	return cmd
 }
 
-// Run describes each pool in turn.
-func (o *DescribePoolOptions) Run(ctx context.Context) error {
-	for i, name := range o.Names {
-		if i > 0 {
-			fmt.Fprintln(o.Out)
-		}
-		pool, sum, err := kit.LoadPool(ctx, o.clients, name)
-		if err != nil {
-			return err
-		}
-		evs, err := poolEvents(ctx, o.clients, name)
-		if err != nil {
-			return err
-		}
-		if err := o.describer.Pool(o.Out, pool, sum, evs); err != nil {
-			return err
-		}
+// describePool describes one pool.
+func (o *DescribePoolOptions) describePool(ctx context.Context, name string) error {
+	pool, sum, err := kit.LoadPool(ctx, o.clients, name)
+	if err != nil {
+		return err
 	}
-	return nil
+	evs, err := poolEvents(ctx, o.clients, name)
+	if err != nil {
+		return err
+	}
+	return o.describer.Pool(o.Out, pool, sum, evs)
 }
 
 // Pool writes the description of a pool.

@@ -3,6 +3,9 @@
 package get
 
 import (
+	"fmt"
+	"slices"
+
 	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -27,4 +30,12 @@ func NewCmdGet(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command
 		NewCmdGetQuota(f, streams),
 	)
 	return cmd
+}
+
+// checkSortKey checks --sort-by against the keys a noun sorts by.
+func checkSortKey(key string, keys []string) error {
+	if !slices.Contains(keys, key) {
+		return fmt.Errorf("invalid --sort-by %q: must be one of %v", key, keys)
+	}
+	return nil
 }

@@ -53,15 +53,7 @@ func NewCmdGetNodePools(f kit.Factory, streams genericiooptions.IOStreams) *cobr
 			kubectl litepool get nodepools --pool train-a100 -o wide`),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Names = args
-			c, err := f.Clients()
-			if err != nil {
-				return err
-			}
-			o.clients = c
-			if err := o.Print.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
+			return kit.Run(f, cmd, &o.clients, o)
 		},
 	}
 	o.Print.AddFlags(cmd)
@@ -69,6 +61,9 @@ func NewCmdGetNodePools(f kit.Factory, streams genericiooptions.IOStreams) *cobr
 	_ = cmd.RegisterFlagCompletionFunc("pool", kit.CompletePoolNames(f))
 	return cmd
 }
+
+// Validate checks -o.
+func (o *GetNodePoolsOptions) Validate() error { return o.Print.Validate() }
 
 // Run lists and prints.
 func (o *GetNodePoolsOptions) Run(ctx context.Context) error {

@@ -59,13 +59,8 @@ func NewCmdGetNodes(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Co
 			kubectl litepool get nodes --sort-by=gpu-free`),
 		ValidArgsFunction: kit.CompleteNodeNames(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(f, args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
+			o.Names = args
+			return kit.Run(f, cmd, &o.clients, o)
 		},
 	}
 	o.Print.AddFlags(cmd)
@@ -75,22 +70,12 @@ func NewCmdGetNodes(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Co
 	return cmd
 }
 
-// Complete builds the clients.
-func (o *GetNodesOptions) Complete(f kit.Factory, args []string) (err error) {
-	o.Names = args
-	o.clients, err = f.Clients()
-	return err
-}
-
 // Validate checks the flags.
 func (o *GetNodesOptions) Validate() error {
 	if err := o.Print.Validate(); err != nil {
 		return err
 	}
-	if !slices.Contains(nodeSortKeys, o.SortBy) {
-		return fmt.Errorf("invalid --sort-by %q: must be one of %v", o.SortBy, nodeSortKeys)
-	}
-	return nil
+	return checkSortKey(o.SortBy, nodeSortKeys)
 }
 
 // Run lists and prints.

@@ -54,13 +54,8 @@ func NewCmdGetPools(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Co
 			kubectl litepool get pools --sort-by=gpu-free`),
 		ValidArgsFunction: kit.CompletePoolNames(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(f, args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
+			o.Names = args
+			return kit.Run(f, cmd, &o.clients, o)
 		},
 	}
 	o.Print.AddFlags(cmd)
@@ -68,24 +63,12 @@ func NewCmdGetPools(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Co
 	return cmd
 }
 
-// Complete builds the clients.
-func (o *GetPoolsOptions) Complete(f kit.Factory, args []string) (err error) {
-	o.Names = args
-	o.clients, err = f.Clients()
-	return err
-}
-
 // Validate checks the flags.
 func (o *GetPoolsOptions) Validate() error {
 	if err := o.Print.Validate(); err != nil {
 		return err
 	}
-	for _, k := range poolSortKeys {
-		if o.SortBy == k {
-			return nil
-		}
-	}
-	return fmt.Errorf("invalid --sort-by %q: must be one of %v", o.SortBy, poolSortKeys)
+	return checkSortKey(o.SortBy, poolSortKeys)
 }
 
 // Run lists and prints.

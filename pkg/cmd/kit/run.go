@@ -17,12 +17,22 @@ type Runner interface {
 // arguments: build the clients (stored in *clients), complete m (--dry-run, the event
 // recorder), validate o (with m's -o) and run it.
 func RunMutation(f Factory, cmd *cobra.Command, m *Mutation, clients **Clients, o Runner) error {
+	return run(f, cmd, clients, o, func(c *Clients) error { return m.Complete(cmd, c) })
+}
+
+// Run is what a command that changes nothing does once it has read its arguments:
+// build the clients (stored in *clients), validate o and run it.
+func Run(f Factory, cmd *cobra.Command, clients **Clients, o Runner) error {
+	return run(f, cmd, clients, o, func(*Clients) error { return nil })
+}
+
+func run(f Factory, cmd *cobra.Command, clients **Clients, o Runner, complete func(*Clients) error) error {
 	c, err := f.Clients()
 	if err != nil {
 		return err
 	}
 	*clients = c
-	if err := m.Complete(cmd, c); err != nil {
+	if err := complete(c); err != nil {
 		return err
 	}
 	if err := o.Validate(); err != nil {
