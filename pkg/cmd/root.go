@@ -4,8 +4,11 @@
 package cmd
 
 import (
+	"github.com/runwhere-ai/litepool/pkg/cmd/check"
 	"github.com/runwhere-ai/litepool/pkg/cmd/cordon"
 	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
+	"github.com/runwhere-ai/litepool/pkg/cmd/stress"
+	"github.com/runwhere-ai/litepool/pkg/cmd/upgrade"
 	"github.com/runwhere-ai/litepool/pkg/plugin"
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -55,6 +58,9 @@ func NewCmdLitepool(streams genericiooptions.IOStreams) *cobra.Command {
 	cmd.AddCommand(
 		cordon.NewCmdCordon(f, streams),
 		cordon.NewCmdUncordon(f, streams),
+		check.NewCmdCheck(f, streams),
+		upgrade.NewCmdUpgrade(f, streams),
+		stress.NewCmdStress(f, streams),
 	)
 	return cmd
 }

@@ -1,8 +1,7 @@
-package plugin
+package upgrade
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -15,10 +14,8 @@ import (
 	"k8s.io/cli-runtime/pkg/printers"
 	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 	"k8s.io/kubectl/pkg/util/templates"
-	"sigs.k8s.io/yaml"
 
 	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
-	"github.com/runwhere-ai/litepool/pkg/events"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 	"github.com/runwhere-ai/litepool/pkg/upgrade"
 )
@@ -91,7 +88,7 @@ func (s *upgradeScope) String() string {
 // UpgradeStatusOptions is `upgrade status`.
 type UpgradeStatusOptions struct {
 	Scope   upgradeScope
-	Output  string
+	Output  *kit.DataOutput
 	Watch   bool
 	clients *kit.Clients
 	genericiooptions.IOStreams
@@ -99,9 +96,9 @@ type UpgradeStatusOptions struct {
 
 // NewCmdUpgradeStatus is `kubectl litepool upgrade status`.
 func NewCmdUpgradeStatus(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &UpgradeStatusOptions{IOStreams: streams}
+	o := &UpgradeStatusOptions{IOStreams: streams, Output: kit.NewDataOutput()}
 	cmd := &cobra.Command{
-		Use:   "status [--pool POOL | --node NODE] [-o json|yaml]",
+		Use:   "status [--pool POOL | --node NODE] [-o json|yaml|jsonpath=...]",
 		Short: "Show each node's driver-upgrade state and the rollout's progress",
 		Long: templates.LongDesc(`
 			Show the driver-upgrade state of every node that has one (of a pool, one
@@ -127,11 +124,11 @@ func NewCmdUpgradeStatus(f kit.Factory, streams genericiooptions.IOStreams) *cob
 			if err := o.Scope.validate(false); err != nil {
 				return err
 			}
-			if o.Output != "" && o.Output != "json" && o.Output != "yaml" {
-				return fmt.Errorf("invalid -o %q: must be json or yaml", o.Output)
+			if err := o.Output.Validate(); err != nil {
+				return err
 			}
-			if o.Watch && o.Output != "" {
-				return fmt.Errorf("--watch prints progress lines: it does not go with -o %s", o.Output)
+			if o.Watch && o.Output.Data() {
+				return fmt.Errorf("--watch prints progress lines: it does not go with -o %s", o.Output.Format)
 			}
 			var err error
 			if o.clients, err = f.Clients(); err != nil {
@@ -141,7 +138,7 @@ func NewCmdUpgradeStatus(f kit.Factory, streams genericiooptions.IOStreams) *cob
 		},
 	}
 	o.Scope.addFlags(cmd, f)
-	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "Output format: json or yaml (default: a table and a progress line per rollout)")
+	o.Output.AddFlags(cmd)
 	cmd.Flags().BoolVarP(&o.Watch, "watch", "w", false, "After the table, print each rollout's progress line whenever it changes, until no rollout is in progress")
 	return cmd
 }
@@ -230,18 +227,8 @@ func (o *UpgradeStatusOptions) Run(ctx context.Context) error {
 		return err
 	}
 	st := upgradeStatusOf(nodes)
-	switch o.Output {
-	case "json":
-		b, _ := json.MarshalIndent(st, "", "  ")
-		fmt.Fprintln(o.Out, string(b))
-		return nil
-	case "yaml":
-		b, err := yaml.Marshal(st)
-		if err != nil {
-			return err
-		}
-		_, err = o.Out.Write(b)
-		return err
+	if o.Output.Data() {
+		return o.Output.Print(o.Out, st)
 	}
 	if len(nodes) == 0 {
 		fmt.Fprintf(o.Out, "no driver upgrade in %s\n", o.Scope.String())
@@ -281,14 +268,14 @@ type UpgradeResumeOptions struct {
 	Scope          upgradeScope
 	RetryFailed    bool
 	MaxUnavailable string
-	dryRun         cmdutil.DryRunStrategy
-	clients        *kit.Clients
+	kit.Mutation
+	clients *kit.Clients
 	genericiooptions.IOStreams
 }
 
 // NewCmdUpgradeResume is `kubectl litepool upgrade resume`.
 func NewCmdUpgradeResume(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &UpgradeResumeOptions{IOStreams: streams}
+	o := &UpgradeResumeOptions{Mutation: kit.NewMutation(), IOStreams: streams}
 	cmd := &cobra.Command{
 		Use:   "resume (--pool POOL | --node NODE) [--retry-failed]",
 		Short: "Continue an interrupted driver upgrade from the state stored in the cluster",
@@ -329,10 +316,7 @@ func NewCmdUpgradeResume(f kit.Factory, streams genericiooptions.IOStreams) *cob
 				}
 			}
 			var err error
-			if o.dryRun, err = cmdutil.GetDryRunStrategy(cmd); err != nil {
-				return err
-			}
-			if o.clients, err = f.Clients(); err != nil {
+			if o.clients, err = completeMutation(f, cmd, &o.Mutation); err != nil {
 				return err
 			}
 			return o.Run(cmd.Context())
@@ -341,7 +325,7 @@ func NewCmdUpgradeResume(f kit.Factory, streams genericiooptions.IOStreams) *cob
 	o.Scope.addFlags(cmd, f)
 	cmd.Flags().BoolVar(&o.RetryFailed, "retry-failed", false, "Mark failed nodes upgrade-required again and retry them")
 	cmd.Flags().StringVar(&o.MaxUnavailable, "max-unavailable", "", "Replace the rollout's max-unavailable for this resume (a count or a percentage)")
-	cmdutil.AddDryRunFlag(cmd)
+	o.Mutation.AddFlags(cmd, false)
 	return cmd
 }
 
@@ -373,7 +357,7 @@ func (o *UpgradeResumeOptions) Run(ctx context.Context) error {
 		}
 	}
 	if run == nil {
-		fmt.Fprintf(o.Out, "nothing to resume in %s: no unfinished driver upgrade\n", o.Scope.String())
+		o.Say(o.IOStreams, "nothing to resume in %s: no unfinished driver upgrade\n", o.Scope.String())
 		return nil
 	}
 	if o.Scope.Node != "" && run.Pool != "" {
@@ -388,10 +372,10 @@ func (o *UpgradeResumeOptions) Run(ctx context.Context) error {
 		}
 		run.MaxUnavailable = o.MaxUnavailable
 	}
-	u := &upgrade.Upgrader{Kube: o.clients.Kube, Recorder: &events.Recorder{Client: o.clients.Kube}, Progress: o.Out}
-	if len(failed) > 0 && o.RetryFailed && o.dryRun != cmdutil.DryRunNone {
+	u := &upgrade.Upgrader{Kube: o.clients.Kube, Recorder: o.Recorder, Progress: o.SayTo(o.IOStreams)}
+	if len(failed) > 0 && o.RetryFailed && o.DryRun != cmdutil.DryRunNone {
 		for _, n := range failed {
-			fmt.Fprintf(o.Out, "would retry node %s (failed: %s)\n", n.Name, n.Annotations[policy.AnnotationUpgradeMessage])
+			o.Say(o.IOStreams, "would retry node %s (failed: %s)\n", n.Name, n.Annotations[policy.AnnotationUpgradeMessage])
 		}
 		failed = nil
 	}
@@ -407,22 +391,25 @@ func (o *UpgradeResumeOptions) Run(ctx context.Context) error {
 			if err := u.Retry(ctx, *run, n); err != nil {
 				return fmt.Errorf("re-marking node %s: %w", n.Name, err)
 			}
-			fmt.Fprintf(o.Out, "node/%s: failed → upgrade-required (retry)\n", n.Name)
+			o.Say(o.IOStreams, "node/%s: failed → upgrade-required (retry)\n", n.Name)
+			if err := printNodes(ctx, &o.Mutation, o.clients, o.Out, []string{n.Name}, "retried"); err != nil {
+				return err
+			}
 		}
 	}
 	var scope []string
 	for _, n := range unfinished {
 		scope = append(scope, n.Name)
 	}
-	if o.dryRun != cmdutil.DryRunNone {
+	if o.DryRun != cmdutil.DryRunNone {
 		return o.printPlan(ctx, u, *run, scope)
 	}
 	if run.InCluster {
-		fmt.Fprintf(o.Out, "rollout %s (%s → %s): %d node(s) unfinished; the controller in litepool-webhook drives it: follow it with `kubectl litepool upgrade status %s -w`\n",
+		o.Say(o.IOStreams, "rollout %s (%s → %s): %d node(s) unfinished; the controller in litepool-webhook drives it: follow it with `kubectl litepool upgrade status %s -w`\n",
 			run.ID, o.Scope.String(), run.Target, len(unfinished), o.Scope.flag())
 		return nil
 	}
-	fmt.Fprintf(o.Out, "resuming rollout %s (%s → %s): %d node(s) unfinished\n", run.ID, o.Scope.String(), run.Target, len(unfinished))
+	o.Say(o.IOStreams, "resuming rollout %s (%s → %s): %d node(s) unfinished\n", run.ID, o.Scope.String(), run.Target, len(unfinished))
 	return followRollout(ctx, u, *run, scope)
 }
 
@@ -465,7 +452,7 @@ func (o *UpgradeResumeOptions) printPlan(ctx context.Context, u *upgrade.Upgrade
 		}
 	}
 	waves, waiting := policy.PredictUpgradeWaves(snap.Nodes, maxU, run.Canary)
-	fmt.Fprintf(o.Out, "would resume rollout %s (%s → %s), max unavailable %d:\n", run.ID, o.Scope.String(), run.Target, maxU)
+	o.Say(o.IOStreams, "would resume rollout %s (%s → %s), max unavailable %d:\n", run.ID, o.Scope.String(), run.Target, maxU)
 	for i, w := range waves {
 		var parts []string
 		for _, n := range w {
@@ -474,12 +461,12 @@ func (o *UpgradeResumeOptions) printPlan(ctx context.Context, u *upgrade.Upgrade
 			}
 			parts = append(parts, n)
 		}
-		fmt.Fprintf(o.Out, "  wave %d: %s\n", i+1, strings.Join(parts, ", "))
+		o.Say(o.IOStreams, "  wave %d: %s\n", i+1, strings.Join(parts, ", "))
 	}
 	if len(waiting) > 0 {
-		fmt.Fprintf(o.Out, "  not started: %s\n", strings.Join(waiting, ", "))
+		o.Say(o.IOStreams, "  not started: %s\n", strings.Join(waiting, ", "))
 	}
-	fmt.Fprintln(o.Out, "(dry run: nothing changed)")
+	o.Say(o.IOStreams, "(dry run: nothing changed)\n")
 	return nil
 }
 
@@ -487,15 +474,15 @@ func (o *UpgradeResumeOptions) printPlan(ctx context.Context, u *upgrade.Upgrade
 
 // UpgradeAbortOptions is `upgrade abort`.
 type UpgradeAbortOptions struct {
-	Scope   upgradeScope
-	dryRun  cmdutil.DryRunStrategy
+	Scope upgradeScope
+	kit.Mutation
 	clients *kit.Clients
 	genericiooptions.IOStreams
 }
 
 // NewCmdUpgradeAbort is `kubectl litepool upgrade abort`.
 func NewCmdUpgradeAbort(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &UpgradeAbortOptions{IOStreams: streams}
+	o := &UpgradeAbortOptions{Mutation: kit.NewMutation(), IOStreams: streams}
 	cmd := &cobra.Command{
 		Use:   "abort (--pool POOL | --node NODE)",
 		Short: "Stop a driver upgrade: nodes not yet started leave the rollout",
@@ -520,17 +507,14 @@ func NewCmdUpgradeAbort(f kit.Factory, streams genericiooptions.IOStreams) *cobr
 				return err
 			}
 			var err error
-			if o.dryRun, err = cmdutil.GetDryRunStrategy(cmd); err != nil {
-				return err
-			}
-			if o.clients, err = f.Clients(); err != nil {
+			if o.clients, err = completeMutation(f, cmd, &o.Mutation); err != nil {
 				return err
 			}
 			return o.Run(cmd.Context())
 		},
 	}
 	o.Scope.addFlags(cmd, f)
-	cmdutil.AddDryRunFlag(cmd)
+	o.Mutation.AddFlags(cmd, false)
 	return cmd
 }
 
@@ -540,16 +524,16 @@ func (o *UpgradeAbortOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	u := &upgrade.Upgrader{Kube: o.clients.Kube, Recorder: &events.Recorder{Client: o.clients.Kube, DryRun: o.dryRun != cmdutil.DryRunNone}}
+	u := &upgrade.Upgrader{Kube: o.clients.Kube}
 	var removed, inflight, failed []string
 	for i := range nodes {
 		n := &nodes[i]
 		switch state := policy.UpgradeState(n.Annotations[policy.AnnotationUpgradeState]); {
 		case state == policy.UpgradeRequired:
-			if err := u.Unmark(ctx, n.Name, o.dryRun); err != nil {
+			if err := u.Unmark(ctx, n.Name, o.DryRun); err != nil {
 				return err
 			}
-			_ = u.Recorder.Normal(ctx, events.NodeRef(n), "DriverUpgradeAborted", "driver upgrade to %s aborted before it started on this node",
+			o.NodeEvent(ctx, n, false, "DriverUpgradeAborted", "driver upgrade to %s aborted before it started on this node",
 				n.Annotations[policy.AnnotationUpgradeTarget])
 			removed = append(removed, n.Name)
 		case state == policy.UpgradeFailed:
@@ -558,20 +542,28 @@ func (o *UpgradeAbortOptions) Run(ctx context.Context) error {
 			inflight = append(inflight, n.Name+" ("+string(state)+")")
 		}
 	}
-	suffix := ""
-	if o.dryRun != cmdutil.DryRunNone {
-		suffix = " (dry run)"
-	}
 	if len(removed)+len(inflight)+len(failed) == 0 {
-		fmt.Fprintf(o.Out, "no unfinished driver upgrade in %s\n", o.Scope.String())
+		o.Say(o.IOStreams, "no unfinished driver upgrade in %s\n", o.Scope.String())
 		return nil
 	}
-	fmt.Fprintf(o.Out, "aborted%s: %d node(s) left the rollout: %s\n", suffix, len(removed), upgradeOrNone(removed))
+	o.Say(o.IOStreams, "aborted%s: %d node(s) left the rollout: %s\n", o.Suffix(), len(removed), upgradeOrNone(removed))
 	if len(inflight) > 0 {
-		fmt.Fprintf(o.Out, "in progress, finished by the running rollout or `kubectl litepool upgrade resume`: %s\n", strings.Join(inflight, ", "))
+		o.Say(o.IOStreams, "in progress, finished by the running rollout or `kubectl litepool upgrade resume`: %s\n", strings.Join(inflight, ", "))
 	}
 	if len(failed) > 0 {
-		fmt.Fprintf(o.Out, "failed, left cordoned for inspection: %s\n", strings.Join(failed, ", "))
+		o.Say(o.IOStreams, "failed, left cordoned for inspection: %s\n", strings.Join(failed, ", "))
 	}
-	return nil
+	return printNodes(ctx, &o.Mutation, o.clients, o.Out, removed, "left the rollout")
+}
+
+// completeMutation builds the clients and reads --dry-run and -o.
+func completeMutation(f kit.Factory, cmd *cobra.Command, m *kit.Mutation) (*kit.Clients, error) {
+	c, err := f.Clients()
+	if err != nil {
+		return nil, err
+	}
+	if err := m.Complete(cmd, c); err != nil {
+		return nil, err
+	}
+	return c, m.Validate()
 }
