@@ -52,17 +52,6 @@ func scheduleObjects(t *testing.T, f *kittest.Factory) [4]int {
 	return [4]int{len(sas.Items), len(roles.Items), len(bindings.Items), len(cjs.Items)}
 }
 
-func recorded(t *testing.T, f *kittest.Factory) []string {
-	t.Helper()
-	list, err := f.Kube.CoreV1().Events(metav1.NamespaceDefault).List(context.Background(), metav1.ListOptions{})
-	require.NoError(t, err)
-	var out []string
-	for _, e := range list.Items {
-		out = append(out, e.InvolvedObject.Kind+"/"+e.InvolvedObject.Name+" "+e.Reason+": "+e.Message)
-	}
-	return out
-}
-
 func TestStressSchedule(t *testing.T) {
 	f := kittest.NewFactory(t, poolA())
 	r := stressCmd(f, schedule...)
@@ -74,7 +63,7 @@ func TestStressSchedule(t *testing.T) {
 	require.NotNil(t, st)
 	assert.Equal(t, "0 2 * * 0", st.Schedule)
 	assert.Equal(t, "img", st.Image)
-	assert.Equal(t, []string{`Pool/pool-a StressTestScheduled: stress tests npu scheduled "0 2 * * 0" with image img`}, recorded(t, f))
+	assert.Equal(t, []string{`Pool/pool-a StressTestScheduled: stress tests npu scheduled "0 2 * * 0" with image img`}, f.Events(t))
 
 	// Again: the objects exist and are updated; nothing new is created.
 	r = stressCmd(f, append(schedule[:4:4], "@daily", "--image", "img:2")...)
@@ -113,7 +102,7 @@ func TestStressScheduleDryRunAndOutput(t *testing.T) {
 			assert.Equal(t, tc.errOut, r.ErrOut)
 			assert.Equal(t, [4]int{}, scheduleObjects(t, f), "a dry run creates nothing")
 			assert.Nil(t, f.Pool(t, "pool-a").Spec.StressTest)
-			assert.Empty(t, recorded(t, f))
+			assert.Empty(t, f.Events(t))
 		})
 	}
 }
@@ -144,7 +133,7 @@ func TestStressScheduleRollsBackWhatItCreated(t *testing.T) {
 	assert.Empty(t, r.ErrOut)
 	assert.Equal(t, [4]int{}, scheduleObjects(t, f))
 	assert.Nil(t, f.Pool(t, "pool-a").Spec.StressTest, "the pool is not touched")
-	assert.Empty(t, recorded(t, f))
+	assert.Empty(t, f.Events(t))
 }
 
 // Objects that existed before the schedule stay when it is rolled back.

@@ -116,14 +116,3 @@ func (o *UpgradeStatusOptions) watch(ctx context.Context, st UpgradeStatus) erro
 		return !active, nil
 	})
 }
-
-// flag is the scope as the flag that names it ("--pool P", "--node N", or nothing).
-func (s *upgradeScope) flag() string {
-	switch {
-	case s.Pool != "":
-		return "--pool " + s.Pool
-	case s.Node != "":
-		return "--node " + s.Node
-	}
-	return ""
-}

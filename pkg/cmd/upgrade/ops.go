@@ -73,14 +73,19 @@ func (s *upgradeScope) nodes(ctx context.Context, c *kit.Clients) ([]corev1.Node
 	return out, nil
 }
 
-func (s *upgradeScope) String() string {
+func (s *upgradeScope) String() string { return s.named("pool ", "node ", "the cluster") }
+
+// flag is the scope as the flag that names it ("--pool P", "--node N", or nothing).
+func (s *upgradeScope) flag() string { return s.named("--pool ", "--node ", "") }
+
+func (s *upgradeScope) named(pool, node, none string) string {
 	switch {
 	case s.Pool != "":
-		return "pool " + s.Pool
+		return pool + s.Pool
 	case s.Node != "":
-		return "node " + s.Node
+		return node + s.Node
 	}
-	return "the cluster"
+	return none
 }
 
 // ---- status ----
@@ -261,21 +266,47 @@ func rolloutLine(p UpgradeRolloutStatus) string {
 		p.ID, scope, p.Target, p.Phase, p.Done, p.Total, p.Done*100/p.Total, p.InProgress, p.Pending, p.Failed)
 }
 
-// ---- resume ----
-
-// UpgradeResumeOptions is `upgrade resume`.
-type UpgradeResumeOptions struct {
-	Scope          upgradeScope
-	RetryFailed    bool
-	MaxUnavailable string
+// scopedMutation is what resume and abort share: a scope and the kit's mutation flags.
+type scopedMutation struct {
+	Scope upgradeScope
 	kit.Mutation
 	clients *kit.Clients
 	genericiooptions.IOStreams
 }
 
+func newScopedMutation(streams genericiooptions.IOStreams) scopedMutation {
+	return scopedMutation{Mutation: kit.NewMutation(), IOStreams: streams}
+}
+
+func (s *scopedMutation) addFlags(cmd *cobra.Command, f kit.Factory) {
+	s.Scope.addFlags(cmd, f)
+	s.Mutation.AddFlags(cmd, false)
+}
+
+// complete checks the scope, builds the clients and reads --dry-run and -o.
+func (s *scopedMutation) complete(f kit.Factory, cmd *cobra.Command, args []string) (err error) {
+	if len(args) > 0 {
+		return fmt.Errorf("%s %s takes no arguments: use --pool or --node", cmd.Parent().Name(), cmd.Name())
+	}
+	if err := s.Scope.validate(true); err != nil {
+		return err
+	}
+	s.clients, err = completeMutation(f, cmd, &s.Mutation)
+	return err
+}
+
+// ---- resume ----
+
+// UpgradeResumeOptions is `upgrade resume`.
+type UpgradeResumeOptions struct {
+	scopedMutation
+	RetryFailed    bool
+	MaxUnavailable string
+}
+
 // NewCmdUpgradeResume is `kubectl litepool upgrade resume`.
 func NewCmdUpgradeResume(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &UpgradeResumeOptions{Mutation: kit.NewMutation(), IOStreams: streams}
+	o := &UpgradeResumeOptions{scopedMutation: newScopedMutation(streams)}
 	cmd := &cobra.Command{
 		Use:   "resume (--pool POOL | --node NODE) [--retry-failed]",
 		Short: "Continue an interrupted driver upgrade from the state stored in the cluster",
@@ -304,28 +335,20 @@ func NewCmdUpgradeResume(f kit.Factory, streams genericiooptions.IOStreams) *cob
 			# What would resume do?
 			kubectl litepool upgrade resume --pool train-snt9b --dry-run=client`),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return fmt.Errorf("upgrade resume takes no arguments: use --pool or --node")
-			}
-			if err := o.Scope.validate(true); err != nil {
-				return err
-			}
 			if o.MaxUnavailable != "" {
 				if _, err := policy.ParseMaxUnavailable(o.MaxUnavailable); err != nil {
 					return err
 				}
 			}
-			var err error
-			if o.clients, err = completeMutation(f, cmd, &o.Mutation); err != nil {
+			if err := o.complete(f, cmd, args); err != nil {
 				return err
 			}
 			return o.Run(cmd.Context())
 		},
 	}
-	o.Scope.addFlags(cmd, f)
+	o.addFlags(cmd, f)
 	cmd.Flags().BoolVar(&o.RetryFailed, "retry-failed", false, "Mark failed nodes upgrade-required again and retry them")
 	cmd.Flags().StringVar(&o.MaxUnavailable, "max-unavailable", "", "Replace the rollout's max-unavailable for this resume (a count or a percentage)")
-	o.Mutation.AddFlags(cmd, false)
 	return cmd
 }
 
@@ -473,16 +496,11 @@ func (o *UpgradeResumeOptions) printPlan(ctx context.Context, u *upgrade.Upgrade
 // ---- abort ----
 
 // UpgradeAbortOptions is `upgrade abort`.
-type UpgradeAbortOptions struct {
-	Scope upgradeScope
-	kit.Mutation
-	clients *kit.Clients
-	genericiooptions.IOStreams
-}
+type UpgradeAbortOptions struct{ scopedMutation }
 
 // NewCmdUpgradeAbort is `kubectl litepool upgrade abort`.
 func NewCmdUpgradeAbort(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &UpgradeAbortOptions{Mutation: kit.NewMutation(), IOStreams: streams}
+	o := &UpgradeAbortOptions{newScopedMutation(streams)}
 	cmd := &cobra.Command{
 		Use:   "abort (--pool POOL | --node NODE)",
 		Short: "Stop a driver upgrade: nodes not yet started leave the rollout",
@@ -500,21 +518,13 @@ func NewCmdUpgradeAbort(f kit.Factory, streams genericiooptions.IOStreams) *cobr
 			# See what would leave the rollout
 			kubectl litepool upgrade abort --pool train-snt9b --dry-run=client`),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return fmt.Errorf("upgrade abort takes no arguments: use --pool or --node")
-			}
-			if err := o.Scope.validate(true); err != nil {
-				return err
-			}
-			var err error
-			if o.clients, err = completeMutation(f, cmd, &o.Mutation); err != nil {
+			if err := o.complete(f, cmd, args); err != nil {
 				return err
 			}
 			return o.Run(cmd.Context())
 		},
 	}
-	o.Scope.addFlags(cmd, f)
-	o.Mutation.AddFlags(cmd, false)
+	o.addFlags(cmd, f)
 	return cmd
 }
 

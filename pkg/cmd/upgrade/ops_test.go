@@ -32,11 +32,11 @@ func TestUpgradeAbort(t *testing.T) {
 		events      []string
 	}{
 		{"unmarks the nodes that have not started", nil, "aborted: 1 node(s) left the rollout: p-1\n" + said, "", true,
-			[]string{"p-1 DriverUpgradeAborted: driver upgrade to 24.1.0.3 aborted before it started on this node"}},
+			[]string{"Node/p-1 DriverUpgradeAborted: driver upgrade to 24.1.0.3 aborted before it started on this node"}},
 		{"client dry run", []string{"--dry-run=client"}, "aborted (dry run): 1 node(s) left the rollout: p-1\n" + said, "", false, nil},
 		{"server dry run", []string{"--dry-run=server"}, "aborted (server dry run): 1 node(s) left the rollout: p-1\n" + said, "", false, nil},
 		{"-o name: the nodes that left on stdout", []string{"-o", "name"}, "node/p-1\n", "aborted: 1 node(s) left the rollout: p-1\n" + said, true,
-			[]string{"p-1 DriverUpgradeAborted: driver upgrade to 24.1.0.3 aborted before it started on this node"}},
+			[]string{"Node/p-1 DriverUpgradeAborted: driver upgrade to 24.1.0.3 aborted before it started on this node"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n1, n2, n3 := rolloutNodes()
@@ -52,7 +52,7 @@ func TestUpgradeAbort(t *testing.T) {
 			}
 			assert.Equal(t, n2.Annotations, f.Node(t, "p-2").Annotations, "a node in flight is never left half-done")
 			assert.Equal(t, n3.Annotations, f.Node(t, "p-3").Annotations)
-			assert.Equal(t, tc.events, events(t, f))
+			assert.Equal(t, tc.events, f.Events(t))
 		})
 	}
 }
@@ -64,6 +64,10 @@ func TestUpgradeAbortNothingToAbort(t *testing.T) {
 	assert.Equal(t, "no unfinished driver upgrade in pool p\n", r.Out)
 	r = upgradeCmd(f, "", "abort")
 	require.EqualError(t, r.Err, "give --pool POOL or --node NODE")
+	r = upgradeCmd(f, "", "abort", "p")
+	require.EqualError(t, r.Err, "upgrade abort takes no arguments: use --pool or --node")
+	r = upgradeCmd(f, "", "resume", "p")
+	require.EqualError(t, r.Err, "upgrade resume takes no arguments: use --pool or --node")
 }
 
 // A failed node stops the rollout until --retry-failed; then it is re-marked and the

@@ -1,7 +1,6 @@
 package upgrade
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -44,17 +43,6 @@ func marked(n *corev1.Node, run policy.UpgradeRun, state policy.UpgradeState, ms
 		policy.AnnotationUpgradeRun: run.Encode(), policy.AnnotationUpgradeMessage: msg}
 	n.Spec.Unschedulable = policy.UpgradeStarted(state) || state == policy.UpgradeFailed
 	return n
-}
-
-func events(t *testing.T, f *kittest.Factory) []string {
-	t.Helper()
-	list, err := f.Kube.CoreV1().Events(metav1.NamespaceDefault).List(context.Background(), metav1.ListOptions{})
-	require.NoError(t, err)
-	var out []string
-	for _, e := range list.Items {
-		out = append(out, e.InvolvedObject.Name+" "+e.Reason+": "+e.Message)
-	}
-	return out
 }
 
 func objects(objs ...runtime.Object) []runtime.Object { return objs }
@@ -104,7 +92,7 @@ func TestUpgradeDriverDryRunPlansAndChangesNothing(t *testing.T) {
 			assert.Equal(t, tc.errOut, r.ErrOut)
 			assert.Empty(t, state(t, f, "p-1"))
 			assert.Empty(t, state(t, f, "p-2"))
-			assert.Empty(t, events(t, f))
+			assert.Empty(t, f.Events(t))
 		})
 	}
 }
