@@ -29,6 +29,7 @@ import (
 	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 	"k8s.io/kubectl/pkg/util/templates"
 
+	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/runwhere-ai/litepool/pkg/events"
 	"github.com/runwhere-ai/litepool/pkg/policy"
@@ -565,7 +566,7 @@ func (o *StressScheduleOptions) storeOnPool(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	written := pool
+	written := o.scheduled(pool) // a client dry run's answer: the pool as the patch would leave it
 	if o.DryRun != cmdutil.DryRunClient {
 		if written, err = o.clients.Pools.Patch(ctx, o.Pool, types.MergePatchType, patch, metav1.PatchOptions{DryRun: o.ServerDryRun()}); err != nil {
 			return err
@@ -578,4 +579,14 @@ func (o *StressScheduleOptions) storeOnPool(ctx context.Context) error {
 		return nil
 	}
 	return o.Print(o.Out, written, "configured")
+}
+
+// scheduled is pool with the schedule in spec.stressTest, as the merge patch leaves it.
+func (o *StressScheduleOptions) scheduled(pool *v1alpha1.Pool) *v1alpha1.Pool {
+	p := pool.DeepCopy()
+	p.Spec.StressTest = &v1alpha1.StressTestSpec{Schedule: o.Cron, Image: o.Image}
+	for _, t := range o.Tests {
+		p.Spec.StressTest.Tests = append(p.Spec.StressTest.Tests, v1alpha1.StressTest(t))
+	}
+	return p
 }

@@ -120,6 +120,16 @@ func answerDryRunPatches(t *testing.T, f *kittest.Factory) {
 	})
 }
 
+// Under a client dry run, -o prints the Pool as the schedule would leave it.
+func TestStressScheduleClientDryRunPrintsThePoolAsItWouldBe(t *testing.T) {
+	f := kittest.NewFactory(t, poolA())
+	r := stressCmd(f, append(schedule, "--dry-run=client", "-o", "jsonpath={.kind}/{.metadata.name}{.spec.stressTest} ")...)
+	require.NoError(t, r.Err)
+	assert.Equal(t, "ServiceAccount/litepool-stress-pool-a ClusterRole/litepool-stress ClusterRoleBinding/litepool-stress-pool-a CronJob/litepool-stress-pool-a "+
+		`Pool/pool-a{"image":"img","schedule":"0 2 * * 0","tests":["npu"]} `, r.Out)
+	assert.Nil(t, f.Pool(t, "pool-a").Spec.StressTest)
+}
+
 // A schedule the API server refuses leaves nothing behind: the ServiceAccount and RBAC
 // created before the CronJob are removed again.
 func TestStressScheduleRollsBackWhatItCreated(t *testing.T) {

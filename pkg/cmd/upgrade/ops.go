@@ -415,7 +415,7 @@ func (o *UpgradeResumeOptions) Run(ctx context.Context) error {
 				return fmt.Errorf("re-marking node %s: %w", n.Name, err)
 			}
 			o.Say(o.IOStreams, "node/%s: failed → upgrade-required (retry)\n", n.Name)
-			if err := printNodes(ctx, &o.Mutation, o.clients, o.Out, []string{n.Name}, "retried"); err != nil {
+			if err := printNodes(ctx, &o.Mutation, o.clients, o.Out, []string{n.Name}, "retried", nil); err != nil {
 				return err
 			}
 		}
@@ -563,7 +563,10 @@ func (o *UpgradeAbortOptions) Run(ctx context.Context) error {
 	if len(failed) > 0 {
 		o.Say(o.IOStreams, "failed, left cordoned for inspection: %s\n", strings.Join(failed, ", "))
 	}
-	return printNodes(ctx, &o.Mutation, o.clients, o.Out, removed, "left the rollout")
+	return printNodes(ctx, &o.Mutation, o.clients, o.Out, removed, "left the rollout", func(n *corev1.Node) {
+		setAnnotations(n, map[string]string{policy.AnnotationUpgradeState: "", policy.AnnotationUpgradeTarget: "",
+			policy.AnnotationUpgradeRun: "", policy.AnnotationUpgradeMessage: ""})
+	})
 }
 
 // completeMutation builds the clients and reads --dry-run and -o.

@@ -35,6 +35,8 @@ func TestUpgradeAbort(t *testing.T) {
 			[]string{"Node/p-1 DriverUpgradeAborted: driver upgrade to 24.1.0.3 aborted before it started on this node"}},
 		{"client dry run", []string{"--dry-run=client"}, "aborted (dry run): 1 node(s) left the rollout: p-1\n" + said, "", false, nil},
 		{"server dry run", []string{"--dry-run=server"}, "aborted (server dry run): 1 node(s) left the rollout: p-1\n" + said, "", false, nil},
+		{"-o jsonpath under a dry run: the nodes as they would be", []string{"--dry-run=client", "-o", "jsonpath={.metadata.name}:{.metadata.annotations}"},
+			"p-1:", "aborted (dry run): 1 node(s) left the rollout: p-1\n" + said, false, nil},
 		{"-o name: the nodes that left on stdout", []string{"-o", "name"}, "node/p-1\n", "aborted: 1 node(s) left the rollout: p-1\n" + said, true,
 			[]string{"Node/p-1 DriverUpgradeAborted: driver upgrade to 24.1.0.3 aborted before it started on this node"}},
 	} {

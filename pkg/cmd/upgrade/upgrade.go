@@ -305,7 +305,7 @@ func (o *UpgradeDriverOptions) Run(ctx context.Context) error {
 		return err
 	}
 	o.Say(o.IOStreams, "rollout %s: %d node(s) marked for driver %s\n", run.ID, len(need), o.Version)
-	if err := printNodes(ctx, &o.Mutation, c, o.Out, need, "marked for driver "+o.Version); err != nil {
+	if err := printNodes(ctx, &o.Mutation, c, o.Out, need, "marked for driver "+o.Version, nil); err != nil {
 		return err
 	}
 	if o.controllerSeen != "" && !o.InCluster {
@@ -431,7 +431,11 @@ func (o *UpgradeDriverOptions) printPlan(ctx context.Context, u *upgrade.Upgrade
 		o.Say(o.IOStreams, "  not started (NotReady): %s\n", strings.Join(waiting, ", "))
 	}
 	o.Say(o.IOStreams, "(dry run: nothing changed)\n")
-	return printNodes(ctx, &o.Mutation, o.clients, o.Out, need, "marked for driver "+o.Version)
+	run.InCluster = o.InCluster
+	return printNodes(ctx, &o.Mutation, o.clients, o.Out, need, "marked for driver "+o.Version, func(n *corev1.Node) {
+		setAnnotations(n, map[string]string{policy.AnnotationUpgradeState: string(policy.UpgradeRequired),
+			policy.AnnotationUpgradeTarget: run.Target, policy.AnnotationUpgradeRun: run.Encode(), policy.AnnotationUpgradeMessage: "waiting for its wave"})
+	})
 }
 
 func upgradeOrNone(items []string) string {
@@ -441,10 +445,10 @@ func upgradeOrNone(items []string) string {
 	return strings.Join(items, ", ")
 }
 
-// printNodes prints, under -o, the nodes a command acted on, as they are now (under a
-// dry run: as they were, for nothing was written). The default format says what
-// happened in the command's own lines.
-func printNodes(ctx context.Context, m *kit.Mutation, c *kit.Clients, out io.Writer, names []string, operation string) error {
+// printNodes prints, under -o, the nodes a command acted on, as written; under a dry
+// run, as they are with dryRunEdit applied: as the command would have left them.
+// The default format says what happened in the command's own lines.
+func printNodes(ctx context.Context, m *kit.Mutation, c *kit.Clients, out io.Writer, names []string, operation string, dryRunEdit func(*corev1.Node)) error {
 	if m.Output() == "" {
 		return nil
 	}
@@ -453,9 +457,26 @@ func printNodes(ctx context.Context, m *kit.Mutation, c *kit.Clients, out io.Wri
 		if err != nil {
 			return err
 		}
+		if m.DryRun != cmdutil.DryRunNone && dryRunEdit != nil {
+			dryRunEdit(n)
+		}
 		if err := m.Print(out, n, operation); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// setAnnotations sets (a value) or removes ("") node annotations.
+func setAnnotations(n *corev1.Node, ann map[string]string) {
+	for k, v := range ann {
+		if v == "" {
+			delete(n.Annotations, k)
+			continue
+		}
+		if n.Annotations == nil {
+			n.Annotations = map[string]string{}
+		}
+		n.Annotations[k] = v
+	}
 }

@@ -83,6 +83,8 @@ func TestUpgradeDriverDryRunPlansAndChangesNothing(t *testing.T) {
 		{"client", []string{"--dry-run=client"}, preflight + plan, ""},
 		{"server", []string{"--dry-run=server"}, preflight + plan, ""},
 		{"-o name: the nodes on stdout, the plan on stderr", []string{"--dry-run=client", "-o", "name"}, "node/p-1\nnode/p-2\n", preflight + plan},
+		{"-o jsonpath: the nodes as they would be marked", []string{"--dry-run=server", "-o", "jsonpath={.metadata.annotations.runwhere\\.ai/upgrade-state} "},
+			"upgrade-required upgrade-required ", preflight + plan},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := kittest.NewFactory(t, poolNode("p-1", "p"), poolNode("p-2", "p"), lease())
