@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 	"github.com/runwhere-ai/litepool/pkg/stress"
 )
@@ -27,10 +26,10 @@ func (o *StressRunOptions) handOver(ctx context.Context) (handed bool, err error
 	pool, err := o.clients.Pools.Get(ctx, o.Pool)
 	if apierrors.IsNotFound(err) {
 		why := fmt.Sprintf("pool %s has no Pool object to record the run on", o.Pool)
-		if o.inClusterAsked {
+		if o.Asked {
 			return false, fmt.Errorf("--in-cluster: %s: run it with --in-cluster=false", why)
 		}
-		o.controllerSeen = why
+		o.NoController = why
 		return false, nil
 	}
 	if err != nil {
@@ -133,12 +132,4 @@ func (o *StressRunOptions) report(run stress.Run) error {
 		return fmt.Errorf("stress run %s: %s", run.ID, run.Message)
 	}
 	return nil
-}
-
-// chooseInCluster fills InCluster when --in-cluster was not given: the controller runs.
-func (o *StressRunOptions) chooseInCluster(ctx context.Context, given bool) {
-	o.inClusterAsked = given && o.InCluster
-	if !given {
-		o.InCluster, o.controllerSeen = kit.ControllerRunning(ctx, o.clients.Kube, o.ControllerNamespace, o.clock.Now())
-	}
 }

@@ -11,7 +11,7 @@ import (
 
 // --wait follows only a run handed to the cluster, and says why this one is not.
 func TestStressRunWaitNeedsAHandedOverRun(t *testing.T) {
-	base := StressRunOptions{Pool: "p", Image: "stress:1", Tests: []string{"npu"}, Wait: true, Output: kit.NewDataOutput()}
+	base := StressRunOptions{Pool: "p", Image: "stress:1", Tests: []string{"npu"}, HandOver: kit.HandOver{Wait: true}, Output: kit.NewDataOutput()}
 	cases := []struct {
 		name string
 		edit func(o *StressRunOptions)
@@ -19,7 +19,7 @@ func TestStressRunWaitNeedsAHandedOverRun(t *testing.T) {
 	}{
 		{"handed over", func(o *StressRunOptions) { o.InCluster = true }, ""},
 		{"--in-cluster=false", func(o *StressRunOptions) {}, "(--in-cluster=false)"},
-		{"no controller", func(o *StressRunOptions) { o.controllerSeen = "no litepool controller holds Lease x/y" },
+		{"no controller", func(o *StressRunOptions) { o.NoController = "no litepool controller holds Lease x/y" },
 			"(no litepool controller holds Lease x/y)"},
 		{"dry run", func(o *StressRunOptions) { o.InCluster, o.DryRun = true, cmdutil.DryRunClient }, "(a dry run)"},
 	}

@@ -68,15 +68,8 @@ type StressRunOptions struct {
 	KeepPods bool
 	Command  []string
 	Output   *kit.DataOutput
-	// InCluster hands the run to the in-cluster controller (recorded on the Pool).
-	InCluster           bool
-	Wait                bool
-	ControllerNamespace string
-
-	// controllerSeen says why the plugin runs the tests itself when --in-cluster was
-	// not given; inClusterAsked: --in-cluster=true was.
-	controllerSeen string
-	inClusterAsked bool
+	// HandOver: InCluster hands the run to the in-cluster controller (recorded on the Pool).
+	kit.HandOver
 
 	namespace string
 	clients   *kit.Clients
@@ -132,9 +125,8 @@ func NewCmdStressRun(f kit.Factory, streams genericiooptions.IOStreams) *cobra.C
 	fl.DurationVar(&o.Timeout, "timeout", 30*time.Minute, "How long a node's test may run; a node still running then has failed")
 	fl.BoolVar(&o.KeepPods, "keep-pods", false, "Keep the pods of passing nodes too")
 	o.Output.AddFlags(cmd)
-	fl.BoolVar(&o.InCluster, "in-cluster", false, "Record the run on the Pool and return: the controller in litepool-webhook runs it (docs/stress.md). Default: true when the controller runs (holds its leader Lease)")
-	fl.BoolVar(&o.Wait, "wait", false, "With a run handed to the cluster: follow it until it ends")
-	fl.StringVar(&o.ControllerNamespace, "controller-namespace", "litepool-system", "Namespace of litepool-webhook, whose leader Lease tells whether the controller runs")
+	o.HandOver.AddFlags(cmd, "Record the run on the Pool and return: the controller in litepool-webhook runs it (docs/stress.md). Default: true when the controller runs (holds its leader Lease)",
+		"With a run handed to the cluster: follow it until it ends")
 	cmdutil.AddDryRunFlag(cmd) // not Mutation.AddFlags: -o is the results' (see the package doc)
 	_ = cmd.RegisterFlagCompletionFunc("pool", kit.CompletePoolNames(f))
 	return cmd
@@ -178,7 +170,7 @@ func (o *StressRunOptions) Complete(f kit.Factory, cmd *cobra.Command, args []st
 		o.Tests = stress.Tests
 	}
 	if o.DryRun == cmdutil.DryRunNone {
-		o.chooseInCluster(cmd.Context(), cmd.Flags().Changed("in-cluster"))
+		o.Choose(cmd.Context(), cmd, o.clients.Kube, o.clock.Now())
 	}
 	return nil
 }
@@ -198,12 +190,9 @@ func (o *StressRunOptions) Validate() error {
 		return fmt.Errorf("--timeout %s: must not be negative", o.Timeout)
 	}
 	if o.Wait && (!o.InCluster || o.DryRun != cmdutil.DryRunNone) {
-		why := "--in-cluster=false"
-		switch {
-		case o.DryRun != cmdutil.DryRunNone:
+		why := o.WhyNot()
+		if o.DryRun != cmdutil.DryRunNone {
 			why = "a dry run"
-		case o.controllerSeen != "":
-			why = o.controllerSeen
 		}
 		return fmt.Errorf("--wait follows a stress run handed to the cluster, and this one is not (%s): the plugin runs the tests and waits anyway", why)
 	}
@@ -217,8 +206,8 @@ func (o *StressRunOptions) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	if o.controllerSeen != "" && o.DryRun == cmdutil.DryRunNone {
-		fmt.Fprintf(o.ErrOut, "stress run: run by this command (%s); stopping it stops the run\n", o.controllerSeen)
+	if o.NoController != "" && o.DryRun == cmdutil.DryRunNone {
+		fmt.Fprintf(o.ErrOut, "stress run: run by this command (%s); stopping it stops the run\n", o.NoController)
 	}
 	runner := &stress.Runner{Kube: o.clients.Kube, Recorder: o.Recorder}
 	results, err := runner.Run(ctx, stress.Options{Pool: o.Pool, Image: o.Image, Command: o.Command, Tests: o.Tests,

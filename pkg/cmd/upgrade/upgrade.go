@@ -66,13 +66,8 @@ type UpgradeDriverOptions struct {
 	ValidateTimeout     time.Duration
 	ForceDrain          bool
 	Force               bool
-	InCluster           bool
-	Wait                bool
-	ControllerNamespace string
-	Compat              check.CompatSourceFlags
-
-	// controllerSeen says how InCluster was chosen when --in-cluster was not given.
-	controllerSeen string
+	kit.HandOver
+	Compat check.CompatSourceFlags
 
 	clients *kit.Clients
 	clock   clock.PassiveClock
@@ -160,9 +155,8 @@ func NewCmdUpgradeDriver(f kit.Factory, streams genericiooptions.IOStreams) *cob
 	fl.DurationVar(&o.ValidateTimeout, "validate-timeout", 10*time.Minute, "How long to wait for the node's driver-version label to read the target")
 	fl.BoolVar(&o.ForceDrain, "force-drain", false, "Drain pods that no controller manages, as kubectl drain --force")
 	fl.BoolVar(&o.Force, "force", false, "Upgrade even when the compatibility pre-flight says the target is incompatible or unknown")
-	fl.BoolVar(&o.InCluster, "in-cluster", false, "Record the rollout and return: the controller in litepool-webhook drives it (docs/controller.md). Default: true when the controller runs (holds its leader Lease)")
-	fl.BoolVar(&o.Wait, "wait", false, "With a rollout handed to the cluster: follow it until it completes or stops")
-	fl.StringVar(&o.ControllerNamespace, "controller-namespace", "litepool-system", "Namespace of litepool-webhook, whose leader Lease tells whether the controller runs")
+	o.HandOver.AddFlags(cmd, "Record the rollout and return: the controller in litepool-webhook drives it (docs/controller.md). Default: true when the controller runs (holds its leader Lease)",
+		"With a rollout handed to the cluster: follow it until it completes or stops")
 	o.Compat.AddFlags(cmd)
 	o.Mutation.AddFlags(cmd, true)
 	_ = cmd.RegisterFlagCompletionFunc("pool", kit.CompletePoolNames(f))
@@ -182,9 +176,7 @@ func (o *UpgradeDriverOptions) Complete(f kit.Factory, cmd *cobra.Command, args 
 		return err
 	}
 	o.clock = f.Clock()
-	if !cmd.Flags().Changed("in-cluster") {
-		o.InCluster, o.controllerSeen = kit.ControllerRunning(cmd.Context(), o.clients.Kube, o.ControllerNamespace, o.clock.Now())
-	}
+	o.Choose(cmd.Context(), cmd, o.clients.Kube, o.clock.Now())
 	return nil
 }
 
@@ -197,11 +189,7 @@ func (o *UpgradeDriverOptions) Validate() error {
 		return err
 	}
 	if o.Wait && !o.InCluster {
-		why := "--in-cluster=false"
-		if o.controllerSeen != "" {
-			why = o.controllerSeen
-		}
-		return fmt.Errorf("--wait follows a rollout handed to the cluster, and this one is not (%s): the plugin drives the rollout and waits anyway", why)
+		return fmt.Errorf("--wait follows a rollout handed to the cluster, and this one is not (%s): the plugin drives the rollout and waits anyway", o.WhyNot())
 	}
 	if _, err := policy.ParseMaxUnavailable(o.MaxUnavailable); err != nil {
 		return err
@@ -308,8 +296,8 @@ func (o *UpgradeDriverOptions) Run(ctx context.Context) error {
 	if err := printNodes(ctx, &o.Mutation, c, o.Out, need, "marked for driver "+o.Version, nil); err != nil {
 		return err
 	}
-	if o.controllerSeen != "" && !o.InCluster {
-		fmt.Fprintf(o.ErrOut, "rollout %s: driven by this command (%s); stopping it pauses the rollout: resume with kubectl litepool upgrade resume\n", run.ID, o.controllerSeen)
+	if o.NoController != "" && !o.InCluster {
+		fmt.Fprintf(o.ErrOut, "rollout %s: driven by this command (%s); stopping it pauses the rollout: resume with kubectl litepool upgrade resume\n", run.ID, o.NoController)
 	}
 	if o.InCluster {
 		return o.handOver(ctx, run)
