@@ -45,8 +45,6 @@ func marked(n *corev1.Node, run policy.UpgradeRun, state policy.UpgradeState, ms
 	return n
 }
 
-func objects(objs ...runtime.Object) []runtime.Object { return objs }
-
 const preflight = `pre-flight: driver 24.1.0.3: huawei-ascend, matrix embedded
 LINK        VERSION    VERDICT        REASON
 hardware    Snt9B      compatible     known Ascend model: Snt9B
