@@ -4,6 +4,7 @@
 package cmd
 
 import (
+	"github.com/runwhere-ai/litepool/pkg/cmd/check"
 	"github.com/runwhere-ai/litepool/pkg/cmd/completion"
 	"github.com/runwhere-ai/litepool/pkg/cmd/cordon"
 	"github.com/runwhere-ai/litepool/pkg/cmd/create"
@@ -17,8 +18,9 @@ import (
 	"github.com/runwhere-ai/litepool/pkg/cmd/label"
 	"github.com/runwhere-ai/litepool/pkg/cmd/nodepool"
 	"github.com/runwhere-ai/litepool/pkg/cmd/scale"
+	"github.com/runwhere-ai/litepool/pkg/cmd/stress"
+	"github.com/runwhere-ai/litepool/pkg/cmd/upgrade"
 	"github.com/runwhere-ai/litepool/pkg/cmd/version"
-	"github.com/runwhere-ai/litepool/pkg/plugin"
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -64,7 +66,6 @@ func NewCmdLitepool(streams genericiooptions.IOStreams) *cobra.Command {
 	accelerators := kit.AddAcceleratorsFlag(flags)
 	f := kit.NewFactory(cmdutil.NewFactory(matchVersion), accelerators)
 
-	cmd.AddCommand(plugin.Commands(f, streams)...)
 	cmd.AddCommand(
 		get.NewCmdGet(f, streams),
 		describe.NewCmdDescribe(f, streams),
@@ -82,6 +83,9 @@ func NewCmdLitepool(streams genericiooptions.IOStreams) *cobra.Command {
 		nodepool.NewCmdNodePool(f, streams),
 		hccl.NewCmdHCCL(f, streams),
 		edit.NewCmdEdit(f, streams),
+		check.NewCmdCheck(f, streams),
+		upgrade.NewCmdUpgrade(f, streams),
+		stress.NewCmdStress(f, streams),
 	)
 	return cmd
 }

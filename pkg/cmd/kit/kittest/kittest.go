@@ -78,31 +78,37 @@ func NewFactory(t testing.TB, objects ...runtime.Object) *Factory {
 			map[schema.GroupVersionResource]string{v1alpha1.PoolResource: "PoolList"}, pools...),
 		Clocks: clocktesting.NewFakeClock(Now),
 	}
-	f.Kube.PrependReactor("*", "*", serverDryRun)
-	f.Dynamic.PrependReactor("*", "*", serverDryRun)
+	f.Kube.PrependReactor("*", "*", serverDryRun(f.Kube.Tracker()))
+	f.Dynamic.PrependReactor("*", "*", serverDryRun(f.Dynamic.Tracker()))
 	f.honourPodFieldSelectors()
 	return f.generateNames()
 }
 
 // serverDryRun makes the fakes honour --dry-run=server as the API server does: a write
-// with dryRun=All is answered and not stored. (The fakes would store it.)
-func serverDryRun(a k8stesting.Action) (bool, runtime.Object, error) {
-	var dryRun []string
-	var obj runtime.Object
-	switch a := a.(type) {
-	case k8stesting.CreateActionImpl:
-		dryRun, obj = a.CreateOptions.DryRun, a.Object
-	case k8stesting.UpdateActionImpl:
-		dryRun, obj = a.UpdateOptions.DryRun, a.Object
-	case k8stesting.DeleteActionImpl:
-		dryRun = a.DeleteOptions.DryRun
-	case k8stesting.PatchActionImpl:
-		dryRun = a.PatchOptions.DryRun
+// with dryRun=All is answered and not stored (the fakes would store it). A patch is
+// answered with the object as it is (unpatched): enough for a command that prints it.
+func serverDryRun(tracker k8stesting.ObjectTracker) k8stesting.ReactionFunc {
+	return func(a k8stesting.Action) (bool, runtime.Object, error) {
+		var dryRun []string
+		var obj runtime.Object
+		switch a := a.(type) {
+		case k8stesting.CreateActionImpl:
+			dryRun, obj = a.CreateOptions.DryRun, a.Object
+		case k8stesting.UpdateActionImpl:
+			dryRun, obj = a.UpdateOptions.DryRun, a.Object
+		case k8stesting.DeleteActionImpl:
+			dryRun = a.DeleteOptions.DryRun
+		case k8stesting.PatchActionImpl:
+			if dryRun = a.PatchOptions.DryRun; len(dryRun) > 0 {
+				current, err := tracker.Get(a.GetResource(), a.GetNamespace(), a.Name)
+				return true, current, err
+			}
+		}
+		if len(dryRun) == 0 {
+			return false, nil, nil
+		}
+		return true, obj, nil
 	}
-	if len(dryRun) == 0 {
-		return false, nil, nil
-	}
-	return true, obj, nil
 }
 
 // Clients implements kit.Factory.

@@ -1,4 +1,4 @@
-package plugin
+package upgrade
 
 import (
 	"context"
@@ -23,7 +23,7 @@ func (o *UpgradeDriverOptions) handOver(ctx context.Context, run policy.UpgradeR
 	if o.Pool != "" {
 		scope = "--pool " + o.Pool
 	}
-	fmt.Fprintf(o.Out, "rollout %s: handed to the controller in litepool-webhook; follow it with `kubectl litepool upgrade status %s`\n", run.ID, scope)
+	o.Say(o.IOStreams, "rollout %s: handed to the controller in litepool-webhook; follow it with `kubectl litepool upgrade status %s`\n", run.ID, scope)
 	if !o.Wait {
 		return nil
 	}
@@ -47,7 +47,7 @@ func (o *UpgradeDriverOptions) follow(ctx context.Context, run policy.UpgradeRun
 		line := fmt.Sprintf("rollout %s: %s: %d/%d done, %d in progress, %d pending, %d failed",
 			run.ID, p.Phase, p.Done, p.Total, p.InProgress, p.Pending, p.Failed)
 		if line != last {
-			fmt.Fprintln(o.Out, line)
+			o.Say(o.IOStreams, "%s\n", line)
 			last = line
 		}
 		switch {
@@ -115,15 +115,4 @@ func (o *UpgradeStatusOptions) watch(ctx context.Context, st UpgradeStatus) erro
 		}
 		return !active, nil
 	})
-}
-
-// flag is the scope as the flag that names it ("--pool P", "--node N", or nothing).
-func (s *upgradeScope) flag() string {
-	switch {
-	case s.Pool != "":
-		return "--pool " + s.Pool
-	case s.Node != "":
-		return "--node " + s.Node
-	}
-	return ""
 }

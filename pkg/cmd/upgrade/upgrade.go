@@ -1,8 +1,11 @@
-package plugin
+// Package upgrade is `kubectl litepool upgrade`: driver rollouts (driver, status,
+// resume, abort) over the state machine of pkg/upgrade.
+package upgrade
 
 import (
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"time"
@@ -15,15 +18,14 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 	"k8s.io/kubectl/pkg/util/templates"
+	"k8s.io/utils/clock"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/cmd/check"
 	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
-	"github.com/runwhere-ai/litepool/pkg/events"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 	"github.com/runwhere-ai/litepool/pkg/upgrade"
 )
-
-var _ = register(NewCmdUpgrade)
 
 // NewCmdUpgrade is `kubectl litepool upgrade`.
 func NewCmdUpgrade(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
@@ -50,6 +52,7 @@ func NewCmdUpgrade(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Com
 
 // UpgradeDriverOptions is `upgrade driver`.
 type UpgradeDriverOptions struct {
+	kit.Mutation
 	Pool, Node, Version string
 	MaxUnavailable      string
 	Canary              string
@@ -63,23 +66,17 @@ type UpgradeDriverOptions struct {
 	ValidateTimeout     time.Duration
 	ForceDrain          bool
 	Force               bool
-	Yes                 bool
-	InCluster           bool
-	Wait                bool
-	ControllerNamespace string
-	Compat              compatSourceFlags
+	kit.HandOver
+	Compat check.CompatSourceFlags
 
-	// controllerSeen says how InCluster was chosen when --in-cluster was not given.
-	controllerSeen string
-
-	dryRun  cmdutil.DryRunStrategy
 	clients *kit.Clients
+	clock   clock.PassiveClock
 	genericiooptions.IOStreams
 }
 
 // NewCmdUpgradeDriver is `kubectl litepool upgrade driver`.
 func NewCmdUpgradeDriver(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &UpgradeDriverOptions{IOStreams: streams}
+	o := &UpgradeDriverOptions{Mutation: kit.NewMutation(), IOStreams: streams}
 	cmd := &cobra.Command{
 		Use:   "driver (--pool POOL | --node NODE) --version VERSION [-- INSTALLER COMMAND...]",
 		Short: "Upgrade the accelerator driver of a node or, in waves, of a whole pool",
@@ -158,12 +155,10 @@ func NewCmdUpgradeDriver(f kit.Factory, streams genericiooptions.IOStreams) *cob
 	fl.DurationVar(&o.ValidateTimeout, "validate-timeout", 10*time.Minute, "How long to wait for the node's driver-version label to read the target")
 	fl.BoolVar(&o.ForceDrain, "force-drain", false, "Drain pods that no controller manages, as kubectl drain --force")
 	fl.BoolVar(&o.Force, "force", false, "Upgrade even when the compatibility pre-flight says the target is incompatible or unknown")
-	fl.BoolVarP(&o.Yes, "yes", "y", false, "Do not ask for confirmation")
-	fl.BoolVar(&o.InCluster, "in-cluster", false, "Record the rollout and return: the controller in litepool-webhook drives it (docs/controller.md). Default: true when the controller runs (holds its leader Lease)")
-	fl.BoolVar(&o.Wait, "wait", false, "With a rollout handed to the cluster: follow it until it completes or stops")
-	fl.StringVar(&o.ControllerNamespace, "controller-namespace", "litepool-system", "Namespace of litepool-webhook, whose leader Lease tells whether the controller runs")
-	o.Compat.addFlags(cmd)
-	cmdutil.AddDryRunFlag(cmd)
+	o.HandOver.AddFlags(cmd, "Record the rollout and return: the controller in litepool-webhook drives it (docs/controller.md). Default: true when the controller runs (holds its leader Lease)",
+		"With a rollout handed to the cluster: follow it until it completes or stops")
+	o.Compat.AddFlags(cmd)
+	o.Mutation.AddFlags(cmd, true)
 	_ = cmd.RegisterFlagCompletionFunc("pool", kit.CompletePoolNames(f))
 	return cmd
 }
@@ -177,15 +172,11 @@ func (o *UpgradeDriverOptions) Complete(f kit.Factory, cmd *cobra.Command, args 
 	if len(args) > 0 {
 		return fmt.Errorf("unexpected arguments %q: name the target with --pool or --node; put the installer command after --", strings.Join(args, " "))
 	}
-	if o.dryRun, err = cmdutil.GetDryRunStrategy(cmd); err != nil {
+	if o.clients, err = completeMutation(f, cmd, &o.Mutation); err != nil {
 		return err
 	}
-	if o.clients, err = f.Clients(); err != nil {
-		return err
-	}
-	if !cmd.Flags().Changed("in-cluster") {
-		o.InCluster, o.controllerSeen = kit.ControllerRunning(cmd.Context(), o.clients.Kube, o.ControllerNamespace, time.Now())
-	}
+	o.clock = f.Clock()
+	o.Choose(cmd.Context(), cmd, o.clients.Kube, o.clock.Now())
 	return nil
 }
 
@@ -198,11 +189,7 @@ func (o *UpgradeDriverOptions) Validate() error {
 		return err
 	}
 	if o.Wait && !o.InCluster {
-		why := "--in-cluster=false"
-		if o.controllerSeen != "" {
-			why = o.controllerSeen
-		}
-		return fmt.Errorf("--wait follows a rollout handed to the cluster, and this one is not (%s): the plugin drives the rollout and waits anyway", why)
+		return fmt.Errorf("--wait follows a rollout handed to the cluster, and this one is not (%s): the plugin drives the rollout and waits anyway", o.WhyNot())
 	}
 	if _, err := policy.ParseMaxUnavailable(o.MaxUnavailable); err != nil {
 		return err
@@ -275,14 +262,14 @@ func (o *UpgradeDriverOptions) Run(ctx context.Context) error {
 		return fmt.Errorf("--canary %q is not a node of pool %q that needs the upgrade (nodes to upgrade: %s)", o.Canary, o.Pool, upgradeOrNone(need))
 	}
 	if len(already) > 0 {
-		fmt.Fprintf(o.Out, "already at %s: %s\n", o.Version, strings.Join(already, ", "))
+		o.Say(o.IOStreams, "already at %s: %s\n", o.Version, strings.Join(already, ", "))
 	}
 	if len(need) == 0 {
-		fmt.Fprintf(o.Out, "nothing to upgrade: every node is at %s\n", o.Version)
+		o.Say(o.IOStreams, "nothing to upgrade: every node is at %s\n", o.Version)
 		return nil
 	}
 	run := policy.UpgradeRun{
-		ID: fmt.Sprintf("%s-%s", time.Now().UTC().Format("20060102-150405"), o.Version), Pool: o.Pool, Target: o.Version,
+		ID: fmt.Sprintf("%s-%s", o.clock.Now().UTC().Format("20060102-150405"), o.Version), Pool: o.Pool, Target: o.Version,
 		MaxUnavailable: o.MaxUnavailable, Canary: o.Canary, InstallerImage: o.InstallerImage, InstallerCommand: o.InstallerCommand,
 		Namespace: o.InstallerNamespace, WaitSelector: o.WaitSelector, WaitTimeout: o.WaitTimeout.String(),
 		DrainTimeout: o.DrainTimeout.String(), InstallTimeout: o.InstallTimeout.String(), ValidateTimeout: o.ValidateTimeout.String(),
@@ -291,23 +278,26 @@ func (o *UpgradeDriverOptions) Run(ctx context.Context) error {
 	if o.Pool == "" {
 		run.MaxUnavailable = ""
 	}
-	u := &upgrade.Upgrader{Kube: c.Kube, Recorder: &events.Recorder{Client: c.Kube}, Progress: o.Out}
+	u := &upgrade.Upgrader{Kube: c.Kube, Recorder: o.Recorder, Progress: o.SayTo(o.IOStreams)}
 	if err := u.Mark(ctx, need, run, cmdutil.DryRunClient); err != nil { // refuses nodes in another rollout
 		return err
 	}
-	if o.dryRun != cmdutil.DryRunNone {
+	if o.DryRun != cmdutil.DryRunNone {
 		return o.printPlan(ctx, u, run, need)
 	}
-	if err := (&kit.Mutation{Yes: o.Yes, DryRun: o.dryRun}).Confirm(o.IOStreams, o.risk(len(need)), ""); err != nil {
+	if err := o.Confirm(o.IOStreams, o.risk(len(need)), ""); err != nil {
 		return err
 	}
 	run.InCluster = o.InCluster
 	if err := u.Mark(ctx, need, run, cmdutil.DryRunNone); err != nil {
 		return err
 	}
-	fmt.Fprintf(o.Out, "rollout %s: %d node(s) marked for driver %s\n", run.ID, len(need), o.Version)
-	if o.controllerSeen != "" && !o.InCluster {
-		fmt.Fprintf(o.ErrOut, "rollout %s: driven by this command (%s); stopping it pauses the rollout: resume with kubectl litepool upgrade resume\n", run.ID, o.controllerSeen)
+	o.Say(o.IOStreams, "rollout %s: %d node(s) marked for driver %s\n", run.ID, len(need), o.Version)
+	if err := printNodes(ctx, &o.Mutation, c, o.Out, need, "marked for driver "+o.Version, nil); err != nil {
+		return err
+	}
+	if o.NoController != "" && !o.InCluster {
+		fmt.Fprintf(o.ErrOut, "rollout %s: driven by this command (%s); stopping it pauses the rollout: resume with kubectl litepool upgrade resume\n", run.ID, o.NoController)
 	}
 	if o.InCluster {
 		return o.handOver(ctx, run)
@@ -355,16 +345,16 @@ func (o *UpgradeDriverOptions) preflight(ctx context.Context, pool *v1alpha1.Poo
 	if len(models) == 0 {
 		models[""] = true
 	}
-	var checks []CompatCheck
+	var checks []check.CompatCheck
 	failed := false
 	for _, model := range kit.SortedKeys(models) {
-		chain := chainOf(declared)
+		chain := check.ChainOf(declared)
 		chain.Hardware, chain.Driver = model, o.Version
 		res := policy.CheckCompat(m, chain)
-		checks = append(checks, CompatCheck{Subject: "pre-flight: driver " + o.Version, Result: res})
+		checks = append(checks, check.CompatCheck{Subject: "pre-flight: driver " + o.Version, Result: res})
 		failed = failed || res.Verdict != policy.Compatible
 	}
-	if err := printCompatChecks(o.Out, checks, "", o.Compat.Describe()); err != nil {
+	if err := check.PrintCompatChecks(o.SayTo(o.IOStreams), checks, false, o.Compat.Describe()); err != nil {
 		return err
 	}
 	if !failed {
@@ -401,7 +391,7 @@ func (o *UpgradeDriverOptions) risk(n int) kit.Risk {
 }
 
 func (o *UpgradeDriverOptions) printPlan(ctx context.Context, u *upgrade.Upgrader, run policy.UpgradeRun, need []string) error {
-	if o.dryRun == cmdutil.DryRunServer {
+	if o.DryRun == cmdutil.DryRunServer {
 		if err := u.Mark(ctx, need, run, cmdutil.DryRunServer); err != nil {
 			return err
 		}
@@ -421,15 +411,19 @@ func (o *UpgradeDriverOptions) printPlan(ctx context.Context, u *upgrade.Upgrade
 		maxU = policy.MaxUnavailableNodes(v, len(snap.Nodes))
 	}
 	waves, waiting := policy.PredictUpgradeWaves(snap.Nodes, maxU, run.Canary)
-	fmt.Fprintf(o.Out, "would upgrade %d node(s) to %s with installer %s (max unavailable %d):\n", len(need), o.Version, o.InstallerImage, maxU)
+	o.Say(o.IOStreams, "would upgrade %d node(s) to %s with installer %s (max unavailable %d):\n", len(need), o.Version, o.InstallerImage, maxU)
 	for i, w := range waves {
-		fmt.Fprintf(o.Out, "  wave %d: %s\n", i+1, strings.Join(w, ", "))
+		o.Say(o.IOStreams, "  wave %d: %s\n", i+1, strings.Join(w, ", "))
 	}
 	if len(waiting) > 0 {
-		fmt.Fprintf(o.Out, "  not started (NotReady): %s\n", strings.Join(waiting, ", "))
+		o.Say(o.IOStreams, "  not started (NotReady): %s\n", strings.Join(waiting, ", "))
 	}
-	fmt.Fprintf(o.Out, "(dry run: nothing changed)\n")
-	return nil
+	o.Say(o.IOStreams, "(dry run: nothing changed)\n")
+	run.InCluster = o.InCluster
+	return printNodes(ctx, &o.Mutation, o.clients, o.Out, need, "marked for driver "+o.Version, func(n *corev1.Node) {
+		setAnnotations(n, map[string]string{policy.AnnotationUpgradeState: string(policy.UpgradeRequired),
+			policy.AnnotationUpgradeTarget: run.Target, policy.AnnotationUpgradeRun: run.Encode(), policy.AnnotationUpgradeMessage: "waiting for its wave"})
+	})
 }
 
 func upgradeOrNone(items []string) string {
@@ -437,4 +431,40 @@ func upgradeOrNone(items []string) string {
 		return "none"
 	}
 	return strings.Join(items, ", ")
+}
+
+// printNodes prints, under -o, the nodes a command acted on, as written; under a dry
+// run, as they are with dryRunEdit applied: as the command would have left them.
+// The default format says what happened in the command's own lines.
+func printNodes(ctx context.Context, m *kit.Mutation, c *kit.Clients, out io.Writer, names []string, operation string, dryRunEdit func(*corev1.Node)) error {
+	if m.Output() == "" {
+		return nil
+	}
+	for _, name := range names {
+		n, err := c.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if m.DryRun != cmdutil.DryRunNone && dryRunEdit != nil {
+			dryRunEdit(n)
+		}
+		if err := m.Print(out, n, operation); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// setAnnotations sets (a value) or removes ("") node annotations.
+func setAnnotations(n *corev1.Node, ann map[string]string) {
+	for k, v := range ann {
+		if v == "" {
+			delete(n.Annotations, k)
+			continue
+		}
+		if n.Annotations == nil {
+			n.Annotations = map[string]string{}
+		}
+		n.Annotations[k] = v
+	}
 }

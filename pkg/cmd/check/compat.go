@@ -1,8 +1,9 @@
-package plugin
+// Package check is `kubectl litepool check`: the compatibility matrix checks. Its
+// matrix flags, chains and printing are exported for `upgrade driver`'s pre-flight.
+package check
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -16,15 +17,12 @@ import (
 	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/kubectl/pkg/util/templates"
-	"sigs.k8s.io/yaml"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/runwhere-ai/litepool/pkg/compat"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
-
-var _ = register(NewCmdCheck)
 
 // NewCmdCheck is `kubectl litepool check`.
 func NewCmdCheck(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
@@ -42,10 +40,11 @@ func NewCmdCheck(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Comma
 	return cmd
 }
 
-// compatSourceFlags select the matrix: embedded, a file or a ConfigMap.
-type compatSourceFlags struct{ compat.Source }
+// CompatSourceFlags select the matrix: embedded, a file or a ConfigMap.
+type CompatSourceFlags struct{ compat.Source }
 
-func (c *compatSourceFlags) addFlags(cmd *cobra.Command) {
+// AddFlags adds --compat-file and --compat-configmap.
+func (c *CompatSourceFlags) AddFlags(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&c.File, "compat-file", "", "Read the compatibility matrix from this YAML file instead of the embedded one")
 	cmd.Flags().StringVar(&c.ConfigMap, "compat-configmap", "", "Read the compatibility matrix from this ConfigMap (NAMESPACE/NAME, key "+compat.ConfigMapKey+") instead of the embedded one")
 }
@@ -54,8 +53,8 @@ func (c *compatSourceFlags) addFlags(cmd *cobra.Command) {
 type CheckCompatOptions struct {
 	Pool   string
 	Chain  policy.SoftwareChain
-	Output string
-	Compat compatSourceFlags
+	Output *kit.DataOutput
+	Compat CompatSourceFlags
 
 	clients *kit.Clients
 	genericiooptions.IOStreams
@@ -63,7 +62,7 @@ type CheckCompatOptions struct {
 
 // NewCmdCheckCompat is `kubectl litepool check compat`.
 func NewCmdCheckCompat(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &CheckCompatOptions{IOStreams: streams}
+	o := &CheckCompatOptions{IOStreams: streams, Output: kit.NewDataOutput("wide")}
 	cmd := &cobra.Command{
 		Use:   "compat (--pool POOL | --hardware MODEL --driver VERSION ...)",
 		Short: "Check a version chain (hardware, driver, firmware, CANN, torch_npu, image) for compatibility",
@@ -116,8 +115,8 @@ func NewCmdCheckCompat(f kit.Factory, streams genericiooptions.IOStreams) *cobra
 	fl.StringVar(&o.Chain.PyTorch, "pytorch", "", "PyTorch version")
 	fl.StringVar(&o.Chain.CUDA, "cuda", "", "CUDA version (NVIDIA)")
 	fl.StringVar(&o.Chain.Image, "image", "", "Container image")
-	fl.StringVarP(&o.Output, "output", "o", "", "Output format: wide (with each row's source), json or yaml")
-	o.Compat.addFlags(cmd)
+	o.Output.AddFlags(cmd)
+	o.Compat.AddFlags(cmd)
 	_ = cmd.RegisterFlagCompletionFunc("pool", kit.CompletePoolNames(f))
 	return cmd
 }
@@ -138,10 +137,8 @@ func (o *CheckCompatOptions) Validate() error {
 	if err := o.Compat.Validate(); err != nil {
 		return err
 	}
-	switch o.Output {
-	case "", "wide", "json", "yaml":
-	default:
-		return fmt.Errorf("invalid -o %q: must be one of wide, json, yaml", o.Output)
+	if err := o.Output.Validate(); err != nil {
+		return err
 	}
 	if o.Pool == "" && o.Chain == (policy.SoftwareChain{}) {
 		return fmt.Errorf("nothing to check: give --pool POOL, or versions (--hardware, --driver, --firmware, --cann, --torch-npu, --pytorch, --cuda, --image)")
@@ -176,7 +173,7 @@ func (o *CheckCompatOptions) Run(ctx context.Context) error {
 	} else {
 		checks = append(checks, CompatCheck{Subject: "versions given", Result: policy.CheckCompat(m, o.Chain)})
 	}
-	if err := printCompatChecks(o.Out, checks, o.Output, o.Compat.Describe()); err != nil {
+	if err := o.print(checks); err != nil {
 		return err
 	}
 	for _, c := range checks {
@@ -185,6 +182,14 @@ func (o *CheckCompatOptions) Run(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// print writes the checks as data (-o json, yaml, jsonpath, ...) or as tables.
+func (o *CheckCompatOptions) print(checks []CompatCheck) error {
+	if o.Output.Data() {
+		return o.Output.Print(o.Out, checks)
+	}
+	return PrintCompatChecks(o.Out, checks, o.Output.Format == "wide", o.Compat.Describe())
 }
 
 func compatKube(c *kit.Clients) kubernetes.Interface {
@@ -230,7 +235,7 @@ func poolChains(ctx context.Context, c *kit.Clients, name string) ([]poolChain, 
 	}
 	var out []poolChain
 	for key, members := range groups {
-		chain := chainOf(declared)
+		chain := ChainOf(declared)
 		chain.Hardware = key[0]
 		if key[1] != "" {
 			chain.Driver = key[1]
@@ -260,7 +265,8 @@ func poolDeclared(ctx context.Context, c *kit.Clients, name string) (v1alpha1.So
 	return p.Spec.Software, p.Spec.Accelerator.Type, nil
 }
 
-func chainOf(s v1alpha1.SoftwareSpec) policy.SoftwareChain {
+// ChainOf is the chain a pool declares in spec.software.
+func ChainOf(s v1alpha1.SoftwareSpec) policy.SoftwareChain {
 	return policy.SoftwareChain{Driver: s.Driver, Firmware: s.Firmware, CANN: s.CANN, TorchNPU: s.TorchNPU,
 		PyTorch: s.PyTorch, CUDA: s.CUDA, Image: s.Image}
 }
@@ -283,23 +289,9 @@ func overlayChain(base, given policy.SoftwareChain) policy.SoftwareChain {
 	return base
 }
 
-func printCompatChecks(out io.Writer, checks []CompatCheck, format, source string) error {
-	switch format {
-	case "json":
-		b, err := json.MarshalIndent(checks, "", "  ")
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintln(out, string(b))
-		return err
-	case "yaml":
-		b, err := yaml.Marshal(checks)
-		if err != nil {
-			return err
-		}
-		_, err = out.Write(b)
-		return err
-	}
+// PrintCompatChecks prints each check as a head line, a table of its links (with their
+// source when wide) and a verdict line.
+func PrintCompatChecks(out io.Writer, checks []CompatCheck, wide bool, source string) error {
 	for i, c := range checks {
 		if i > 0 {
 			fmt.Fprintln(out)
@@ -314,7 +306,7 @@ func printCompatChecks(out io.Writer, checks []CompatCheck, format, source strin
 		}
 		fmt.Fprintf(out, "%s: %s, matrix %s\n", head, vendor, source)
 		w := printers.GetNewTabWriter(out)
-		if format == "wide" {
+		if wide {
 			fmt.Fprintln(w, "LINK\tVERSION\tVERDICT\tREASON\tSOURCE")
 		} else {
 			fmt.Fprintln(w, "LINK\tVERSION\tVERDICT\tREASON")
@@ -324,7 +316,7 @@ func printCompatChecks(out io.Writer, checks []CompatCheck, format, source strin
 			if v == "" {
 				v = "-"
 			}
-			if format == "wide" {
+			if wide {
 				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", l.Link, v, l.Verdict, l.Reason, kit.None(l.Source))
 			} else {
 				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", l.Link, v, l.Verdict, l.Reason)

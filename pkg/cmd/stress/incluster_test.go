@@ -1,15 +1,17 @@
-package plugin
+package stress
 
 import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	cmdutil "k8s.io/kubectl/pkg/cmd/util"
+
+	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 )
 
 // --wait follows only a run handed to the cluster, and says why this one is not.
 func TestStressRunWaitNeedsAHandedOverRun(t *testing.T) {
-	base := StressRunOptions{Pool: "p", Image: "stress:1", Tests: []string{"npu"}, Wait: true}
+	base := StressRunOptions{Pool: "p", Image: "stress:1", Tests: []string{"npu"}, HandOver: kit.HandOver{Wait: true}, Output: kit.NewDataOutput()}
 	cases := []struct {
 		name string
 		edit func(o *StressRunOptions)
@@ -17,9 +19,9 @@ func TestStressRunWaitNeedsAHandedOverRun(t *testing.T) {
 	}{
 		{"handed over", func(o *StressRunOptions) { o.InCluster = true }, ""},
 		{"--in-cluster=false", func(o *StressRunOptions) {}, "(--in-cluster=false)"},
-		{"no controller", func(o *StressRunOptions) { o.controllerSeen = "no litepool controller holds Lease x/y" },
+		{"no controller", func(o *StressRunOptions) { o.NoController = "no litepool controller holds Lease x/y" },
 			"(no litepool controller holds Lease x/y)"},
-		{"dry run", func(o *StressRunOptions) { o.InCluster, o.dryRun = true, cmdutil.DryRunClient }, "(a dry run)"},
+		{"dry run", func(o *StressRunOptions) { o.InCluster, o.DryRun = true, cmdutil.DryRunClient }, "(a dry run)"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -1,10 +1,18 @@
-package plugin
+// Package stress is `kubectl litepool stress`: stress tests of a pool's idle nodes, run
+// now (by this command or handed to the in-cluster controller) or on a schedule.
+//
+// -o: stress run's -o prints its results as data (json as it always did, and now yaml,
+// jsonpath, go-template), not the Pool it annotates when it hands the run over: that was
+// its meaning before -o name|json|yaml came to mutating commands, and scripts read it.
+// stress schedule takes the -o of mutating commands and prints the objects it writes.
+package stress
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -21,15 +29,15 @@ import (
 	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 	"k8s.io/kubectl/pkg/util/templates"
 
+	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/runwhere-ai/litepool/pkg/events"
 	"github.com/runwhere-ai/litepool/pkg/interrupt"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 	"github.com/runwhere-ai/litepool/pkg/stress"
 	"github.com/runwhere-ai/litepool/pkg/version"
+	"k8s.io/utils/clock"
 )
-
-var _ = register(NewCmdStress)
 
 // NewCmdStress is `kubectl litepool stress`.
 func NewCmdStress(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
@@ -53,32 +61,26 @@ func NewCmdStress(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Comm
 
 // StressRunOptions is `stress run`.
 type StressRunOptions struct {
+	kit.Mutation
 	Pool     string
 	Image    string
 	Tests    []string
 	Timeout  time.Duration
 	KeepPods bool
 	Command  []string
-	Output   string
-	// InCluster hands the run to the in-cluster controller (recorded on the Pool).
-	InCluster           bool
-	Wait                bool
-	ControllerNamespace string
-
-	// controllerSeen says why the plugin runs the tests itself when --in-cluster was
-	// not given; inClusterAsked: --in-cluster=true was.
-	controllerSeen string
-	inClusterAsked bool
+	Output   *kit.DataOutput
+	// HandOver: InCluster hands the run to the in-cluster controller (recorded on the Pool).
+	kit.HandOver
 
 	namespace string
-	dryRun    cmdutil.DryRunStrategy
 	clients   *kit.Clients
+	clock     clock.PassiveClock
 	genericiooptions.IOStreams
 }
 
 // NewCmdStressRun is `kubectl litepool stress run`.
 func NewCmdStressRun(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &StressRunOptions{IOStreams: streams}
+	o := &StressRunOptions{Mutation: kit.NewMutation(), Output: kit.NewDataOutput(), IOStreams: streams}
 	cmd := &cobra.Command{
 		Use:   "run --pool POOL [--tests npu,hccs,roce,storage] [--image IMAGE] [-- COMMAND...]",
 		Short: "Stress-test every idle node of a pool and mark failing nodes degraded",
@@ -123,11 +125,10 @@ func NewCmdStressRun(f kit.Factory, streams genericiooptions.IOStreams) *cobra.C
 	fl.StringSliceVar(&o.Tests, "tests", nil, "Tests to run: "+strings.Join(stress.Tests, ", ")+" (default: the pool's spec.stressTest.tests, else all)")
 	fl.DurationVar(&o.Timeout, "timeout", 30*time.Minute, "How long a node's test may run; a node still running then has failed")
 	fl.BoolVar(&o.KeepPods, "keep-pods", false, "Keep the pods of passing nodes too")
-	fl.StringVarP(&o.Output, "output", "o", "", "Output format: json (default: a table)")
-	fl.BoolVar(&o.InCluster, "in-cluster", false, "Record the run on the Pool and return: the controller in litepool-webhook runs it (docs/stress.md). Default: true when the controller runs (holds its leader Lease)")
-	fl.BoolVar(&o.Wait, "wait", false, "With a run handed to the cluster: follow it until it ends")
-	fl.StringVar(&o.ControllerNamespace, "controller-namespace", "litepool-system", "Namespace of litepool-webhook, whose leader Lease tells whether the controller runs")
-	cmdutil.AddDryRunFlag(cmd)
+	o.Output.AddFlags(cmd)
+	o.HandOver.AddFlags(cmd, "Record the run on the Pool and return: the controller in litepool-webhook runs it (docs/stress.md). Default: true when the controller runs (holds its leader Lease)",
+		"With a run handed to the cluster: follow it until it ends")
+	cmdutil.AddDryRunFlag(cmd) // not Mutation.AddFlags: -o is the results' (see the package doc)
 	_ = cmd.RegisterFlagCompletionFunc("pool", kit.CompletePoolNames(f))
 	return cmd
 }
@@ -141,15 +142,16 @@ func (o *StressRunOptions) Complete(f kit.Factory, cmd *cobra.Command, args []st
 	if len(args) > 0 {
 		return fmt.Errorf("unexpected arguments %q: name the pool with --pool; put a command after --", strings.Join(args, " "))
 	}
-	if o.dryRun, err = cmdutil.GetDryRunStrategy(cmd); err != nil {
-		return err
-	}
 	if o.namespace, _, err = f.ToRawKubeConfigLoader().Namespace(); err != nil {
 		return err
 	}
 	if o.clients, err = f.Clients(); err != nil {
 		return err
 	}
+	if err = o.Mutation.Complete(cmd, o.clients); err != nil {
+		return err
+	}
+	o.clock = f.Clock()
 	if o.Pool == "" {
 		return fmt.Errorf("--pool is required")
 	}
@@ -168,8 +170,8 @@ func (o *StressRunOptions) Complete(f kit.Factory, cmd *cobra.Command, args []st
 	if len(o.Tests) == 0 {
 		o.Tests = stress.Tests
 	}
-	if o.dryRun == cmdutil.DryRunNone {
-		o.chooseInCluster(cmd.Context(), cmd.Flags().Changed("in-cluster"))
+	if o.DryRun == cmdutil.DryRunNone {
+		o.Choose(cmd.Context(), cmd, o.clients.Kube, o.clock.Now())
 	}
 	return nil
 }
@@ -179,19 +181,19 @@ func (o *StressRunOptions) Validate() error {
 	if o.Image == "" {
 		return fmt.Errorf("no stress-test image: give --image, or set spec.stressTest.image on the pool")
 	}
-	if o.Output != "" && o.Output != "json" {
-		return fmt.Errorf("invalid -o %q: only json", o.Output)
+	if o.Output.Format == "name" { // kit.DataOutput takes it; results have no names to print
+		return fmt.Errorf("invalid -o %q: stress run prints its results as data: %s", o.Output.Format, strings.Join(o.Output.AllowedFormats(), ", "))
+	}
+	if err := o.Output.Validate(); err != nil {
+		return err
 	}
 	if o.Timeout < 0 {
 		return fmt.Errorf("--timeout %s: must not be negative", o.Timeout)
 	}
-	if o.Wait && (!o.InCluster || o.dryRun != cmdutil.DryRunNone) {
-		why := "--in-cluster=false"
-		switch {
-		case o.dryRun != cmdutil.DryRunNone:
+	if o.Wait && (!o.InCluster || o.DryRun != cmdutil.DryRunNone) {
+		why := o.WhyNot()
+		if o.DryRun != cmdutil.DryRunNone {
 			why = "a dry run"
-		case o.controllerSeen != "":
-			why = o.controllerSeen
 		}
 		return fmt.Errorf("--wait follows a stress run handed to the cluster, and this one is not (%s): the plugin runs the tests and waits anyway", why)
 	}
@@ -200,27 +202,24 @@ func (o *StressRunOptions) Validate() error {
 
 // Run tests and reports, or hands the run to the in-cluster controller.
 func (o *StressRunOptions) Run(ctx context.Context) error {
-	if o.InCluster && o.dryRun == cmdutil.DryRunNone {
+	if o.InCluster && o.DryRun == cmdutil.DryRunNone {
 		if handed, err := o.handOver(ctx); handed || err != nil {
 			return err
 		}
 	}
-	if o.controllerSeen != "" && o.dryRun == cmdutil.DryRunNone {
-		fmt.Fprintf(o.ErrOut, "stress run: run by this command (%s); stopping it stops the run\n", o.controllerSeen)
+	if o.NoController != "" && o.DryRun == cmdutil.DryRunNone {
+		fmt.Fprintf(o.ErrOut, "stress run: run by this command (%s); stopping it stops the run\n", o.NoController)
 	}
-	runner := &stress.Runner{Kube: o.clients.Kube, Recorder: &events.Recorder{Client: o.clients.Kube, DryRun: o.dryRun != cmdutil.DryRunNone}}
-	progress := o.Out
-	if o.Output == "json" {
-		progress = o.ErrOut
-	}
+	runner := &stress.Runner{Kube: o.clients.Kube, Recorder: o.Recorder}
 	results, err := runner.Run(ctx, stress.Options{Pool: o.Pool, Image: o.Image, Command: o.Command, Tests: o.Tests,
-		Namespace: o.namespace, Timeout: o.Timeout, KeepPods: o.KeepPods, DryRun: o.dryRun, Progress: progress})
+		Namespace: o.namespace, Timeout: o.Timeout, KeepPods: o.KeepPods, DryRun: o.DryRun, Progress: o.progress()})
 	if err != nil {
 		return err
 	}
-	if o.Output == "json" {
-		b, _ := json.MarshalIndent(results, "", "  ")
-		fmt.Fprintln(o.Out, string(b))
+	if o.Output.Data() {
+		if err := o.Output.Print(o.Out, results); err != nil {
+			return err
+		}
 	} else {
 		w := printers.GetNewTabWriter(o.Out)
 		fmt.Fprintln(w, "NODE\tRESULT\tDETAIL")
@@ -243,7 +242,7 @@ func (o *StressRunOptions) Run(ctx context.Context) error {
 			passed++
 		}
 	}
-	if o.dryRun != cmdutil.DryRunNone {
+	if o.DryRun != cmdutil.DryRunNone {
 		fmt.Fprintln(o.ErrOut, "(dry run: no pod created, no node labelled)")
 		return nil
 	}
@@ -254,8 +253,18 @@ func (o *StressRunOptions) Run(ctx context.Context) error {
 	return nil
 }
 
+// progress is where the run's progress lines go: stdout, or stderr when stdout carries
+// the results as data.
+func (o *StressRunOptions) progress() io.Writer {
+	if o.Output.Data() {
+		return o.ErrOut
+	}
+	return o.Out
+}
+
 // StressScheduleOptions is `stress schedule`.
 type StressScheduleOptions struct {
+	kit.Mutation
 	Pool        string
 	Cron        string
 	Image       string
@@ -264,7 +273,6 @@ type StressScheduleOptions struct {
 	Timeout     time.Duration
 
 	namespace string
-	dryRun    cmdutil.DryRunStrategy
 	clients   *kit.Clients
 	// schedule and timeZone are --cron split as a CronJob wants them (Validate).
 	schedule, timeZone string
@@ -273,7 +281,7 @@ type StressScheduleOptions struct {
 
 // NewCmdStressSchedule is `kubectl litepool stress schedule`.
 func NewCmdStressSchedule(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &StressScheduleOptions{IOStreams: streams}
+	o := &StressScheduleOptions{Mutation: kit.NewMutation(), IOStreams: streams}
 	cmd := &cobra.Command{
 		Use:   "schedule --pool POOL --cron SCHEDULE [--image IMAGE] [--tests ...]",
 		Short: "Run a pool's stress tests periodically, from a CronJob in the cluster",
@@ -296,9 +304,6 @@ func NewCmdStressSchedule(f kit.Factory, streams genericiooptions.IOStreams) *co
 				return fmt.Errorf("stress schedule takes no arguments: name the pool with --pool")
 			}
 			var err error
-			if o.dryRun, err = cmdutil.GetDryRunStrategy(cmd); err != nil {
-				return err
-			}
 			if o.namespace, _, err = f.ToRawKubeConfigLoader().Namespace(); err != nil {
 				return err
 			}
@@ -306,6 +311,12 @@ func NewCmdStressSchedule(f kit.Factory, streams genericiooptions.IOStreams) *co
 				return err
 			}
 			if o.clients, err = f.Clients(); err != nil {
+				return err
+			}
+			if err := o.Mutation.Complete(cmd, o.clients); err != nil {
+				return err
+			}
+			if err := o.Mutation.Validate(); err != nil {
 				return err
 			}
 			return o.Run(cmd.Context())
@@ -318,7 +329,7 @@ func NewCmdStressSchedule(f kit.Factory, streams genericiooptions.IOStreams) *co
 	fl.StringVar(&o.PluginImage, "plugin-image", "ghcr.io/runwhere-ai/kubectl-litepool:"+version.Version, "Image holding the kubectl-litepool binary, which the CronJob runs")
 	fl.StringSliceVar(&o.Tests, "tests", stress.Tests, "Tests to run: "+strings.Join(stress.Tests, ", "))
 	fl.DurationVar(&o.Timeout, "timeout", 30*time.Minute, "How long a node's test may run")
-	cmdutil.AddDryRunFlag(cmd)
+	o.Mutation.AddFlags(cmd, false)
 	_ = cmd.RegisterFlagCompletionFunc("pool", kit.CompletePoolNames(f))
 	return cmd
 }
@@ -391,7 +402,8 @@ func (o *StressScheduleOptions) objects() (*corev1.ServiceAccount, *rbacv1.Clust
 // Run creates or updates the objects.
 func (o *StressScheduleOptions) Run(ctx context.Context) error {
 	sa, role, binding, cj := o.objects()
-	if o.dryRun == cmdutil.DryRunClient {
+	if o.DryRun == cmdutil.DryRunClient && o.Output() == "" {
+		// The default of a client dry run has always been the objects as YAML.
 		p := &printers.YAMLPrinter{}
 		for _, obj := range []runtime.Object{sa, role, binding, cj} {
 			if err := p.PrintObj(obj, o.Out); err != nil {
@@ -400,84 +412,118 @@ func (o *StressScheduleOptions) Run(ctx context.Context) error {
 		}
 		return nil
 	}
-	create := metav1.CreateOptions{}
-	update := metav1.UpdateOptions{}
-	if o.dryRun == cmdutil.DryRunServer {
-		create.DryRun, update.DryRun = []string{metav1.DryRunAll}, []string{metav1.DryRunAll}
-	}
-	kube := o.clients.Kube
 	var created []func(context.Context) error // deletions that undo what this run created
-	steps := []struct {
-		what string
-		fn   func() error
-	}{
-		{"serviceaccount/" + sa.Name, func() error {
-			_, err := kube.CoreV1().ServiceAccounts(sa.Namespace).Create(ctx, sa, create)
+	for _, s := range o.steps(sa, role, binding, cj, &created) {
+		obj, err := s.write(ctx)
+		if err != nil {
+			return o.rollBack(ctx, fmt.Errorf("%s: %w", s.what, err), created)
+		}
+		if err := o.printConfigured(s.what, obj); err != nil {
+			return err
+		}
+	}
+	return o.storeOnPool(ctx)
+}
+
+// printConfigured says "kind/name configured" as this command always has (kubectl's
+// name printer would say clusterrole.rbac.authorization.k8s.io/...), or prints the
+// object under -o.
+func (o *StressScheduleOptions) printConfigured(what string, obj runtime.Object) error {
+	if o.Output() == "" {
+		o.Say(o.IOStreams, "%s configured%s\n", what, o.Suffix())
+		return nil
+	}
+	return o.Print(o.Out, obj, "configured")
+}
+
+// scheduleStep writes one object of a schedule and returns it as written.
+type scheduleStep struct {
+	what  string
+	write func(context.Context) (runtime.Object, error)
+}
+
+// steps create the objects, or update the ones that exist; created collects the
+// deletions that undo what was created. A client dry run writes nothing and returns
+// the objects as they would be written.
+func (o *StressScheduleOptions) steps(sa *corev1.ServiceAccount, role *rbacv1.ClusterRole, binding *rbacv1.ClusterRoleBinding,
+	cj *batchv1.CronJob, created *[]func(context.Context) error) []scheduleStep {
+	kube := o.clients.Kube
+	create := metav1.CreateOptions{DryRun: o.ServerDryRun()}
+	update := metav1.UpdateOptions{DryRun: o.ServerDryRun()}
+	client := o.DryRun == cmdutil.DryRunClient
+	return []scheduleStep{
+		{"serviceaccount/" + sa.Name, func(ctx context.Context) (runtime.Object, error) {
+			if client {
+				return sa, nil
+			}
+			got, err := kube.CoreV1().ServiceAccounts(sa.Namespace).Create(ctx, sa, create)
+			if apierrors.IsAlreadyExists(err) {
+				return sa, nil
+			}
 			if err == nil {
-				created = append(created, func(ctx context.Context) error {
+				*created = append(*created, func(ctx context.Context) error {
 					return kube.CoreV1().ServiceAccounts(sa.Namespace).Delete(ctx, sa.Name, metav1.DeleteOptions{})
 				})
 			}
-			return stressIgnoreExists(err)
+			return got, err
 		}},
-		{"clusterrole/" + role.Name, func() error {
-			_, err := kube.RbacV1().ClusterRoles().Create(ctx, role, create)
+		{"clusterrole/" + role.Name, func(ctx context.Context) (runtime.Object, error) {
+			if client {
+				return role, nil
+			}
+			got, err := kube.RbacV1().ClusterRoles().Create(ctx, role, create)
 			if err == nil {
-				created = append(created, func(ctx context.Context) error {
+				*created = append(*created, func(ctx context.Context) error {
 					return kube.RbacV1().ClusterRoles().Delete(ctx, role.Name, metav1.DeleteOptions{})
 				})
 			}
-			if apierrors.IsAlreadyExists(err) {
-				cur, err := kube.RbacV1().ClusterRoles().Get(ctx, role.Name, metav1.GetOptions{})
-				if err != nil {
-					return err
-				}
-				cur.Rules = role.Rules
-				_, err = kube.RbacV1().ClusterRoles().Update(ctx, cur, update)
-				return err
+			if !apierrors.IsAlreadyExists(err) {
+				return got, err
 			}
-			return err
+			cur, err := kube.RbacV1().ClusterRoles().Get(ctx, role.Name, metav1.GetOptions{})
+			if err != nil {
+				return nil, err
+			}
+			cur.Rules = role.Rules
+			return kube.RbacV1().ClusterRoles().Update(ctx, cur, update)
 		}},
-		{"clusterrolebinding/" + binding.Name, func() error {
-			_, err := kube.RbacV1().ClusterRoleBindings().Create(ctx, binding, create)
+		{"clusterrolebinding/" + binding.Name, func(ctx context.Context) (runtime.Object, error) {
+			if client {
+				return binding, nil
+			}
+			got, err := kube.RbacV1().ClusterRoleBindings().Create(ctx, binding, create)
+			if apierrors.IsAlreadyExists(err) {
+				return binding, nil
+			}
 			if err == nil {
-				created = append(created, func(ctx context.Context) error {
+				*created = append(*created, func(ctx context.Context) error {
 					return kube.RbacV1().ClusterRoleBindings().Delete(ctx, binding.Name, metav1.DeleteOptions{})
 				})
 			}
-			return stressIgnoreExists(err)
+			return got, err
 		}},
-		{"cronjob/" + cj.Name, func() error {
-			_, err := kube.BatchV1().CronJobs(cj.Namespace).Create(ctx, cj, create)
-			if apierrors.IsAlreadyExists(err) {
-				cur, err := kube.BatchV1().CronJobs(cj.Namespace).Get(ctx, cj.Name, metav1.GetOptions{})
-				if err != nil {
-					return err
-				}
-				cur.Spec = cj.Spec
-				_, err = kube.BatchV1().CronJobs(cj.Namespace).Update(ctx, cur, update)
-				return err
+		{"cronjob/" + cj.Name, func(ctx context.Context) (runtime.Object, error) {
+			if client {
+				return cj, nil
 			}
-			return err
+			got, err := kube.BatchV1().CronJobs(cj.Namespace).Create(ctx, cj, create)
+			if !apierrors.IsAlreadyExists(err) {
+				return got, err
+			}
+			cur, err := kube.BatchV1().CronJobs(cj.Namespace).Get(ctx, cj.Name, metav1.GetOptions{})
+			if err != nil {
+				return nil, err
+			}
+			cur.Spec = cj.Spec
+			return kube.BatchV1().CronJobs(cj.Namespace).Update(ctx, cur, update)
 		}},
 	}
-	suffix := ""
-	if o.dryRun == cmdutil.DryRunServer {
-		suffix = " (server dry run)"
-	}
-	for _, s := range steps {
-		if err := s.fn(); err != nil {
-			return o.rollBack(ctx, fmt.Errorf("%s: %w", s.what, err), created)
-		}
-		fmt.Fprintf(o.Out, "%s configured%s\n", s.what, suffix)
-	}
-	return o.storeOnPool(ctx)
 }
 
 // rollBack deletes, newest first, the objects this run created before a step failed, so
 // a refused schedule leaves nothing behind (objects that existed before stay).
 func (o *StressScheduleOptions) rollBack(ctx context.Context, cause error, created []func(context.Context) error) error {
-	if o.dryRun != cmdutil.DryRunNone || len(created) == 0 {
+	if o.DryRun != cmdutil.DryRunNone || len(created) == 0 {
 		return cause
 	}
 	ctx, cancel := interrupt.RollbackContext(ctx)
@@ -505,27 +551,32 @@ func (o *StressScheduleOptions) storeOnPool(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"stressTest": map[string]any{
-		"schedule": o.Cron, "image": o.Image, "tests": o.Tests}}})
-	opts := metav1.PatchOptions{}
-	if o.dryRun == cmdutil.DryRunServer {
-		opts.DryRun = []string{metav1.DryRunAll}
-	}
-	if _, err := o.clients.Pools.Patch(ctx, o.Pool, types.MergePatchType, patch, opts); err != nil {
+	st := map[string]any{"schedule": o.Cron, "image": o.Image, "tests": o.Tests}
+	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"stressTest": st}})
+	if err != nil {
 		return err
 	}
-	if o.dryRun == cmdutil.DryRunNone {
-		rec := &events.Recorder{Client: o.clients.Kube}
-		_ = rec.Normal(ctx, events.Ref{Kind: "Pool", APIVersion: "runwhere.ai/v1alpha1", Name: pool.Name, UID: string(pool.UID)},
-			"StressTestScheduled", "stress tests %s scheduled %q with image %s", strings.Join(o.Tests, ","), o.Cron, o.Image)
+	written := o.scheduled(pool) // a client dry run's answer: the pool as the patch would leave it
+	if o.DryRun != cmdutil.DryRunClient {
+		if written, err = o.clients.Pools.Patch(ctx, o.Pool, types.MergePatchType, patch, metav1.PatchOptions{DryRun: o.ServerDryRun()}); err != nil {
+			return err
+		}
 	}
-	fmt.Fprintf(o.Out, "pool/%s spec.stressTest: schedule %q, image %s, tests %s\n", o.Pool, o.Cron, o.Image, strings.Join(o.Tests, ","))
-	return nil
-}
-
-func stressIgnoreExists(err error) error {
-	if apierrors.IsAlreadyExists(err) {
+	o.Event(ctx, &events.Ref{Kind: "Pool", APIVersion: "runwhere.ai/v1alpha1", Name: pool.Name, UID: string(pool.UID)},
+		false, "StressTestScheduled", "stress tests %s scheduled %q with image %s", strings.Join(o.Tests, ","), o.Cron, o.Image)
+	o.Say(o.IOStreams, "pool/%s spec.stressTest: schedule %q, image %s, tests %s\n", o.Pool, o.Cron, o.Image, strings.Join(o.Tests, ","))
+	if o.Output() == "" {
 		return nil
 	}
-	return err
+	return o.Print(o.Out, written, "configured")
+}
+
+// scheduled is pool with the schedule in spec.stressTest, as the merge patch leaves it.
+func (o *StressScheduleOptions) scheduled(pool *v1alpha1.Pool) *v1alpha1.Pool {
+	p := pool.DeepCopy()
+	p.Spec.StressTest = &v1alpha1.StressTestSpec{Schedule: o.Cron, Image: o.Image}
+	for _, t := range o.Tests {
+		p.Spec.StressTest.Tests = append(p.Spec.StressTest.Tests, v1alpha1.StressTest(t))
+	}
+	return p
 }

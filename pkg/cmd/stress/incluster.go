@@ -1,8 +1,7 @@
-package plugin
+package stress
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -13,10 +12,12 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 	"github.com/runwhere-ai/litepool/pkg/stress"
 )
+
+// followInterval is how often --wait reads the run.
+var followInterval = 2 * time.Second
 
 // handOver records the run on the pool's Pool object for the in-cluster controller and,
 // with --wait, follows it. handed is false when the pool has no Pool object to record
@@ -25,10 +26,10 @@ func (o *StressRunOptions) handOver(ctx context.Context) (handed bool, err error
 	pool, err := o.clients.Pools.Get(ctx, o.Pool)
 	if apierrors.IsNotFound(err) {
 		why := fmt.Sprintf("pool %s has no Pool object to record the run on", o.Pool)
-		if o.inClusterAsked {
+		if o.Asked {
 			return false, fmt.Errorf("--in-cluster: %s: run it with --in-cluster=false", why)
 		}
-		o.controllerSeen = why
+		o.NoController = why
 		return false, nil
 	}
 	if err != nil {
@@ -40,7 +41,7 @@ func (o *StressRunOptions) handOver(ctx context.Context) (handed bool, err error
 				o.Pool, cur.ID, strings.ToLower(cur.State), stress.AnnotationRun)
 		}
 	}
-	run := stress.Run{ID: stress.NewRunID(), Image: o.Image, Command: o.Command, Tests: o.Tests, Namespace: o.namespace,
+	run := stress.Run{ID: o.clock.Now().UTC().Format("20060102-150405"), Image: o.Image, Command: o.Command, Tests: o.Tests, Namespace: o.namespace,
 		Timeout: o.Timeout.String(), KeepPods: o.KeepPods, State: stress.RunPending}
 	if pool.Annotations == nil {
 		pool.Annotations = map[string]string{}
@@ -50,7 +51,7 @@ func (o *StressRunOptions) handOver(ctx context.Context) (handed bool, err error
 	if _, err := o.clients.Pools.Update(ctx, pool, metav1.UpdateOptions{}); err != nil {
 		return false, fmt.Errorf("recording the stress run on pool %s: %w", o.Pool, err)
 	}
-	fmt.Fprintf(o.Out, "stress run %s: handed to the controller in litepool-webhook; results go to the nodes (kubectl litepool get nodes --pool %s) and to the pool's %s annotation\n",
+	fmt.Fprintf(o.progress(), "stress run %s: handed to the controller in litepool-webhook; results go to the nodes (kubectl litepool get nodes --pool %s) and to the pool's %s annotation\n",
 		run.ID, o.Pool, stress.AnnotationRun)
 	if !o.Wait {
 		return true, nil
@@ -63,7 +64,7 @@ func (o *StressRunOptions) handOver(ctx context.Context) (handed bool, err error
 func (o *StressRunOptions) follow(ctx context.Context, id string) error {
 	last := ""
 	var final stress.Run
-	err := wait.PollUntilContextCancel(ctx, rolloutFollowInterval, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextCancel(ctx, followInterval, true, func(ctx context.Context) (bool, error) {
 		pool, err := o.clients.Pools.Get(ctx, o.Pool)
 		if err != nil {
 			return false, err
@@ -77,7 +78,7 @@ func (o *StressRunOptions) follow(ctx context.Context, id string) error {
 			return false, err
 		}
 		if line != last {
-			fmt.Fprintln(o.Out, line)
+			fmt.Fprintln(o.progress(), line)
 			last = line
 		}
 		final = run
@@ -115,9 +116,10 @@ func (o *StressRunOptions) progressLine(ctx context.Context, run stress.Run) (st
 // report ends a followed run as a run in the plugin ends: the summary, and T2 when a
 // node failed.
 func (o *StressRunOptions) report(run stress.Run) error {
-	if o.Output == "json" {
-		b, _ := json.MarshalIndent(run, "", "  ")
-		fmt.Fprintln(o.Out, string(b))
+	if o.Output.Data() {
+		if err := o.Output.Print(o.Out, run); err != nil {
+			return err
+		}
 	}
 	if run.State == stress.RunInterrupted {
 		return fmt.Errorf("stress run %s interrupted: %s", run.ID, run.Message)
@@ -130,12 +132,4 @@ func (o *StressRunOptions) report(run stress.Run) error {
 		return fmt.Errorf("stress run %s: %s", run.ID, run.Message)
 	}
 	return nil
-}
-
-// chooseInCluster fills InCluster when --in-cluster was not given: the controller runs.
-func (o *StressRunOptions) chooseInCluster(ctx context.Context, given bool) {
-	o.inClusterAsked = given && o.InCluster
-	if !given {
-		o.InCluster, o.controllerSeen = kit.ControllerRunning(ctx, o.clients.Kube, o.ControllerNamespace, time.Now())
-	}
 }

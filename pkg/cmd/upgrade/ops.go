@@ -1,8 +1,7 @@
-package plugin
+package upgrade
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -15,10 +14,8 @@ import (
 	"k8s.io/cli-runtime/pkg/printers"
 	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 	"k8s.io/kubectl/pkg/util/templates"
-	"sigs.k8s.io/yaml"
 
 	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
-	"github.com/runwhere-ai/litepool/pkg/events"
 	"github.com/runwhere-ai/litepool/pkg/interrupt"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 	"github.com/runwhere-ai/litepool/pkg/upgrade"
@@ -77,14 +74,19 @@ func (s *upgradeScope) nodes(ctx context.Context, c *kit.Clients) ([]corev1.Node
 	return out, nil
 }
 
-func (s *upgradeScope) String() string {
+func (s *upgradeScope) String() string { return s.named("pool ", "node ", "the cluster") }
+
+// flag is the scope as the flag that names it ("--pool P", "--node N", or nothing).
+func (s *upgradeScope) flag() string { return s.named("--pool ", "--node ", "") }
+
+func (s *upgradeScope) named(pool, node, none string) string {
 	switch {
 	case s.Pool != "":
-		return "pool " + s.Pool
+		return pool + s.Pool
 	case s.Node != "":
-		return "node " + s.Node
+		return node + s.Node
 	}
-	return "the cluster"
+	return none
 }
 
 // ---- status ----
@@ -92,7 +94,7 @@ func (s *upgradeScope) String() string {
 // UpgradeStatusOptions is `upgrade status`.
 type UpgradeStatusOptions struct {
 	Scope   upgradeScope
-	Output  string
+	Output  *kit.DataOutput
 	Watch   bool
 	clients *kit.Clients
 	genericiooptions.IOStreams
@@ -100,9 +102,9 @@ type UpgradeStatusOptions struct {
 
 // NewCmdUpgradeStatus is `kubectl litepool upgrade status`.
 func NewCmdUpgradeStatus(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &UpgradeStatusOptions{IOStreams: streams}
+	o := &UpgradeStatusOptions{IOStreams: streams, Output: kit.NewDataOutput()}
 	cmd := &cobra.Command{
-		Use:   "status [--pool POOL | --node NODE] [-o json|yaml]",
+		Use:   "status [--pool POOL | --node NODE] [-o json|yaml|jsonpath=...]",
 		Short: "Show each node's driver-upgrade state and the rollout's progress",
 		Long: templates.LongDesc(`
 			Show the driver-upgrade state of every node that has one (of a pool, one
@@ -128,11 +130,11 @@ func NewCmdUpgradeStatus(f kit.Factory, streams genericiooptions.IOStreams) *cob
 			if err := o.Scope.validate(false); err != nil {
 				return err
 			}
-			if o.Output != "" && o.Output != "json" && o.Output != "yaml" {
-				return fmt.Errorf("invalid -o %q: must be json or yaml", o.Output)
+			if err := o.Output.Validate(); err != nil {
+				return err
 			}
-			if o.Watch && o.Output != "" {
-				return fmt.Errorf("--watch prints progress lines: it does not go with -o %s", o.Output)
+			if o.Watch && o.Output.Data() {
+				return fmt.Errorf("--watch prints progress lines: it does not go with -o %s", o.Output.Format)
 			}
 			var err error
 			if o.clients, err = f.Clients(); err != nil {
@@ -142,7 +144,7 @@ func NewCmdUpgradeStatus(f kit.Factory, streams genericiooptions.IOStreams) *cob
 		},
 	}
 	o.Scope.addFlags(cmd, f)
-	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "Output format: json or yaml (default: a table and a progress line per rollout)")
+	o.Output.AddFlags(cmd)
 	cmd.Flags().BoolVarP(&o.Watch, "watch", "w", false, "After the table, print each rollout's progress line whenever it changes, until no rollout is in progress")
 	return cmd
 }
@@ -231,18 +233,8 @@ func (o *UpgradeStatusOptions) Run(ctx context.Context) error {
 		return err
 	}
 	st := upgradeStatusOf(nodes)
-	switch o.Output {
-	case "json":
-		b, _ := json.MarshalIndent(st, "", "  ")
-		fmt.Fprintln(o.Out, string(b))
-		return nil
-	case "yaml":
-		b, err := yaml.Marshal(st)
-		if err != nil {
-			return err
-		}
-		_, err = o.Out.Write(b)
-		return err
+	if o.Output.Data() {
+		return o.Output.Print(o.Out, st)
 	}
 	if len(nodes) == 0 {
 		fmt.Fprintf(o.Out, "no driver upgrade in %s\n", o.Scope.String())
@@ -275,21 +267,47 @@ func rolloutLine(p UpgradeRolloutStatus) string {
 		p.ID, scope, p.Target, p.Phase, p.Done, p.Total, p.Done*100/p.Total, p.InProgress, p.Pending, p.Failed)
 }
 
+// scopedMutation is what resume and abort share: a scope and the kit's mutation flags.
+type scopedMutation struct {
+	Scope upgradeScope
+	kit.Mutation
+	clients *kit.Clients
+	genericiooptions.IOStreams
+}
+
+func newScopedMutation(streams genericiooptions.IOStreams) scopedMutation {
+	return scopedMutation{Mutation: kit.NewMutation(), IOStreams: streams}
+}
+
+func (s *scopedMutation) addFlags(cmd *cobra.Command, f kit.Factory) {
+	s.Scope.addFlags(cmd, f)
+	s.Mutation.AddFlags(cmd, false)
+}
+
+// complete checks the scope, builds the clients and reads --dry-run and -o.
+func (s *scopedMutation) complete(f kit.Factory, cmd *cobra.Command, args []string) (err error) {
+	if len(args) > 0 {
+		return fmt.Errorf("%s %s takes no arguments: use --pool or --node", cmd.Parent().Name(), cmd.Name())
+	}
+	if err := s.Scope.validate(true); err != nil {
+		return err
+	}
+	s.clients, err = completeMutation(f, cmd, &s.Mutation)
+	return err
+}
+
 // ---- resume ----
 
 // UpgradeResumeOptions is `upgrade resume`.
 type UpgradeResumeOptions struct {
-	Scope          upgradeScope
+	scopedMutation
 	RetryFailed    bool
 	MaxUnavailable string
-	dryRun         cmdutil.DryRunStrategy
-	clients        *kit.Clients
-	genericiooptions.IOStreams
 }
 
 // NewCmdUpgradeResume is `kubectl litepool upgrade resume`.
 func NewCmdUpgradeResume(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &UpgradeResumeOptions{IOStreams: streams}
+	o := &UpgradeResumeOptions{scopedMutation: newScopedMutation(streams)}
 	cmd := &cobra.Command{
 		Use:   "resume (--pool POOL | --node NODE) [--retry-failed]",
 		Short: "Continue an interrupted driver upgrade from the state stored in the cluster",
@@ -318,31 +336,20 @@ func NewCmdUpgradeResume(f kit.Factory, streams genericiooptions.IOStreams) *cob
 			# What would resume do?
 			kubectl litepool upgrade resume --pool train-snt9b --dry-run=client`),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return fmt.Errorf("upgrade resume takes no arguments: use --pool or --node")
-			}
-			if err := o.Scope.validate(true); err != nil {
-				return err
-			}
 			if o.MaxUnavailable != "" {
 				if _, err := policy.ParseMaxUnavailable(o.MaxUnavailable); err != nil {
 					return err
 				}
 			}
-			var err error
-			if o.dryRun, err = cmdutil.GetDryRunStrategy(cmd); err != nil {
-				return err
-			}
-			if o.clients, err = f.Clients(); err != nil {
+			if err := o.complete(f, cmd, args); err != nil {
 				return err
 			}
 			return o.Run(cmd.Context())
 		},
 	}
-	o.Scope.addFlags(cmd, f)
+	o.addFlags(cmd, f)
 	cmd.Flags().BoolVar(&o.RetryFailed, "retry-failed", false, "Mark failed nodes upgrade-required again and retry them")
 	cmd.Flags().StringVar(&o.MaxUnavailable, "max-unavailable", "", "Replace the rollout's max-unavailable for this resume (a count or a percentage)")
-	cmdutil.AddDryRunFlag(cmd)
 	return cmd
 }
 
@@ -374,7 +381,7 @@ func (o *UpgradeResumeOptions) Run(ctx context.Context) error {
 		}
 	}
 	if run == nil {
-		fmt.Fprintf(o.Out, "nothing to resume in %s: no unfinished driver upgrade\n", o.Scope.String())
+		o.Say(o.IOStreams, "nothing to resume in %s: no unfinished driver upgrade\n", o.Scope.String())
 		return nil
 	}
 	if o.Scope.Node != "" && run.Pool != "" {
@@ -389,10 +396,10 @@ func (o *UpgradeResumeOptions) Run(ctx context.Context) error {
 		}
 		run.MaxUnavailable = o.MaxUnavailable
 	}
-	u := &upgrade.Upgrader{Kube: o.clients.Kube, Recorder: &events.Recorder{Client: o.clients.Kube}, Progress: o.Out}
-	if len(failed) > 0 && o.RetryFailed && o.dryRun != cmdutil.DryRunNone {
+	u := &upgrade.Upgrader{Kube: o.clients.Kube, Recorder: o.Recorder, Progress: o.SayTo(o.IOStreams)}
+	if len(failed) > 0 && o.RetryFailed && o.DryRun != cmdutil.DryRunNone {
 		for _, n := range failed {
-			fmt.Fprintf(o.Out, "would retry node %s (failed: %s)\n", n.Name, n.Annotations[policy.AnnotationUpgradeMessage])
+			o.Say(o.IOStreams, "would retry node %s (failed: %s)\n", n.Name, n.Annotations[policy.AnnotationUpgradeMessage])
 		}
 		failed = nil
 	}
@@ -408,22 +415,25 @@ func (o *UpgradeResumeOptions) Run(ctx context.Context) error {
 			if err := u.Retry(ctx, *run, n); err != nil {
 				return fmt.Errorf("re-marking node %s: %w", n.Name, err)
 			}
-			fmt.Fprintf(o.Out, "node/%s: failed → upgrade-required (retry)\n", n.Name)
+			o.Say(o.IOStreams, "node/%s: failed → upgrade-required (retry)\n", n.Name)
+			if err := printNodes(ctx, &o.Mutation, o.clients, o.Out, []string{n.Name}, "retried", nil); err != nil {
+				return err
+			}
 		}
 	}
 	var scope []string
 	for _, n := range unfinished {
 		scope = append(scope, n.Name)
 	}
-	if o.dryRun != cmdutil.DryRunNone {
+	if o.DryRun != cmdutil.DryRunNone {
 		return o.printPlan(ctx, u, *run, scope)
 	}
 	if run.InCluster {
-		fmt.Fprintf(o.Out, "rollout %s (%s → %s): %d node(s) unfinished; the controller in litepool-webhook drives it: follow it with `kubectl litepool upgrade status %s -w`\n",
+		o.Say(o.IOStreams, "rollout %s (%s → %s): %d node(s) unfinished; the controller in litepool-webhook drives it: follow it with `kubectl litepool upgrade status %s -w`\n",
 			run.ID, o.Scope.String(), run.Target, len(unfinished), o.Scope.flag())
 		return nil
 	}
-	fmt.Fprintf(o.Out, "resuming rollout %s (%s → %s): %d node(s) unfinished\n", run.ID, o.Scope.String(), run.Target, len(unfinished))
+	o.Say(o.IOStreams, "resuming rollout %s (%s → %s): %d node(s) unfinished\n", run.ID, o.Scope.String(), run.Target, len(unfinished))
 	return followRollout(ctx, u, *run, scope)
 }
 
@@ -466,7 +476,7 @@ func (o *UpgradeResumeOptions) printPlan(ctx context.Context, u *upgrade.Upgrade
 		}
 	}
 	waves, waiting := policy.PredictUpgradeWaves(snap.Nodes, maxU, run.Canary)
-	fmt.Fprintf(o.Out, "would resume rollout %s (%s → %s), max unavailable %d:\n", run.ID, o.Scope.String(), run.Target, maxU)
+	o.Say(o.IOStreams, "would resume rollout %s (%s → %s), max unavailable %d:\n", run.ID, o.Scope.String(), run.Target, maxU)
 	for i, w := range waves {
 		var parts []string
 		for _, n := range w {
@@ -475,28 +485,23 @@ func (o *UpgradeResumeOptions) printPlan(ctx context.Context, u *upgrade.Upgrade
 			}
 			parts = append(parts, n)
 		}
-		fmt.Fprintf(o.Out, "  wave %d: %s\n", i+1, strings.Join(parts, ", "))
+		o.Say(o.IOStreams, "  wave %d: %s\n", i+1, strings.Join(parts, ", "))
 	}
 	if len(waiting) > 0 {
-		fmt.Fprintf(o.Out, "  not started: %s\n", strings.Join(waiting, ", "))
+		o.Say(o.IOStreams, "  not started: %s\n", strings.Join(waiting, ", "))
 	}
-	fmt.Fprintln(o.Out, "(dry run: nothing changed)")
+	o.Say(o.IOStreams, "(dry run: nothing changed)\n")
 	return nil
 }
 
 // ---- abort ----
 
 // UpgradeAbortOptions is `upgrade abort`.
-type UpgradeAbortOptions struct {
-	Scope   upgradeScope
-	dryRun  cmdutil.DryRunStrategy
-	clients *kit.Clients
-	genericiooptions.IOStreams
-}
+type UpgradeAbortOptions struct{ scopedMutation }
 
 // NewCmdUpgradeAbort is `kubectl litepool upgrade abort`.
 func NewCmdUpgradeAbort(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &UpgradeAbortOptions{IOStreams: streams}
+	o := &UpgradeAbortOptions{newScopedMutation(streams)}
 	cmd := &cobra.Command{
 		Use:   "abort (--pool POOL | --node NODE)",
 		Short: "Stop a driver upgrade: nodes not yet started leave the rollout",
@@ -514,24 +519,13 @@ func NewCmdUpgradeAbort(f kit.Factory, streams genericiooptions.IOStreams) *cobr
 			# See what would leave the rollout
 			kubectl litepool upgrade abort --pool train-snt9b --dry-run=client`),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return fmt.Errorf("upgrade abort takes no arguments: use --pool or --node")
-			}
-			if err := o.Scope.validate(true); err != nil {
-				return err
-			}
-			var err error
-			if o.dryRun, err = cmdutil.GetDryRunStrategy(cmd); err != nil {
-				return err
-			}
-			if o.clients, err = f.Clients(); err != nil {
+			if err := o.complete(f, cmd, args); err != nil {
 				return err
 			}
 			return o.Run(cmd.Context())
 		},
 	}
-	o.Scope.addFlags(cmd, f)
-	cmdutil.AddDryRunFlag(cmd)
+	o.addFlags(cmd, f)
 	return cmd
 }
 
@@ -541,16 +535,16 @@ func (o *UpgradeAbortOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	u := &upgrade.Upgrader{Kube: o.clients.Kube, Recorder: &events.Recorder{Client: o.clients.Kube, DryRun: o.dryRun != cmdutil.DryRunNone}}
+	u := &upgrade.Upgrader{Kube: o.clients.Kube}
 	var removed, inflight, failed []string
 	for i := range nodes {
 		n := &nodes[i]
 		switch state := policy.UpgradeState(n.Annotations[policy.AnnotationUpgradeState]); {
 		case state == policy.UpgradeRequired:
-			if err := u.Unmark(ctx, n.Name, o.dryRun); err != nil {
+			if err := u.Unmark(ctx, n.Name, o.DryRun); err != nil {
 				return err
 			}
-			_ = u.Recorder.Normal(ctx, events.NodeRef(n), "DriverUpgradeAborted", "driver upgrade to %s aborted before it started on this node",
+			o.NodeEvent(ctx, n, false, "DriverUpgradeAborted", "driver upgrade to %s aborted before it started on this node",
 				n.Annotations[policy.AnnotationUpgradeTarget])
 			removed = append(removed, n.Name)
 		case state == policy.UpgradeFailed:
@@ -559,20 +553,31 @@ func (o *UpgradeAbortOptions) Run(ctx context.Context) error {
 			inflight = append(inflight, n.Name+" ("+string(state)+")")
 		}
 	}
-	suffix := ""
-	if o.dryRun != cmdutil.DryRunNone {
-		suffix = " (dry run)"
-	}
 	if len(removed)+len(inflight)+len(failed) == 0 {
-		fmt.Fprintf(o.Out, "no unfinished driver upgrade in %s\n", o.Scope.String())
+		o.Say(o.IOStreams, "no unfinished driver upgrade in %s\n", o.Scope.String())
 		return nil
 	}
-	fmt.Fprintf(o.Out, "aborted%s: %d node(s) left the rollout: %s\n", suffix, len(removed), upgradeOrNone(removed))
+	o.Say(o.IOStreams, "aborted%s: %d node(s) left the rollout: %s\n", o.Suffix(), len(removed), upgradeOrNone(removed))
 	if len(inflight) > 0 {
-		fmt.Fprintf(o.Out, "in progress, finished by the running rollout or `kubectl litepool upgrade resume`: %s\n", strings.Join(inflight, ", "))
+		o.Say(o.IOStreams, "in progress, finished by the running rollout or `kubectl litepool upgrade resume`: %s\n", strings.Join(inflight, ", "))
 	}
 	if len(failed) > 0 {
-		fmt.Fprintf(o.Out, "failed, left cordoned for inspection: %s\n", strings.Join(failed, ", "))
+		o.Say(o.IOStreams, "failed, left cordoned for inspection: %s\n", strings.Join(failed, ", "))
 	}
-	return nil
+	return printNodes(ctx, &o.Mutation, o.clients, o.Out, removed, "left the rollout", func(n *corev1.Node) {
+		setAnnotations(n, map[string]string{policy.AnnotationUpgradeState: "", policy.AnnotationUpgradeTarget: "",
+			policy.AnnotationUpgradeRun: "", policy.AnnotationUpgradeMessage: ""})
+	})
+}
+
+// completeMutation builds the clients and reads --dry-run and -o.
+func completeMutation(f kit.Factory, cmd *cobra.Command, m *kit.Mutation) (*kit.Clients, error) {
+	c, err := f.Clients()
+	if err != nil {
+		return nil, err
+	}
+	if err := m.Complete(cmd, c); err != nil {
+		return nil, err
+	}
+	return c, m.Validate()
 }
