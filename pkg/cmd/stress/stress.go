@@ -212,7 +212,8 @@ func (o *StressRunOptions) Run(ctx context.Context) error {
 	}
 	runner := &stress.Runner{Kube: o.clients.Kube, Recorder: o.Recorder}
 	results, err := runner.Run(ctx, stress.Options{Pool: o.Pool, Image: o.Image, Command: o.Command, Tests: o.Tests,
-		Namespace: o.namespace, Timeout: o.Timeout, KeepPods: o.KeepPods, DryRun: o.DryRun, Progress: o.progress()})
+		Namespace: o.namespace, Timeout: o.Timeout, KeepPods: o.KeepPods, DryRun: o.DryRun, Progress: o.progress(),
+		Accelerators: o.clients.Accelerators})
 	if err != nil {
 		return err
 	}
