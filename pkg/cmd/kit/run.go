@@ -40,3 +40,23 @@ func run(f Factory, cmd *cobra.Command, clients **Clients, o Runner, complete fu
 	}
 	return o.Run(cmd.Context())
 }
+
+// Completer is kubectl's Options shape: Complete reads the flags, arguments and
+// clients, then Validate and Run.
+type Completer interface {
+	Complete(f Factory, cmd *cobra.Command, args []string) error
+	Runner
+}
+
+// RunE is kubectl's RunE for o: Complete, Validate, Run.
+func RunE(f Factory, o Completer) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := o.Complete(f, cmd, args); err != nil {
+			return err
+		}
+		if err := o.Validate(); err != nil {
+			return err
+		}
+		return o.Run(cmd.Context())
+	}
+}

@@ -76,3 +76,33 @@ func TestRunMutationStopsAtTheFirstError(t *testing.T) {
 	require.Error(t, err)
 	assert.False(t, r.ran, "an unknown -o does not run")
 }
+
+type completer struct {
+	runner
+	completeErr error
+	completed   bool
+}
+
+func (c *completer) Complete(Factory, *cobra.Command, []string) error {
+	c.completed = true
+	return c.completeErr
+}
+
+// RunE runs Complete, Validate and Run in kubectl's order and stops at the first error.
+func TestRunE(t *testing.T) {
+	cmd := &cobra.Command{Use: "x"}
+	cmd.SetContext(context.Background())
+
+	c := &completer{}
+	require.NoError(t, RunE(fakeFactory{}, c)(cmd, nil))
+	assert.True(t, c.completed && c.validated && c.ran)
+
+	c = &completer{completeErr: errors.New("bad flag")}
+	assert.EqualError(t, RunE(fakeFactory{}, c)(cmd, nil), "bad flag")
+	assert.False(t, c.validated || c.ran)
+
+	c = &completer{runner: runner{invalid: errors.New("invalid")}}
+	assert.EqualError(t, RunE(fakeFactory{}, c)(cmd, nil), "invalid")
+	assert.True(t, c.completed)
+	assert.False(t, c.ran)
+}

@@ -109,15 +109,7 @@ func NewCmdStressRun(f kit.Factory, streams genericiooptions.IOStreams) *cobra.C
 
 			# Which nodes would be tested, changing nothing
 			kubectl litepool stress run --pool train-snt9b --image registry.example.com/npu-stress:1.0 --dry-run=client`),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(f, cmd, args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE: kit.RunE(f, o),
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&o.Pool, "pool", "", "Pool whose idle nodes to test")

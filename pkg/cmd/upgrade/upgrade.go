@@ -130,15 +130,7 @@ func NewCmdUpgradeDriver(f kit.Factory, streams genericiooptions.IOStreams) *cob
 
 			# Show the pre-flight verdict and the waves without changing anything
 			kubectl litepool upgrade driver --pool train-snt9b --version 24.1.0.3 --max-unavailable 2 --dry-run=client`),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(f, cmd, args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE: kit.RunE(f, o),
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&o.Pool, "pool", "", "Upgrade every node of this pool")
