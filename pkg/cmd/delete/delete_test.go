@@ -38,9 +38,7 @@ func cluster(t *testing.T, busy bool) *kittest.Factory {
 
 // left is, per node, its pool label, taints and force annotation.
 func left(t *testing.T, f *kittest.Factory, names ...string) map[string]string {
-	out := map[string]string{}
-	for _, name := range names {
-		n := f.Node(t, name)
+	return f.Nodes(t, func(n *corev1.Node) string {
 		s := "pool=" + n.Labels[policy.LabelPool]
 		for _, taint := range n.Spec.Taints {
 			s += ",taint=" + taint.Key
@@ -48,9 +46,8 @@ func left(t *testing.T, f *kittest.Factory, names ...string) map[string]string {
 		if v, ok := n.Annotations[policy.AnnotationForce]; ok {
 			s += ",force=" + v
 		}
-		out[name] = s
-	}
-	return out
+		return s
+	}, names...)
 }
 
 func TestDeletePool(t *testing.T) {

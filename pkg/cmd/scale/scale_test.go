@@ -16,6 +16,7 @@ import (
 	"github.com/runwhere-ai/litepool/pkg/cmd/internal/fixtures"
 	"github.com/runwhere-ai/litepool/pkg/cmd/kit/kittest"
 	"github.com/runwhere-ai/litepool/pkg/policy"
+	corev1 "k8s.io/api/core/v1"
 )
 
 // cluster: pool train (A100-80G, minNodes 1) with t1 and t2, a training pod on t2
@@ -46,19 +47,16 @@ func failNth(f *kittest.Factory, verb string, n int) {
 
 // state is, per node, its pool and whether it is cordoned or marked for a scale-down.
 func state(t *testing.T, f *kittest.Factory, names ...string) map[string]string {
-	out := map[string]string{}
-	for _, n := range names {
-		node := f.Node(t, n)
-		s := "pool=" + node.Labels[policy.LabelPool]
-		if node.Spec.Unschedulable {
+	return f.Nodes(t, func(n *corev1.Node) string {
+		s := "pool=" + n.Labels[policy.LabelPool]
+		if n.Spec.Unschedulable {
 			s += ",cordoned"
 		}
-		if m := node.Annotations[policy.AnnotationScaleDown]; m != "" {
+		if m := n.Annotations[policy.AnnotationScaleDown]; m != "" {
 			s += ",marked=" + m
 		}
-		out[n] = s
-	}
-	return out
+		return s
+	}, names...)
 }
 
 func TestScaleUp(t *testing.T) {

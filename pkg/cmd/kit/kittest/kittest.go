@@ -162,3 +162,14 @@ func (f *Factory) Pool(t testing.TB, name string) *v1alpha1.Pool {
 	}
 	return p
 }
+
+// Nodes reads the named nodes back and summarises each with describe: a compact map a
+// test compares in one assertion.
+func (f *Factory) Nodes(t testing.TB, describe func(*corev1.Node) string, names ...string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, name := range names {
+		out[name] = describe(f.Node(t, name))
+	}
+	return out
+}
