@@ -157,6 +157,7 @@ func TestCreateRollsBack(t *testing.T) {
 			r := kittest.Run(f, NewCmdCreate, "", "-f", file)
 			assert.EqualError(t, r.Err, tc.err)
 			assert.Equal(t, tc.out, r.Out)
+			assert.Empty(t, r.ErrOut)
 			assert.Nil(t, f.Pool(t, "train-a100"), "the Pool object is gone")
 			assert.Equal(t, map[string]map[string]string{"f1": {}, "f2": {"runwhere.ai/gpu-type": "A100-80G"}}, labels(t, f, "f1", "f2"))
 		})

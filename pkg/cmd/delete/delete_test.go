@@ -79,6 +79,13 @@ func TestDeletePool(t *testing.T) {
 				assert.EqualError(t, r.Err, tc.err)
 			}
 			assert.Equal(t, tc.out, r.Out)
+			prompt := ""
+			if tc.stdin != "" { // asked: the risk, then the name typed back
+				prompt = "Risk: critical: delete pool \"p\"\n  Impact: 2 node(s) lose the pool's labels and taints and return to the default pool\n" +
+					"  Impact: workloads that select this pool can no longer be scheduled\n  Precaution: stop the pool's jobs and services first, and save their data\n" +
+					"Type the name \"p\" to confirm: \n"
+			}
+			assert.Equal(t, prompt, r.ErrOut)
 			assert.Equal(t, tc.poolLeft, f.Pool(t, "p") != nil)
 			assert.Equal(t, tc.after, left(t, f, "n1", "n2", "l1"))
 		})
@@ -99,6 +106,7 @@ func TestDeletePoolResumesAfterAFailedRelease(t *testing.T) {
 	r := kittest.Run(f, NewCmdDelete, "", "pool", "p", "--yes")
 	assert.EqualError(t, r.Err, `pool "p": releasing node "n2" failed: Internal error occurred: connection lost; the Pool object is kept: run the command again to release the rest and delete it`)
 	assert.Equal(t, "node/n1 unlabeled\n", r.Out)
+	assert.Empty(t, r.ErrOut)
 	require.NotNil(t, f.Pool(t, "p"), "the Pool object is kept for the re-run")
 	assert.Equal(t, map[string]string{"n1": "pool=", "n2": "pool=p,taint=runwhere.ai/pool"}, left(t, f, "n1", "n2"))
 

@@ -132,24 +132,26 @@ func TestScaleDown(t *testing.T) {
 		stdin string
 		out   string
 		err   string
-		after map[string]string
-		pods  int
+		// errOut is the confirmation prompt, when the command asks.
+		errOut string
+		after  map[string]string
+		pods   int
 	}{
 		{"named, confirmed with --yes", []string{"train", "--remove", "t2", "--yes"}, "",
 			"node/t2 cordoned\nevicting pod ai/train-0\npod/train-0 evicted\nnode/t2 drained\nnode/t2 removed from pool train\nnode/t2 uncordoned\npool.runwhere.ai/train scaled from 2 to 1 node(s)\n",
-			"", map[string]string{"t1": "pool=train", "t2": "pool="}, 0},
+			"", "", map[string]string{"t1": "pool=train", "t2": "pool="}, 0},
 		{"by count takes the idle node", []string{"train", "--nodes", "1"}, "yes\n",
 			"node/t1 cordoned\nnode/t1 drained\nnode/t1 removed from pool train\nnode/t1 uncordoned\npool.runwhere.ai/train scaled from 2 to 1 node(s)\n",
-			"", map[string]string{"t1": "pool=", "t2": "pool=train"}, 1},
+			"", "Risk: high: scale down pool \"train\" from 2 to 1 node(s)\n  Impact: node(s) t1 are cordoned and drained, then leave the pool and return, uncordoned, to the default pool\n  Impact: no workload pods run on them\n  Precaution: let jobs checkpoint first; PodDisruptionBudgets are respected, and a blocked drain puts everything back\nType \"yes\" to confirm: \n", map[string]string{"t1": "pool=", "t2": "pool=train"}, 1},
 		{"not confirmed", []string{"train", "--remove", "t2"}, "no\n", "",
 			`scale down pool "train" from 2 to 1 node(s): not confirmed (typed "no", expected "yes"); nothing was changed`,
-			map[string]string{"t1": "pool=train", "t2": "pool=train"}, 1},
+			"Risk: high: scale down pool \"train\" from 2 to 1 node(s)\n  Impact: node(s) t2 are cordoned and drained, then leave the pool and return, uncordoned, to the default pool\n  Impact: 1 workload pod(s) are evicted: ai/train-0\n  Precaution: let jobs checkpoint first; PodDisruptionBudgets are respected, and a blocked drain puts everything back\nType \"yes\" to confirm: \n", map[string]string{"t1": "pool=train", "t2": "pool=train"}, 1},
 		{"client dry run", []string{"train", "--remove", "t2", "--dry-run=client"}, "",
 			"node/t2 cordoned (dry run)\nevicting pod ai/train-0 (dry run)\nnode/t2 drained (dry run)\nnode/t2 removed from pool train (dry run)\nnode/t2 uncordoned (dry run)\npool.runwhere.ai/train scaled from 2 to 1 node(s) (dry run)\n",
-			"", map[string]string{"t1": "pool=train", "t2": "pool=train"}, 1},
+			"", "", map[string]string{"t1": "pool=train", "t2": "pool=train"}, 1},
 		{"below minNodes", []string{"train", "--nodes", "0", "--yes"}, "", "",
 			`[N3] pool "train" cannot shrink from 2 to 0 node(s): its minNodes is 1; lower spec.minNodes first (kubectl litepool edit pool train --min-nodes 1) or remove fewer nodes`,
-			map[string]string{"t1": "pool=train", "t2": "pool=train"}, 1},
+			"", map[string]string{"t1": "pool=train", "t2": "pool=train"}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := cluster(t, nil)
@@ -160,6 +162,7 @@ func TestScaleDown(t *testing.T) {
 				assert.EqualError(t, r.Err, tc.err)
 			}
 			assert.Equal(t, tc.out, r.Out)
+			assert.Equal(t, tc.errOut, r.ErrOut)
 			assert.Equal(t, tc.after, state(t, f, "t1", "t2"))
 			pods, err := f.Kube.CoreV1().Pods("ai").List(t.Context(), metav1.ListOptions{})
 			require.NoError(t, err)
@@ -177,6 +180,7 @@ func TestScaleDownRollsBackAFailedDrain(t *testing.T) {
 	// the issue; the put-back is what this test is about.)
 	assert.EqualError(t, r.Err, "scale-down of pool \"train\" stopped: drain of node \"t2\" stopped: 1 pod(s) could not be evicted (ai/train-0): they were not evicted in time; wait until the PodDisruptionBudget allows it, scale the workload up, or raise --timeout\nno node left the pool; put back: t2 (uncordoned)")
 	assert.Equal(t, "node/t2 cordoned\nevicting pod ai/train-0\n", r.Out)
+	assert.Empty(t, r.ErrOut)
 	assert.Equal(t, map[string]string{"t1": "pool=train", "t2": "pool=train"}, state(t, f, "t1", "t2"))
 	assert.Equal(t, []string{"RemovingFromPool: removing node t2 from pool train",
 		"ScaleDownStopped: scale-down of pool train stopped: node t2 stays in the pool: drain of node \"t2\" stopped: 1 pod(s) could not be evicted (ai/train-0): they were not evicted in time; wait until the PodDisruptionBudget allows it, scale the workload up, or raise --timeout"},

@@ -91,6 +91,7 @@ func TestCordonAndUncordon(t *testing.T) {
 	clearEvents(t)
 	before := snapshot(t)
 	assert.Equal(t, "node/a100-node-3 cordoned (server dry run)\n", must(t, "cordon", "a100-node-3", "--dry-run=server"))
+	assert.Equal(t, "node/a100-node-3\n", must(t, "cordon", "a100-node-3", "--dry-run=client", "-o", "name"), "-o name prints what kubectl prints")
 	assertUnchanged(t, before)
 
 	assert.Equal(t, "node/a100-node-3 cordoned\nnode/a100-node-4 cordoned\n", must(t, "cordon", "a100-node-3", "a100-node-4"))
