@@ -63,6 +63,8 @@ func (o *DataOutput) Validate() error {
 	switch o.Format {
 	case "json", "yaml":
 		return nil
+	case "name": // kubectl's printers take it, but data has no kind/name to print
+		return fmt.Errorf("invalid -o %q: this command prints data, not objects: use one of %s", o.Format, strings.Join(o.AllowedFormats(), ", "))
 	}
 	if _, err := o.toPrinter(); err != nil {
 		return fmt.Errorf("invalid -o %q: must be one of %s: %w", o.Format, strings.Join(o.AllowedFormats(), ", "), err)

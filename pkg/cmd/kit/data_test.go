@@ -47,6 +47,8 @@ func TestDataOutputOwnFormatsAndErrors(t *testing.T) {
 
 	o.Format = "table"
 	assert.ErrorContains(t, o.Validate(), `invalid -o "table": must be one of wide, json, yaml, jsonpath,`)
+	o.Format = "name"
+	assert.ErrorContains(t, o.Validate(), `invalid -o "name": this command prints data, not objects: use one of wide, json, yaml`)
 	o.Format = "jsonpath={.items[}"
 	assert.Error(t, o.Validate(), "a broken template is refused before anything runs")
 }
