@@ -207,12 +207,19 @@ func Drain(ctx context.Context, client kubernetes.Interface, name string, o Drai
 		return listForDrain(helper, name, orDiscard(o.Out))
 	}
 	if err := drain.RunNodeDrain(helper, name); err != nil {
-		if pods, reasons := tracker.left(); len(pods) > 0 {
+		if pods, reasons := tracker.left(); len(pods) > 0 && blocked(ctx, err, reasons) {
 			return &BlockedError{Node: name, Pods: pods, Reasons: reasons, Err: err}
 		}
 		return fmt.Errorf("drain of node %q failed: %w", name, err)
 	}
 	return nil
+}
+
+// blocked says whether a drain stopped because pods would not leave in time (refused
+// evictions retried until the timeout, or an interruption while waiting), rather than
+// on an error of its own, which is reported as it is.
+func blocked(ctx context.Context, err error, reasons []string) bool {
+	return len(reasons) > 0 || ctx.Err() != nil || strings.Contains(err.Error(), "global timeout reached")
 }
 
 // CheckDrain says whether a drain of the node can start: the pods kubectl's drain

@@ -121,7 +121,8 @@ func TestDrainEvictionFails(t *testing.T) {
 	f := cluster(t, func(string) error { return apierrors.NewInternalError(errors.New("etcd down")) },
 		node("n1", false), managedPod("p1", "n1"))
 	r := kittest.Run(f, NewCmdDrain, "", "n1")
-	require.EqualError(t, r.Err, `drain of node "n1" stopped: 1 pod(s) could not be evicted (ai-team/p1): they were not evicted in time; wait until the PodDisruptionBudget allows it, scale the workload up, or raise --timeout`)
+	require.EqualError(t, r.Err, `drain of node "n1" failed: error when evicting pods/"p1" -n "ai-team": Internal error occurred: etcd down`,
+		"the API server's own answer, not a PodDisruptionBudget's (it used to read \"not evicted in time\")")
 	assert.Equal(t, "node/n1 cordoned\nevicting pod ai-team/p1\n", r.Out)
 	n := f.Node(t, "n1")
 	assert.True(t, n.Spec.Unschedulable)

@@ -176,14 +176,12 @@ func TestScaleDown(t *testing.T) {
 func TestScaleDownRollsBackAFailedDrain(t *testing.T) {
 	f := cluster(t, func(string) error { return apierrors.NewInternalError(errors.New("etcd timeout")) })
 	r := kittest.Run(f, NewCmdScale, "", "train", "--remove", "t2", "--yes", "--timeout", "1s")
-	// (nodeops reports any eviction failure as "not evicted in time": see the note in
-	// the issue; the put-back is what this test is about.)
-	assert.EqualError(t, r.Err, "scale-down of pool \"train\" stopped: drain of node \"t2\" stopped: 1 pod(s) could not be evicted (ai/train-0): they were not evicted in time; wait until the PodDisruptionBudget allows it, scale the workload up, or raise --timeout\nno node left the pool; put back: t2 (uncordoned)")
+	assert.EqualError(t, r.Err, "scale-down of pool \"train\" stopped: drain of node \"t2\" failed: error when evicting pods/\"train-0\" -n \"ai\": Internal error occurred: etcd timeout\nno node left the pool; put back: t2 (uncordoned)")
 	assert.Equal(t, "node/t2 cordoned\nevicting pod ai/train-0\n", r.Out)
 	assert.Empty(t, r.ErrOut)
 	assert.Equal(t, map[string]string{"t1": "pool=train", "t2": "pool=train"}, state(t, f, "t1", "t2"))
 	assert.Equal(t, []string{"RemovingFromPool: removing node t2 from pool train",
-		"ScaleDownStopped: scale-down of pool train stopped: node t2 stays in the pool: drain of node \"t2\" stopped: 1 pod(s) could not be evicted (ai/train-0): they were not evicted in time; wait until the PodDisruptionBudget allows it, scale the workload up, or raise --timeout"},
+		"ScaleDownStopped: scale-down of pool train stopped: node t2 stays in the pool: drain of node \"t2\" failed: error when evicting pods/\"train-0\" -n \"ai\": Internal error occurred: etcd timeout"},
 		f.Events(t))
 }
 
