@@ -2,6 +2,7 @@ package stress
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -12,33 +13,24 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/nodeops"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 	"github.com/runwhere-ai/litepool/pkg/stress"
 )
 
-// followInterval is how often --wait reads the run.
-var followInterval = 2 * time.Second
+// runRefused is a run the Pool does not take: another one is under way.
+type runRefused struct{ err error }
 
-// handOver records the run on the pool's Pool object for the in-cluster controller and,
-// with --wait, follows it. handed is false when the pool has no Pool object to record
-// it on and --in-cluster was not asked for: the plugin then runs it itself.
-func (o *StressRunOptions) handOver(ctx context.Context) (handed bool, err error) {
-	pool, err := o.clients.Pools.Get(ctx, o.Pool)
-	if apierrors.IsNotFound(err) {
-		why := fmt.Sprintf("pool %s has no Pool object to record the run on", o.Pool)
-		if o.Asked {
-			return false, fmt.Errorf("--in-cluster: %s: run it with --in-cluster=false", why)
-		}
-		o.NoController = why
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
+func (r *runRefused) Error() string { return r.err.Error() }
+
+// newRun records a new run on pool (in memory), unless a run recorded there is not
+// finished.
+func (o *StressRunOptions) newRun(pool *v1alpha1.Pool) (stress.Run, error) {
 	if raw, ok := pool.Annotations[stress.AnnotationRun]; ok {
 		if cur, err := stress.DecodeRun(raw); err == nil && !cur.Finished() {
-			return false, fmt.Errorf("pool %s: stress run %s is %s in the cluster: wait until it ends (the pool's %s annotation shows it), or run the tests here with --in-cluster=false",
-				o.Pool, cur.ID, strings.ToLower(cur.State), stress.AnnotationRun)
+			return stress.Run{}, &runRefused{fmt.Errorf("pool %s: stress run %s is %s in the cluster: wait until it ends (the pool's %s annotation shows it), or run the tests here with --in-cluster=false",
+				o.Pool, cur.ID, strings.ToLower(cur.State), stress.AnnotationRun)}
 		}
 	}
 	run := stress.Run{ID: o.clock.Now().UTC().Format("20060102-150405"), Image: o.Image, Command: o.Command, Tests: o.Tests, Namespace: o.namespace,
@@ -47,8 +39,44 @@ func (o *StressRunOptions) handOver(ctx context.Context) (handed bool, err error
 		pool.Annotations = map[string]string{}
 	}
 	pool.Annotations[stress.AnnotationRun] = run.Encode()
-	// An update, not a patch: two operators starting runs at once cannot both win.
-	if _, err := o.clients.Pools.Update(ctx, pool, metav1.UpdateOptions{}); err != nil {
+	return run, nil
+}
+
+// followInterval is how often --wait reads the run.
+var followInterval = 2 * time.Second
+
+// handOver records the run on the pool's Pool object for the in-cluster controller and,
+// with --wait, follows it. handed is false when the pool has no Pool object to record
+// it on and --in-cluster was not asked for: the plugin then runs it itself.
+func (o *StressRunOptions) handOver(ctx context.Context) (handed bool, err error) {
+	var run stress.Run
+	// An update, not a patch: two operators starting runs at once cannot both win. A
+	// conflict (the controller wrote the Pool's status meanwhile, or another run was
+	// recorded) reads the Pool again and judges again.
+	err = nodeops.RetryOnConflict(func() error {
+		pool, err := o.clients.Pools.Get(ctx, o.Pool)
+		if err != nil {
+			return err
+		}
+		if run, err = o.newRun(pool); err != nil {
+			return err
+		}
+		_, err = o.clients.Pools.Update(ctx, pool, metav1.UpdateOptions{})
+		return err
+	})
+	if apierrors.IsNotFound(err) {
+		why := fmt.Sprintf("pool %s has no Pool object to record the run on", o.Pool)
+		if o.Asked {
+			return false, fmt.Errorf("--in-cluster: %s: run it with --in-cluster=false", why)
+		}
+		o.NoController = why
+		return false, nil
+	}
+	var refused *runRefused
+	if errors.As(err, &refused) {
+		return false, refused.err
+	}
+	if err != nil {
 		return false, fmt.Errorf("recording the stress run on pool %s: %w", o.Pool, err)
 	}
 	fmt.Fprintf(o.progress(), "stress run %s: handed to the controller in litepool-webhook; results go to the nodes (kubectl litepool get nodes --pool %s) and to the pool's %s annotation\n",

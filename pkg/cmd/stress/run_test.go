@@ -1,6 +1,7 @@
 package stress
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
@@ -16,6 +18,8 @@ import (
 	"github.com/runwhere-ai/litepool/pkg/cmd/kit/kittest"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 	"github.com/runwhere-ai/litepool/pkg/stress"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 var runArgs = []string{"run", "--pool", "pool-a", "--image", "stress:1", "--tests", "npu"}
@@ -82,4 +86,24 @@ func TestStressRunDryRunResults(t *testing.T) {
 	r = stressCmd(f, append(runArgs, "-o", "name")...)
 	require.Error(t, r.Err)
 	assert.Contains(t, r.Err.Error(), `invalid -o "name"`)
+}
+
+// The controller writing the Pool between the read and the update (a conflict) does not
+// fail the hand-over: the Pool is read and judged again. (Seen in e2e: the Pool's status
+// changed while a second run was handed over.)
+func TestStressRunHandOverRetriesAConflict(t *testing.T) {
+	f := kittest.NewFactory(t, poolA(), idleNode("n1"), lease())
+	conflicts := 0
+	f.Dynamic.PrependReactor("update", "pools", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if conflicts++; conflicts == 1 {
+			return true, nil, apierrors.NewConflict(v1alpha1.GroupVersion.WithResource("pools").GroupResource(), "pool-a", errors.New("the object has been modified"))
+		}
+		return false, nil, nil
+	})
+	r := stressCmd(f, runArgs...)
+	require.NoError(t, r.Err)
+	assert.Equal(t, 2, conflicts)
+	assert.Contains(t, r.Out, "stress run 20261122-120000: handed to the controller")
+	_, err := stress.DecodeRun(f.Pool(t, "pool-a").Annotations[stress.AnnotationRun])
+	require.NoError(t, err)
 }
