@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"reflect"
 	"strings"
@@ -23,6 +24,7 @@ import (
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
 	"github.com/runwhere-ai/litepool/pkg/events"
+	"github.com/runwhere-ai/litepool/pkg/nodeops"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
@@ -113,6 +115,32 @@ func NewCmdEditPool(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Co
 	return cmd
 }
 
+// write updates the pool. A conflict that only the Pool's status explains (the
+// controller writes it as pods come and go) is no reason to refuse: the change is
+// written again on the Pool as it is now. A conflict in what the user edits (spec,
+// labels, annotations) is returned: someone else changed the pool.
+func (o *EditPoolOptions) write(ctx context.Context, old, updated *v1alpha1.Pool) (*v1alpha1.Pool, error) {
+	var written *v1alpha1.Pool
+	err := nodeops.RetryOnConflict(func() (err error) {
+		written, err = o.clients.Pools.Update(ctx, updated, metav1.UpdateOptions{DryRun: o.ServerDryRun()})
+		if !apierrors.IsConflict(err) {
+			return err
+		}
+		now, gerr := o.clients.Pools.Get(ctx, o.Name)
+		if gerr != nil || !sameEditable(now, old) {
+			return err
+		}
+		updated.ResourceVersion = now.ResourceVersion
+		return err // a conflict: retried with the new resourceVersion
+	})
+	return written, err
+}
+
+// sameEditable says whether two versions of a Pool agree on what edit changes.
+func sameEditable(a, b *v1alpha1.Pool) bool {
+	return reflect.DeepEqual(a.Spec, b.Spec) && maps.Equal(a.Labels, b.Labels) && maps.Equal(a.Annotations, b.Annotations)
+}
+
 func (o *EditPoolOptions) useFlags() bool {
 	for _, v := range o.set {
 		if v {
@@ -138,7 +166,7 @@ func (o *EditPoolOptions) Run(ctx context.Context) error {
 	if err != nil || updated == nil {
 		return err
 	}
-	if reflect.DeepEqual(old.Spec, updated.Spec) && reflect.DeepEqual(old.Labels, updated.Labels) && reflect.DeepEqual(old.Annotations, updated.Annotations) {
+	if sameEditable(old, updated) {
 		return o.Print(o.Out, old, "unchanged")
 	}
 	members, err := cat.Members(o.Name)
@@ -150,7 +178,7 @@ func (o *EditPoolOptions) Run(ctx context.Context) error {
 	}
 	written := updated
 	if o.DryRun != cmdutil.DryRunClient {
-		if written, err = o.clients.Pools.Update(ctx, updated, metav1.UpdateOptions{DryRun: o.ServerDryRun()}); err != nil {
+		if written, err = o.write(ctx, old, updated); err != nil {
 			if apierrors.IsConflict(err) {
 				return fmt.Errorf("pool %q was changed by someone else while you edited it; nothing was written: run the command again", o.Name)
 			}

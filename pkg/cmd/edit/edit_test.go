@@ -146,6 +146,25 @@ func TestEditPoolWriteFails(t *testing.T) {
 	}
 }
 
+// A conflict that only the Pool's status explains (the controller writes it as pods
+// come and go) is written again on the Pool as it is now; a change to the spec by
+// someone else meanwhile is refused, as above.
+func TestEditPoolRetriesAStatusOnlyConflict(t *testing.T) {
+	f := cluster(t)
+	conflicts := 0
+	f.Dynamic.PrependReactor("update", "pools", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if conflicts++; conflicts == 1 {
+			return true, nil, apierrors.NewConflict(v1alpha1.PoolResource.GroupResource(), "train-a100", errors.New("modified"))
+		}
+		return false, nil, nil
+	})
+	r := kittest.Run(f, NewCmdEditPool, "", "train-a100", "--description", "LLM")
+	require.NoError(t, r.Err)
+	assert.Equal(t, "pool.runwhere.ai/train-a100 edited\n", r.Out)
+	assert.Equal(t, 2, conflicts)
+	assert.Equal(t, "LLM", f.Pool(t, "train-a100").Spec.Description)
+}
+
 // useEditor sets $KUBE_EDITOR to a script that runs sed on the file it is given (and
 // $TMPDIR to a directory of the test's, where a refused edit's file is kept).
 func useEditor(t *testing.T, sed string) {
