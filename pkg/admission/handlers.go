@@ -22,6 +22,7 @@ import (
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/policy"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Paths the webhooks are served at; deploy/webhook's configurations name them.
@@ -82,7 +83,10 @@ func deny(ctx context.Context, hook string, start time.Time, err error, warnings
 	}
 	logf.FromContext(ctx).Info("denied", "webhook", hook, "rules", rules, "reason", err.Error())
 	observe(hook, rules, OutcomeDenied, start)
-	return admission.Denied(err.Error()).WithWarnings(warnings...)
+	resp := admission.Denied(err.Error()).WithWarnings(warnings...)
+	// The rule ids travel as status causes, so that clients need not parse the message.
+	resp.Result.Details = &metav1.StatusDetails{Causes: policy.Causes(err)}
+	return resp
 }
 
 func decode(raw runtime.RawExtension, into any) error {

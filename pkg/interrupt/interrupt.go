@@ -9,10 +9,12 @@ import (
 	"context"
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/runwhere-ai/litepool/pkg/policy"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
@@ -84,8 +86,10 @@ func RetryStaleAdmission(ctx context.Context, write func() error) error {
 	return err
 }
 
+// isStalePodsDenial: the webhook's N3 (read from the denial's status causes) for
+// workload pods on the node, not for the pool's floor.
 func isStalePodsDenial(err error) bool {
-	return err != nil && apierrors.IsForbidden(err) && strings.Contains(err.Error(), "[N3]") && strings.Contains(err.Error(), "workload pod")
+	return err != nil && apierrors.IsForbidden(err) && slices.Contains(policy.RulesOfStatus(err), "N3") && strings.Contains(err.Error(), "workload pod")
 }
 
 // CommandLine is the command as the user ran it, to repeat it to resume.

@@ -3,10 +3,13 @@ package interrupt
 import (
 	"context"
 	"errors"
+	"net/http"
 	"testing"
 
+	"github.com/runwhere-ai/litepool/pkg/policy"
 	"github.com/stretchr/testify/assert"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -41,9 +44,19 @@ func TestStoppedBecause(t *testing.T) {
 
 // Only the webhook's N3 refusal for workload pods (a stale cache after a drain) is
 // retried; any other answer comes back at once.
+// denial is a request the webhook denied, as the API server returns it: the message,
+// and the rule ids as status causes.
+func denial(message string, rules ...string) error {
+	st := metav1.Status{Status: metav1.StatusFailure, Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden,
+		Message: `admission webhook "node-departures.runwhere.ai" denied the request: ` + message, Details: &metav1.StatusDetails{}}
+	for _, r := range rules {
+		st.Details.Causes = append(st.Details.Causes, metav1.StatusCause{Type: policy.CauseRule, Message: r})
+	}
+	return &apierrors.StatusError{ErrStatus: st}
+}
+
 func TestRetryStaleAdmission(t *testing.T) {
-	stale := apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "n1",
-		errors.New(`admission webhook "node-departures.runwhere.ai" denied the request: [N3] node "n1" cannot leave pool "p": it runs 1 workload pod(s) (ai/job-0)`))
+	stale := denial(`[N3] node "n1" cannot leave pool "p": it runs 1 workload pod(s) (ai/job-0)`, "N3")
 	calls := 0
 	err := RetryStaleAdmission(context.Background(), func() error {
 		if calls++; calls < 3 {
@@ -55,10 +68,16 @@ func TestRetryStaleAdmission(t *testing.T) {
 	assert.Equal(t, 3, calls)
 
 	calls = 0
-	other := apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "n1", errors.New("[N3] the pool would have 0 node(s), below its minNodes 1"))
-	err = RetryStaleAdmission(context.Background(), func() error { calls++; return other })
-	assert.Equal(t, other, err)
-	assert.Equal(t, 1, calls, "a floor refusal is not a stale cache")
+	for _, other := range []error{
+		denial("[N3] the pool would have 0 node(s), below its minNodes 1", "N3"),                               // a floor refusal is not a stale cache
+		denial(`[N3] node "n1" cannot leave pool "p": it runs 1 workload pod(s) (ai/job-0)`),                   // no rule in the causes: not ours
+		apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "n1", errors.New("RBAC: not allowed")), // nothing to do with N3
+	} {
+		calls = 0
+		err = RetryStaleAdmission(context.Background(), func() error { calls++; return other })
+		assert.Equal(t, other, err)
+		assert.Equal(t, 1, calls, "%v", other)
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

@@ -3,7 +3,11 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Violation is a rule's refusal: the rule's id (P3, N1, ...), the field at fault when
@@ -45,27 +49,63 @@ func (w *wrappedViolation) Unwrap() []error { return []error{w.Violation, w.caus
 // once. An error that is no violation gives none.
 func Rules(err error) []string {
 	var ids []string
-	seen := map[string]bool{}
-	var walk func(error)
-	walk = func(err error) {
-		switch e := err.(type) {
-		case nil:
-		case *Violation:
-			if !seen[e.Rule] {
-				seen[e.Rule] = true
-				ids = append(ids, e.Rule)
-			}
-		case *wrappedViolation:
-			walk(e.Violation)
-		case interface{ Unwrap() []error }:
-			for _, inner := range e.Unwrap() {
-				walk(inner)
-			}
-		case interface{ Unwrap() error }:
-			walk(e.Unwrap())
+	eachViolation(err, func(v *Violation) {
+		if !slices.Contains(ids, v.Rule) {
+			ids = append(ids, v.Rule)
+		}
+	})
+	return ids
+}
+
+// eachViolation calls fn with every violation err holds, in order.
+func eachViolation(err error, fn func(*Violation)) {
+	switch e := err.(type) {
+	case nil:
+	case *Violation:
+		fn(e)
+	case *wrappedViolation:
+		fn(e.Violation)
+	case interface{ Unwrap() []error }:
+		for _, inner := range e.Unwrap() {
+			eachViolation(inner, fn)
+		}
+	case interface{ Unwrap() error }:
+		eachViolation(e.Unwrap(), fn)
+	}
+}
+
+// CauseRule is the type of the StatusCause a denial by litepool-webhook carries for each
+// rule it violates: the cause's Message is the rule id ("N3"), its Field the field at
+// fault. Clients read rule ids from it (RulesOfStatus), not from the message text.
+const CauseRule metav1.CauseType = "runwhere.ai/rule"
+
+// Causes are the StatusCauses of err's violations, one per rule and field, in order.
+func Causes(err error) []metav1.StatusCause {
+	var out []metav1.StatusCause
+	seen := map[metav1.StatusCause]bool{}
+	eachViolation(err, func(v *Violation) {
+		c := metav1.StatusCause{Type: CauseRule, Message: v.Rule, Field: v.Field}
+		if !seen[c] {
+			seen[c] = true
+			out = append(out, c)
+		}
+	})
+	return out
+}
+
+// RulesOfStatus lists the rule ids an API server's error carries in its status causes
+// (a request litepool-webhook denied), each once.
+func RulesOfStatus(err error) []string {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) || status.Status().Details == nil {
+		return nil
+	}
+	var ids []string
+	for _, c := range status.Status().Details.Causes {
+		if c.Type == CauseRule && !slices.Contains(ids, c.Message) {
+			ids = append(ids, c.Message)
 		}
 	}
-	walk(err)
 	return ids
 }
 

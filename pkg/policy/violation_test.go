@@ -2,12 +2,14 @@ package policy
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -42,4 +44,24 @@ func TestRulesOfAJoinedDenial(t *testing.T) {
 	assert.Contains(t, err.Error(), `(node "n1")`, "the node is still named in N1's message")
 	assert.Empty(t, Rules(errors.New("[P9] text that only looks like a rule")), "rules are read from types, never parsed")
 	assert.Empty(t, Rules(nil))
+}
+
+// A denial's rule ids travel as status causes (with the field at fault) and are read
+// back from the API server's error, never from its text.
+func TestCausesRoundTripThroughAStatus(t *testing.T) {
+	old := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{LabelPool: "solo-pool"}}}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"runwhere.ai/gpu_type": "A100"}}}
+	_, err := AdmitNode(node, old, catalog{pools: map[string]PoolInfo{"solo-pool": {Name: "solo-pool", Members: 1}}})
+	require.Error(t, err)
+	causes := Causes(err)
+	assert.Equal(t, []metav1.StatusCause{
+		{Type: CauseRule, Message: "N1", Field: "metadata.labels[runwhere.ai/gpu_type]"},
+		{Type: CauseRule, Message: "N3"},
+	}, causes)
+
+	status := &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: 403,
+		Reason: metav1.StatusReasonForbidden, Message: err.Error(), Details: &metav1.StatusDetails{Causes: causes}}}
+	assert.Equal(t, []string{"N1", "N3"}, RulesOfStatus(fmt.Errorf("wrapped: %w", status)))
+	assert.Empty(t, RulesOfStatus(apierrors.NewForbidden(corev1.Resource("nodes"), "n1", errors.New("[N3] only text"))))
+	assert.Empty(t, RulesOfStatus(errors.New("not an API error")))
 }

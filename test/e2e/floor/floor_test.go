@@ -13,6 +13,7 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -159,7 +160,7 @@ func runRound(t *testing.T, kube kubernetes.Interface, rs *localwebhook.Replicas
 		switch {
 		case r.allowed:
 			allowed[r.pool]++
-		case r.err != nil && strings.Contains(r.err.Error(), "[N3]"):
+		case r.err != nil && slices.Contains(policy.RulesOfStatus(r.err), "N3"):
 			assert.Contains(t, r.err.Error(), "below its minNodes", "an idle node is denied only by the floor")
 			denied[r.pool]++
 		default:
@@ -197,7 +198,7 @@ func depart(kube kubernetes.Interface, pool, node string, remove bool) outcome {
 			return o
 		}
 		o.err = err
-		if strings.Contains(err.Error(), "[N3]") || attempt == 30 {
+		if slices.Contains(policy.RulesOfStatus(err), "N3") || attempt == 30 {
 			return o
 		}
 		o.retries++

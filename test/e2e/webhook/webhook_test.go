@@ -313,6 +313,7 @@ func TestWebhook(t *testing.T) {
 		err = kube.CoreV1().Nodes().Delete(ctx, "a100-node-2", metav1.DeleteOptions{})
 		require.Error(t, err)
 		assert.Equal(t, denied("node-departures.runwhere.ai", `[N3] node "a100-node-2" cannot leave pool "train-a100": it runs 1 workload pod(s) (ai-team/llama-train-1); drain it first (kubectl litepool drain a100-node-2) or wait for them to finish`), err.Error())
+		assert.Equal(t, []string{"N3"}, policy.RulesOfStatus(err), "the rule id travels in the status causes, through the real API server")
 		require.NoError(t, kube.CoreV1().Nodes().Delete(ctx, "snt9b-node-3", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}), "an idle member of a pool above its floor may go")
 	})
 	t.Run("N3 judges a pool label removed through nodes/status", func(t *testing.T) {
