@@ -107,3 +107,12 @@ func shellQuote(s string) string {
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
+
+// OrNothingChanged lists what a stopped operation had changed or put back, for its
+// message; "nothing had changed" when it is nothing.
+func OrNothingChanged(items []string) string {
+	if len(items) == 0 {
+		return "nothing had changed"
+	}
+	return strings.Join(items, ", ")
+}

@@ -93,3 +93,8 @@ func TestShellQuote(t *testing.T) {
 	assert.Equal(t, `'it'\''s'`, shellQuote("it's"))
 	assert.Equal(t, "''", shellQuote(""))
 }
+
+func TestOrNothingChanged(t *testing.T) {
+	assert.Equal(t, "nothing had changed", OrNothingChanged(nil))
+	assert.Equal(t, "n1 (uncordoned), n2", OrNothingChanged([]string{"n1 (uncordoned)", "n2"}))
+}

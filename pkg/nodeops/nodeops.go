@@ -113,14 +113,20 @@ func ChangeNode(ctx context.Context, client kubernetes.Interface, name string, d
 		if !changed || dryRun == cmdutil.DryRunClient {
 			return nil
 		}
-		opts := metav1.UpdateOptions{}
-		if dryRun == cmdutil.DryRunServer {
-			opts.DryRun = []string{metav1.DryRunAll}
-		}
+		opts := metav1.UpdateOptions{DryRun: ServerDryRun(dryRun)}
 		out, err = client.CoreV1().Nodes().Update(ctx, updated, opts)
 		return err
 	})
 	return out, changed, err
+}
+
+// ServerDryRun is the DryRun field of a write's options under a dry-run strategy:
+// dryRun=All under --dry-run=server, nothing otherwise (a client dry run sends no write).
+func ServerDryRun(s cmdutil.DryRunStrategy) []string {
+	if s == cmdutil.DryRunServer {
+		return []string{metav1.DryRunAll}
+	}
+	return nil
 }
 
 // DrainOptions are `kubectl drain`'s knobs.
@@ -368,10 +374,7 @@ func patchNode(ctx context.Context, client kubernetes.Interface, name string, un
 	if err != nil {
 		return nil, err
 	}
-	opts := metav1.PatchOptions{}
-	if dryRun == cmdutil.DryRunServer {
-		opts.DryRun = []string{metav1.DryRunAll}
-	}
+	opts := metav1.PatchOptions{DryRun: ServerDryRun(dryRun)}
 	return client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, data, opts)
 }
 

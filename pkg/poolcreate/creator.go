@@ -50,13 +50,6 @@ func membersOf(pool string) metav1.ListOptions {
 	return metav1.ListOptions{LabelSelector: policy.LabelPool + "=" + pool}
 }
 
-func serverDryRun(s cmdutil.DryRunStrategy) []string {
-	if s == cmdutil.DryRunServer {
-		return []string{metav1.DryRunAll}
-	}
-	return nil
-}
-
 func ignoreNotFound(err error) error {
 	if apierrors.IsNotFound(err) {
 		return nil
@@ -226,7 +219,7 @@ func (c *Creator) Apply(ctx context.Context, plan *Plan) error {
 		}
 		name := d.Pool.Name
 		undo = append(undo, func(ctx context.Context) error {
-			return c.Pools.Delete(ctx, name, metav1.DeleteOptions{DryRun: serverDryRun(c.DryRun)})
+			return c.Pools.Delete(ctx, name, metav1.DeleteOptions{DryRun: nodeops.ServerDryRun(c.DryRun)})
 		})
 		if err := c.Printer.Print(d.Pool, "created"); err != nil {
 			return err
@@ -255,7 +248,7 @@ func (c *Creator) createPool(ctx context.Context, p *v1alpha1.Pool) error {
 	if c.DryRun == cmdutil.DryRunClient {
 		return nil
 	}
-	_, err := c.Pools.Create(ctx, p, metav1.CreateOptions{DryRun: serverDryRun(c.DryRun)})
+	_, err := c.Pools.Create(ctx, p, metav1.CreateOptions{DryRun: nodeops.ServerDryRun(c.DryRun)})
 	return err
 }
 
@@ -368,13 +361,13 @@ func (c *Creator) applyQuota(ctx context.Context, rqs []*corev1.ResourceQuota, u
 			return err
 		}
 		if c.DryRun != cmdutil.DryRunClient {
-			if _, err := c.Kube.CoreV1().ResourceQuotas(rq.Namespace).Create(ctx, rq, metav1.CreateOptions{DryRun: serverDryRun(c.DryRun)}); err != nil {
+			if _, err := c.Kube.CoreV1().ResourceQuotas(rq.Namespace).Create(ctx, rq, metav1.CreateOptions{DryRun: nodeops.ServerDryRun(c.DryRun)}); err != nil {
 				return err
 			}
 		}
 		ns, name := rq.Namespace, rq.Name
 		*undo = append(*undo, func(ctx context.Context) error {
-			return ignoreNotFound(c.Kube.CoreV1().ResourceQuotas(ns).Delete(ctx, name, metav1.DeleteOptions{DryRun: serverDryRun(c.DryRun)}))
+			return ignoreNotFound(c.Kube.CoreV1().ResourceQuotas(ns).Delete(ctx, name, metav1.DeleteOptions{DryRun: nodeops.ServerDryRun(c.DryRun)}))
 		})
 		if err := c.Printer.Print(rq, "created (namespace "+rq.Namespace+")"); err != nil {
 			return err
@@ -390,12 +383,12 @@ func (c *Creator) ensureNamespace(ctx context.Context, name string, undo *[]func
 	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{policy.LabelNamespace: policy.GpuctlNamespaceMarker}}}
 	if c.DryRun != cmdutil.DryRunClient {
-		if _, err := c.Kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{DryRun: serverDryRun(c.DryRun)}); err != nil {
+		if _, err := c.Kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{DryRun: nodeops.ServerDryRun(c.DryRun)}); err != nil {
 			return err
 		}
 	}
 	*undo = append(*undo, func(ctx context.Context) error {
-		return ignoreNotFound(c.Kube.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{DryRun: serverDryRun(c.DryRun)}))
+		return ignoreNotFound(c.Kube.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{DryRun: nodeops.ServerDryRun(c.DryRun)}))
 	})
 	return c.Printer.Print(ns, "created")
 }

@@ -94,10 +94,3 @@ func dedupe(names []string) []string {
 	}
 	return out
 }
-
-func orNoneList(items []string) string {
-	if len(items) == 0 {
-		return "nothing had changed"
-	}
-	return strings.Join(items, ", ")
-}

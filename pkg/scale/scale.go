@@ -293,7 +293,7 @@ func (s *Scaler) putBack(ctx context.Context, pool *v1alpha1.Pool, touched []str
 		s.poolEvent(ctx, node, pool.Name, true, "ScaleDownStopped", "scale-down of pool %s stopped: node %s stays in the pool: %v", pool.Name, name, why)
 		restored = append(restored, name+cordonFate(stay, heldBy))
 	}
-	msg := fmt.Sprintf("scale-down of pool %q stopped: %v\nno node left the pool; put back: %s", pool.Name, why, orNoneList(restored))
+	msg := fmt.Sprintf("scale-down of pool %q stopped: %v\nno node left the pool; put back: %s", pool.Name, why, interrupt.OrNothingChanged(restored))
 	if len(failed) > 0 {
 		msg += fmt.Sprintf("\ncould not put back: %s; run the command again to finish the scale-down, or put them back with: kubectl annotate node %s %s- && kubectl litepool uncordon %s",
 			strings.Join(failed, ", "), strings.Join(touched, " "), policy.AnnotationScaleDown, strings.Join(touched, " "))
@@ -359,10 +359,7 @@ func (s *Scaler) deleteNode(ctx context.Context, pool *v1alpha1.Pool, name strin
 		node = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	}
 	if s.DryRun != cmdutil.DryRunClient {
-		var opts metav1.DeleteOptions
-		if s.DryRun == cmdutil.DryRunServer {
-			opts.DryRun = []string{metav1.DryRunAll}
-		}
+		opts := metav1.DeleteOptions{DryRun: nodeops.ServerDryRun(s.DryRun)}
 		err := interrupt.RetryStaleAdmission(ctx, func() error { return s.Kube.CoreV1().Nodes().Delete(ctx, name, opts) })
 		if err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("deleting node %q: %w", name, err)

@@ -27,6 +27,7 @@ import (
 
 	"github.com/runwhere-ai/litepool/pkg/events"
 	"github.com/runwhere-ai/litepool/pkg/inventory"
+	"github.com/runwhere-ai/litepool/pkg/nodeops"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
@@ -125,10 +126,7 @@ func (r *Runner) Run(ctx context.Context, o Options) ([]NodeResult, error) {
 		}
 		pod := TestPod(o, runID, n)
 		if o.DryRun != cmdutil.DryRunClient {
-			opts := metav1.CreateOptions{}
-			if o.DryRun == cmdutil.DryRunServer {
-				opts.DryRun = []string{metav1.DryRunAll}
-			}
+			opts := metav1.CreateOptions{DryRun: nodeops.ServerDryRun(o.DryRun)}
 			created, err := r.Kube.CoreV1().Pods(o.Namespace).Create(ctx, pod, opts)
 			if err != nil {
 				return nil, fmt.Errorf("creating the stress-test pod for node %s: %w", n.Name, err)

@@ -559,10 +559,7 @@ func (u *Upgrader) advance(ctx context.Context, node *corev1.Node, from, to poli
 
 func (u *Upgrader) patchAnnotations(ctx context.Context, node string, ann map[string]*string, dryRun cmdutil.DryRunStrategy) error {
 	data, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": ann}})
-	opts := metav1.PatchOptions{}
-	if dryRun == cmdutil.DryRunServer {
-		opts.DryRun = []string{metav1.DryRunAll}
-	}
+	opts := metav1.PatchOptions{DryRun: nodeops.ServerDryRun(dryRun)}
 	_, err := u.Kube.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, data, opts)
 	return err
 }

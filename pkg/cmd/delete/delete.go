@@ -25,6 +25,7 @@ import (
 	"github.com/runwhere-ai/litepool/pkg/events"
 	"github.com/runwhere-ai/litepool/pkg/interrupt"
 	"github.com/runwhere-ai/litepool/pkg/inventory"
+	"github.com/runwhere-ai/litepool/pkg/nodeops"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
@@ -227,7 +228,7 @@ func (o *DeletePoolOptions) deleteObject(ctx context.Context, pool *v1alpha1.Poo
 		_, err := fmt.Fprintf(o.Out, "pool.runwhere.ai/%s deleted (server dry run; the delete itself was not sent: it needs %s written first)\n", pool.Name, policy.AnnotationConfirmDelete)
 		return err
 	case o.DryRun != cmdutil.DryRunClient:
-		err := o.clients.Pools.Delete(ctx, pool.Name, metav1.DeleteOptions{DryRun: kit.ServerDryRun(o.DryRun)})
+		err := o.clients.Pools.Delete(ctx, pool.Name, metav1.DeleteOptions{DryRun: nodeops.ServerDryRun(o.DryRun)})
 		if err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
@@ -294,5 +295,5 @@ func (p *deleteProgress) describe() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return fmt.Sprintf("deletion of pool %s stopped half-way: node(s) released: %s; the Pool object (if it has one) is still there, with the nodes not yet released.\nFinish it:\n  %s",
-		p.pool, kit.OrNoneList(p.done), interrupt.CommandLine())
+		p.pool, interrupt.OrNothingChanged(p.done), interrupt.CommandLine())
 }

@@ -9,8 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -18,6 +16,7 @@ import (
 	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 
 	"github.com/runwhere-ai/litepool/pkg/events"
+	"github.com/runwhere-ai/litepool/pkg/nodeops"
 )
 
 // Mutation is what every mutating command shares: --dry-run, -o (kubectl's PrintFlags:
@@ -117,15 +116,7 @@ func (m *Mutation) Say(streams genericiooptions.IOStreams, format string, args .
 }
 
 // ServerDryRun is the DryRun field of write options.
-func (m *Mutation) ServerDryRun() []string { return ServerDryRun(m.DryRun) }
-
-// ServerDryRun is the DryRun field of write options under a dry-run strategy.
-func ServerDryRun(s cmdutil.DryRunStrategy) []string {
-	if s == cmdutil.DryRunServer {
-		return []string{metav1.DryRunAll}
-	}
-	return nil
-}
+func (m *Mutation) ServerDryRun() []string { return nodeops.ServerDryRun(m.DryRun) }
 
 // NodeEvent records an event on a node; a failure to record never stops an operation.
 func (m *Mutation) NodeEvent(ctx context.Context, node *corev1.Node, warning bool, reason, format string, args ...any) {
@@ -205,14 +196,6 @@ func readLine(in io.Reader) (string, error) {
 // AddYesFlag adds --yes, which skips the confirmation prompt of a risky command.
 func (m *Mutation) AddYesFlag(cmd *cobra.Command) {
 	cmd.Flags().BoolVarP(&m.Yes, "yes", "y", false, "Skip the confirmation prompt")
-}
-
-// IgnoreNotFound is nil for a NotFound error: what an undo of a create wants.
-func IgnoreNotFound(err error) error {
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	return err
 }
 
 // Printer prints through a Mutation on streams: what the workflows (pkg/scale,

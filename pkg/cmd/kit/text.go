@@ -29,14 +29,6 @@ func Summarize(items []string, n int) string {
 	return fmt.Sprintf("%s and %d more", strings.Join(items[:n], ", "), len(items)-n)
 }
 
-// OrNoneList lists what an interrupted operation had changed.
-func OrNoneList(items []string) string {
-	if len(items) == 0 {
-		return "nothing had changed"
-	}
-	return strings.Join(items, ", ")
-}
-
 // SortedKeys returns a map's keys, sorted.
 func SortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 
