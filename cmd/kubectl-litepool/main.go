@@ -8,8 +8,8 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 
-	"github.com/runwhere-ai/litepool/pkg/cmd"
-	"github.com/runwhere-ai/litepool/pkg/cmd/kit"
+	"github.com/runwhere-ai/litepool/pkg/plugin"
+	"github.com/runwhere-ai/litepool/pkg/plugin/kit"
 )
 
 func main() {
@@ -20,7 +20,7 @@ func main() {
 	if _, set := os.LookupEnv("GOGC"); !set {
 		debug.SetGCPercent(25)
 	}
-	root := cmd.NewCmdLitepool(genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr})
+	root := plugin.NewCmdLitepool(genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr})
 	// Execute cancels the command's context on SIGINT/SIGTERM (the command puts back
 	// what it changed) and exits 130 on a second one. CheckErr prints errors as kubectl
 	// does ("error: ...", "Error from server (NotFound): ...") to stderr and exits

@@ -2,7 +2,7 @@
 // cancels its context, and it puts back what it changed on a context of its own
 // (RollbackContext); while it works it registers what a second signal would leave
 // half-done (InFlight), with the commands that resume or undo it. The commands
-// (pkg/cmd) and the workflows they run (pkg/scale, pkg/poolcreate) share it.
+// (pkg/plugin) and the workflows they run (pkg/scale, pkg/poolcreate) share it.
 package interrupt
 
 import (

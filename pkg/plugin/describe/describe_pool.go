@@ -1,0 +1,185 @@
+package describe
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/kubectl/pkg/util/templates"
+
+	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/plugin/get"
+	"github.com/runwhere-ai/litepool/pkg/plugin/kit"
+	"github.com/runwhere-ai/litepool/pkg/inventory"
+	"github.com/runwhere-ai/litepool/pkg/policy"
+)
+
+// DescribePoolOptions is `describe pool`.
+type DescribePoolOptions struct{ Options }
+
+// NewCmdDescribePool is `kubectl litepool describe pool NAME...`.
+func NewCmdDescribePool(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &DescribePoolOptions{Options{IOStreams: streams}}
+	cmd := &cobra.Command{
+		Use:     "pool NAME...",
+		Aliases: []string{"pools", "lpool"},
+		Short:   "Show a pool's policy, node pools, nodes, accelerator use and events",
+		Long: templates.LongDesc(`
+			Show a pool: its type, accepted workloads, accelerator, minNodes,
+			exclusivity, namespaces and software; its status with healthy and faulty
+			nodes and accelerator use; its node pools with their labels and taints; its
+			member nodes with their status, accelerators and driver versions; and the
+			recent events of the pool and of nodes joining or leaving it.
+
+			"default" describes the nodes that belong to no pool.`),
+		Example: templates.Examples(`
+			kubectl litepool describe pool train-a100
+			kubectl litepool describe pool default`),
+		Args:              cobra.MinimumNArgs(1),
+		ValidArgsFunction: kit.CompletePoolNames(f),
+		RunE:              o.runE(f, o.describePool),
+	}
+	return cmd
+}
+
+// describePool describes one pool.
+func (o *DescribePoolOptions) describePool(ctx context.Context, name string) error {
+	pool, sum, err := kit.LoadPool(ctx, o.clients, name)
+	if err != nil {
+		return err
+	}
+	evs, err := poolEvents(ctx, o.clients, name)
+	if err != nil {
+		return err
+	}
+	return o.describer.Pool(o.Out, pool, sum, evs)
+}
+
+// Pool writes the description of a pool.
+func (d Describer) Pool(out io.Writer, pool *v1alpha1.Pool, sum *inventory.Pool, evs *corev1.EventList) error {
+	return tabbed(out, func(w prefixWriter) {
+		describePoolBody(w, pool, sum)
+		if evs != nil {
+			describeEvents(w, evs, pool.Name, d.Now)
+		}
+	})
+}
+
+func describePoolBody(w prefixWriter, pool *v1alpha1.Pool, sum *inventory.Pool) {
+	spec, s := pool.Spec, pool.Status
+	w.Write(level0, "Name:\t%s\n", pool.Name)
+	if !kit.HasObject(pool) {
+		for _, c := range s.Conditions {
+			if c.Type == kit.ConditionPoolObject {
+				w.Write(level0, "Pool Object:\t<none> (%s)\n", c.Message)
+			}
+		}
+	} else {
+		w.Write(level0, "Type:\t%s\n", get.PoolTypeCell(pool))
+		w.Write(level0, "Description:\t%s\n", kit.None(spec.Description))
+		writeMap(w, "Tags", spec.Tags)
+		w.Write(level0, "Workloads:\t%s\n", joinTypes(policy.AcceptedWorkloads(spec)))
+		w.Write(level0, "Min Nodes:\t%d\n", policy.MinNodes(spec))
+		w.Write(level0, "Exclusive:\t%v\n", spec.Exclusive)
+		w.Write(level0, "Namespaces:\t%s\n", namespacesCell(spec))
+		w.Write(level0, "Software:\t%s\n", softwareCell(spec.Software))
+		w.Write(level0, "HCCL Op Retry:\t%s\n", hcclCell(spec.HCCL.OpRetry))
+	}
+	w.Write(level0, "Accelerator:\t%s\n", acceleratorDescription(pool))
+	w.Write(level0, "Status:\t%s\n", s.Phase)
+	w.Write(level0, "Nodes:\t%d (%d healthy, %d faulty)\n", s.NodeCount, s.HealthyNodes, s.FaultyNodes)
+	w.Write(level0, "Accelerators:\t%d total, %d used, %d free\n", s.AcceleratorTotal, s.AcceleratorUsed, s.AcceleratorFree)
+	for _, m := range s.MIGSlices {
+		w.Write(level0, "MIG Slices:\t%s: %d total, %d used, %d free (not counted as GPUs)\n", m.Resource, m.Total, m.Used, m.Free)
+	}
+	w.Write(level0, "Driver Versions:\t%s\n", kit.JoinOrNone(s.DriverVersions))
+	describeNodePools(w, pool, sum)
+	describeMembers(w, sum)
+}
+
+func describeNodePools(w prefixWriter, pool *v1alpha1.Pool, sum *inventory.Pool) {
+	rows := get.NodePoolRows([]v1alpha1.Pool{*pool}, sum.Nodes)
+	if len(rows) == 0 {
+		w.Write(level0, "Node Pools:\t<none>\n")
+		return
+	}
+	w.Flush()
+	w.Write(level0, "Node Pools:\n")
+	w.Write(level1, "Name\tNodes\tLabels\tTaints\n")
+	w.Write(level1, "----\t-----\t------\t------\n")
+	for _, r := range rows {
+		w.Write(level1, "%s\t%d\t%s\t%s\n", r.Name, len(r.Nodes), r.LabelsCell(), r.TaintsCell())
+	}
+}
+
+func describeMembers(w prefixWriter, sum *inventory.Pool) {
+	if len(sum.Nodes) == 0 {
+		w.Write(level0, "Members:\t<none>\n")
+		return
+	}
+	w.Flush()
+	w.Write(level0, "Members:\n")
+	w.Write(level1, "Name\tNode Pool\tStatus\tGPU Type\tTotal\tUsed\tFree\tDriver\tWorkload Pods\n")
+	w.Write(level1, "----\t---------\t------\t--------\t-----\t----\t----\t------\t-------------\n")
+	for _, n := range sum.Nodes {
+		w.Write(level1, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%d\n", n.Name, kit.None(n.NodePool), n.State, kit.None(n.GPUType),
+			n.Total, n.Used, n.Free(), kit.None(n.DriverVersion), n.WorkloadPods)
+	}
+}
+
+func acceleratorDescription(p *v1alpha1.Pool) string {
+	model := get.AcceleratorCell(p)
+	if r := p.Status.AcceleratorResource; r != "" {
+		return fmt.Sprintf("%s (%s)", model, r)
+	}
+	return model
+}
+
+func namespacesCell(spec v1alpha1.PoolSpec) string {
+	parts := append([]string(nil), spec.Namespaces...)
+	if spec.NamespaceSelector != nil {
+		parts = append(parts, "selector "+metav1.FormatLabelSelector(spec.NamespaceSelector))
+	}
+	if len(parts) == 0 {
+		return "<all>"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func softwareCell(sw v1alpha1.SoftwareSpec) string {
+	var parts []string
+	for _, kv := range [][2]string{{"driver", sw.Driver}, {"firmware", sw.Firmware}, {"cann", sw.CANN},
+		{"torch_npu", sw.TorchNPU}, {"pytorch", sw.PyTorch}, {"cuda", sw.CUDA}, {"image", sw.Image}} {
+		if kv[1] != "" {
+			parts = append(parts, kv[0]+" "+kv[1])
+		}
+	}
+	return kit.None(strings.Join(parts, ", "))
+}
+
+func hcclCell(r v1alpha1.OpRetrySpec) string {
+	if !r.Enabled {
+		return "disabled"
+	}
+	retries, timeout := r.MaxRetries, r.RetryTimeoutSeconds
+	if retries == 0 {
+		retries = policy.HCCLDefaultRetries
+	}
+	if timeout == 0 {
+		timeout = policy.HCCLDefaultTimeout
+	}
+	return fmt.Sprintf("enabled, max retries %d, timeout %ds", retries, timeout)
+}
+
+func joinTypes(ts []v1alpha1.WorkloadType) string {
+	s := make([]string, len(ts))
+	for i, t := range ts {
+		s[i] = string(t)
+	}
+	return strings.Join(s, ", ")
+}

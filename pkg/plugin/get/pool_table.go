@@ -1,0 +1,89 @@
+package get
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/plugin/kit"
+	"github.com/runwhere-ai/litepool/pkg/inventory"
+)
+
+// PoolTable is the table of `get pools`: gpuctl's columns, and with -o wide the pool's
+// type, accelerator, healthy and faulty nodes and driver versions.
+func PoolTable(pools []v1alpha1.Pool) *metav1.Table {
+	t := &metav1.Table{ColumnDefinitions: []metav1.TableColumnDefinition{
+		kit.Column("Pool Name", "string", false),
+		kit.Column("Status", "string", false),
+		kit.Column("GPU Total", "integer", false),
+		kit.Column("GPU Used", "integer", false),
+		kit.Column("GPU Free", "integer", false),
+		kit.Column("Node Count", "integer", false),
+		kit.Column("Type", "string", true),
+		kit.Column("Accelerator", "string", true),
+		kit.Column("Resource", "string", true),
+		kit.Column("Healthy", "integer", true),
+		kit.Column("Faulty", "integer", true),
+		kit.Column("Driver Versions", "string", true),
+	}}
+	withMIG := slices.ContainsFunc(pools, func(p v1alpha1.Pool) bool { return len(p.Status.MIGSlices) > 0 })
+	if withMIG {
+		t.ColumnDefinitions = append(t.ColumnDefinitions, kit.Column(migColumn, "string", true))
+	}
+	for i := range pools {
+		p := &pools[i]
+		s := p.Status
+		cells := []any{p.Name, s.Phase, s.AcceleratorTotal, s.AcceleratorUsed, s.AcceleratorFree, s.NodeCount,
+			PoolTypeCell(p), AcceleratorCell(p), kit.None(string(s.AcceleratorResource)),
+			s.HealthyNodes, s.FaultyNodes, kit.JoinOrNone(s.DriverVersions)}
+		if withMIG {
+			var cell []string
+			for _, m := range s.MIGSlices {
+				cell = append(cell, migCell(m.Resource, m.Used, m.Total))
+			}
+			cells = append(cells, kit.JoinOrNone(cell))
+		}
+		t.Rows = append(t.Rows, metav1.TableRow{Cells: cells, Object: runtime.RawExtension{Object: p}})
+	}
+	return t
+}
+
+// migColumn heads the -o wide column of MIG slices, shown only when some row has any:
+// slices are parts of GPUs, so they are never added to the GPU columns.
+const migColumn = "MIG Used/Total"
+
+// migCell writes one MIG profile as mig-1g.10gb=2/7 (used/total).
+func migCell(rn corev1.ResourceName, used, total int64) string {
+	return fmt.Sprintf("%s=%d/%d", strings.TrimPrefix(string(rn), "nvidia.com/"), used, total)
+}
+
+// nodeMIGCell is a node's MIG slices for tables.
+func nodeMIGCell(ms []inventory.MIGSlices) string {
+	var cell []string
+	for _, m := range ms {
+		cell = append(cell, migCell(m.Resource, m.Used, m.Total))
+	}
+	return kit.JoinOrNone(cell)
+}
+
+func PoolTypeCell(p *v1alpha1.Pool) string {
+	if !kit.HasObject(p) {
+		return "<no pool object>"
+	}
+	if p.Spec.Type == "" {
+		return string(v1alpha1.PoolTypeTraining)
+	}
+	return string(p.Spec.Type)
+}
+
+func AcceleratorCell(p *v1alpha1.Pool) string {
+	if p.Spec.Accelerator.Type != "" {
+		return p.Spec.Accelerator.Type
+	}
+	return kit.JoinOrNone(p.Status.GPUTypes)
+}

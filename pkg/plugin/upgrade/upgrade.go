@@ -1,0 +1,462 @@
+// Package upgrade is `kubectl litepool upgrade`: driver rollouts (driver, status,
+// resume, abort) over the state machine of pkg/upgrade.
+package upgrade
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	cmdutil "k8s.io/kubectl/pkg/cmd/util"
+	"k8s.io/kubectl/pkg/util/templates"
+	"k8s.io/utils/clock"
+
+	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/plugin/check"
+	"github.com/runwhere-ai/litepool/pkg/plugin/kit"
+	"github.com/runwhere-ai/litepool/pkg/policy"
+	"github.com/runwhere-ai/litepool/pkg/upgrade"
+)
+
+// NewCmdUpgrade is `kubectl litepool upgrade`.
+func NewCmdUpgrade(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "upgrade",
+		Short: "Upgrade accelerator drivers node by node or pool-wide, and follow, resume or abort a rollout",
+		Long: templates.LongDesc(`
+			Driver upgrades run a state machine per node (upgrade-required → cordon →
+			wait-for-jobs → drain → install → validate → uncordon → done, or failed),
+			stored in the node's runwhere.ai/ annotations. A rollout whose plugin
+			stopped is continued with "upgrade resume"; "upgrade status" shows where
+			each node is.`),
+		Example: templates.Examples(`
+			# Upgrade a pool two nodes at a time, starting with a canary
+			kubectl litepool upgrade driver --pool train-snt9b --version 24.1.0.3 --max-unavailable 2 --canary snt9b-node-1
+
+			# Where is the rollout?
+			kubectl litepool upgrade status --pool train-snt9b`),
+	}
+	cmd.AddCommand(NewCmdUpgradeDriver(f, streams), NewCmdUpgradeStatus(f, streams),
+		NewCmdUpgradeResume(f, streams), NewCmdUpgradeAbort(f, streams))
+	return cmd
+}
+
+// UpgradeDriverOptions is `upgrade driver`.
+type UpgradeDriverOptions struct {
+	kit.Mutation
+	Pool, Node, Version string
+	MaxUnavailable      string
+	Canary              string
+	InstallerImage      string
+	InstallerCommand    []string
+	InstallerNamespace  string
+	WaitSelector        string
+	WaitTimeout         time.Duration
+	DrainTimeout        time.Duration
+	InstallTimeout      time.Duration
+	ValidateTimeout     time.Duration
+	ForceDrain          bool
+	Force               bool
+	kit.HandOver
+	Compat check.CompatSourceFlags
+
+	clients *kit.Clients
+	clock   clock.PassiveClock
+	genericiooptions.IOStreams
+}
+
+// NewCmdUpgradeDriver is `kubectl litepool upgrade driver`.
+func NewCmdUpgradeDriver(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &UpgradeDriverOptions{Mutation: kit.NewMutation(), IOStreams: streams}
+	cmd := &cobra.Command{
+		Use:   "driver (--pool POOL | --node NODE) --version VERSION [-- INSTALLER COMMAND...]",
+		Short: "Upgrade the accelerator driver of a node or, in waves, of a whole pool",
+		Long: templates.LongDesc(`
+			Upgrade the accelerator driver of one node or of every node of a pool.
+
+			Each node is cordoned (a node that was cordoned before stays cordoned
+			afterwards), its workload pods are given --wait-timeout to finish (those
+			matching --wait-selector; then the drain evicts what is left), it is
+			drained, the installer runs as a Job pinned to the node (image and command
+			from the flags, else from the pool's spec.upgrade; the command is what
+			follows "--"; the Job gets DRIVER_VERSION, NODE_NAME and the host's root at
+			/host), and the node's driver-version label (huawei.com/driver.version,
+			nvidia.com/cuda.driver-version.full or runwhere.ai/driver-version) must
+			read the target within --validate-timeout. Then the node is uncordoned.
+
+			A pool rollout first checks the target against the compatibility matrix
+			with the pool's hardware and declared software, and refuses a chain that
+			is incompatible or unknown unless --force. It then upgrades an optional
+			--canary node alone, then the rest in waves: a wave starts no more nodes
+			than --max-unavailable (a count, or a percentage of the pool's nodes
+			rounded up) allows, counting nodes that are already cordoned or NotReady.
+			The first failure stops the rollout; the failed node stays cordoned and
+			is marked failed. Every step is stored in node annotations and recorded as
+			an Event on the node, so "upgrade resume" continues an interrupted rollout.
+
+			When litepool's controller runs in the cluster (a litepool-webhook replica
+			holds the leader Lease litepool-controller), the plugin only records the
+			rollout in the nodes' annotations and returns: the controller drives it, so
+			the rollout goes on when the plugin exits, the controller restarts or the
+			leader changes; --wait follows it until it ends. With no controller running
+			the plugin drives the rollout itself and says so. --in-cluster=true|false
+			chooses explicitly.
+
+			A driver upgrade is a high-risk operation: it asks for confirmation unless
+			--yes.`),
+		Example: templates.Examples(`
+			# Upgrade one node with the installer named by its pool's spec.upgrade
+			kubectl litepool upgrade driver --node snt9b-node-1 --version 24.1.0.3
+
+			# Roll a pool two nodes at a time after a canary, with an explicit installer
+			kubectl litepool upgrade driver --pool train-snt9b --version 24.1.0.3 --max-unavailable 2 \
+			  --canary snt9b-node-1 --installer-image registry.example.com/ascend-driver-installer:24.1.0.3 \
+			  -- /install.sh --quiet
+
+			# A quarter of the pool at a time, no prompt
+			kubectl litepool upgrade driver --pool train-a100 --version 550.54.15 --max-unavailable 25% --yes
+
+			# Hand the rollout to the in-cluster controller, then follow it
+			kubectl litepool upgrade driver --pool train-snt9b --version 24.1.0.3 --in-cluster --wait --yes
+
+			# Show the pre-flight verdict and the waves without changing anything
+			kubectl litepool upgrade driver --pool train-snt9b --version 24.1.0.3 --max-unavailable 2 --dry-run=client`),
+		RunE: kit.RunE(f, o),
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&o.Pool, "pool", "", "Upgrade every node of this pool")
+	fl.StringVar(&o.Node, "node", "", "Upgrade this node")
+	fl.StringVar(&o.Version, "version", "", "Target driver version, as the node's driver-version label will read it")
+	fl.StringVar(&o.MaxUnavailable, "max-unavailable", "1", "Most nodes of the pool unavailable at once: a count or a percentage (rounded up, at least 1)")
+	fl.StringVar(&o.Canary, "canary", "", "Upgrade this node alone first; the rest follow only if it succeeds")
+	fl.StringVar(&o.InstallerImage, "installer-image", "", "Installer image (default: the pool's spec.upgrade.installerImage)")
+	fl.StringVar(&o.InstallerNamespace, "installer-namespace", "kube-system", "Namespace of the installer Jobs")
+	fl.StringVar(&o.WaitSelector, "wait-selector", "", "Label selector of the workload pods to wait for before draining (default: every workload pod)")
+	fl.DurationVar(&o.WaitTimeout, "wait-timeout", 10*time.Minute, "How long to wait for workload pods to finish before the drain evicts them (0: do not wait)")
+	fl.DurationVar(&o.DrainTimeout, "drain-timeout", 5*time.Minute, "How long a drain may take (0: no limit)")
+	fl.DurationVar(&o.InstallTimeout, "install-timeout", 30*time.Minute, "How long the installer Job may run")
+	fl.DurationVar(&o.ValidateTimeout, "validate-timeout", 10*time.Minute, "How long to wait for the node's driver-version label to read the target")
+	fl.BoolVar(&o.ForceDrain, "force-drain", false, "Drain pods that no controller manages, as kubectl drain --force")
+	fl.BoolVar(&o.Force, "force", false, "Upgrade even when the compatibility pre-flight says the target is incompatible or unknown")
+	o.HandOver.AddFlags(cmd, "Record the rollout and return: the controller in litepool-webhook drives it (docs/controller.md). Default: true when the controller runs (holds its leader Lease)",
+		"With a rollout handed to the cluster: follow it until it completes or stops")
+	o.Compat.AddFlags(cmd)
+	o.Mutation.AddFlags(cmd, true)
+	_ = cmd.RegisterFlagCompletionFunc("pool", kit.CompletePoolNames(f))
+	return cmd
+}
+
+// Complete reads the flags and the command after "--".
+func (o *UpgradeDriverOptions) Complete(f kit.Factory, cmd *cobra.Command, args []string) (err error) {
+	if dash := cmd.ArgsLenAtDash(); dash >= 0 {
+		o.InstallerCommand = args[dash:]
+		args = args[:dash]
+	}
+	if len(args) > 0 {
+		return fmt.Errorf("unexpected arguments %q: name the target with --pool or --node; put the installer command after --", strings.Join(args, " "))
+	}
+	if o.clients, err = completeMutation(f, cmd, &o.Mutation); err != nil {
+		return err
+	}
+	o.clock = f.Clock()
+	o.Choose(cmd.Context(), cmd, o.clients.Kube, o.clock.Now())
+	return nil
+}
+
+// Validate checks the flags.
+func (o *UpgradeDriverOptions) Validate() error {
+	if (o.Pool == "") == (o.Node == "") {
+		return fmt.Errorf("give exactly one of --pool POOL or --node NODE")
+	}
+	if err := policy.ValidateDriverVersion(o.Version); err != nil {
+		return err
+	}
+	if o.Wait && !o.InCluster {
+		return fmt.Errorf("--wait follows a rollout handed to the cluster, and this one is not (%s): the plugin drives the rollout and waits anyway", o.WhyNot())
+	}
+	if _, err := policy.ParseMaxUnavailable(o.MaxUnavailable); err != nil {
+		return err
+	}
+	if o.Canary != "" && o.Pool == "" {
+		return fmt.Errorf("--canary applies to a pool rollout (--pool)")
+	}
+	if o.WaitSelector != "" {
+		if _, err := labels.Parse(o.WaitSelector); err != nil {
+			return fmt.Errorf("invalid --wait-selector %q: %v", o.WaitSelector, err)
+		}
+	}
+	for name, d := range map[string]time.Duration{"--wait-timeout": o.WaitTimeout, "--drain-timeout": o.DrainTimeout,
+		"--install-timeout": o.InstallTimeout, "--validate-timeout": o.ValidateTimeout} {
+		if d < 0 {
+			return fmt.Errorf("%s %s: must not be negative", name, d)
+		}
+	}
+	return o.Compat.Validate()
+}
+
+// Run pre-flights, confirms, marks the nodes and rolls.
+func (o *UpgradeDriverOptions) Run(ctx context.Context) error {
+	c := o.clients
+	var pool *v1alpha1.Pool
+	var targets []corev1.Node
+	if o.Pool != "" {
+		p, err := c.Pools.Get(ctx, o.Pool)
+		if err == nil {
+			pool = p
+		} else if !apierrors.IsNotFound(err) {
+			return err
+		}
+		list, err := c.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: labels.Set{policy.LabelPool: o.Pool}.String()})
+		if err != nil {
+			return err
+		}
+		if len(list.Items) == 0 {
+			return fmt.Errorf("pool %q has no nodes (no node carries %s=%s)", o.Pool, policy.LabelPool, o.Pool)
+		}
+		targets = list.Items
+	} else {
+		n, err := c.Kube.CoreV1().Nodes().Get(ctx, o.Node, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		targets = []corev1.Node{*n}
+		if p := n.Labels[policy.LabelPool]; p != "" {
+			if pl, err := c.Pools.Get(ctx, p); err == nil {
+				pool = pl
+			}
+		}
+	}
+	if err := o.installerFromPool(pool); err != nil {
+		return err
+	}
+	if err := o.preflight(ctx, pool, targets); err != nil {
+		return err
+	}
+	var need []string
+	var already []string
+	for i := range targets {
+		if policy.DriverVersion(&targets[i]) == o.Version {
+			already = append(already, targets[i].Name)
+		} else {
+			need = append(need, targets[i].Name)
+		}
+	}
+	if o.Canary != "" && !slices.Contains(need, o.Canary) {
+		return fmt.Errorf("--canary %q is not a node of pool %q that needs the upgrade (nodes to upgrade: %s)", o.Canary, o.Pool, upgradeOrNone(need))
+	}
+	if len(already) > 0 {
+		o.Say(o.IOStreams, "already at %s: %s\n", o.Version, strings.Join(already, ", "))
+	}
+	if len(need) == 0 {
+		o.Say(o.IOStreams, "nothing to upgrade: every node is at %s\n", o.Version)
+		return nil
+	}
+	run := policy.UpgradeRun{
+		ID: fmt.Sprintf("%s-%s", o.clock.Now().UTC().Format("20060102-150405"), o.Version), Pool: o.Pool, Target: o.Version,
+		MaxUnavailable: o.MaxUnavailable, Canary: o.Canary, InstallerImage: o.InstallerImage, InstallerCommand: o.InstallerCommand,
+		Namespace: o.InstallerNamespace, WaitSelector: o.WaitSelector, WaitTimeout: o.WaitTimeout.String(),
+		DrainTimeout: o.DrainTimeout.String(), InstallTimeout: o.InstallTimeout.String(), ValidateTimeout: o.ValidateTimeout.String(),
+		ForceDrain: o.ForceDrain,
+	}
+	if o.Pool == "" {
+		run.MaxUnavailable = ""
+	}
+	u := &upgrade.Upgrader{Kube: c.Kube, Recorder: o.Recorder, Progress: o.SayTo(o.IOStreams)}
+	if err := u.Mark(ctx, need, run, cmdutil.DryRunClient); err != nil { // refuses nodes in another rollout
+		return err
+	}
+	if o.DryRun != cmdutil.DryRunNone {
+		return o.printPlan(ctx, u, run, need)
+	}
+	if err := o.Confirm(o.IOStreams, o.risk(len(need)), ""); err != nil {
+		return err
+	}
+	run.InCluster = o.InCluster
+	if err := u.Mark(ctx, need, run, cmdutil.DryRunNone); err != nil {
+		return err
+	}
+	o.Say(o.IOStreams, "rollout %s: %d node(s) marked for driver %s\n", run.ID, len(need), o.Version)
+	if err := printNodes(ctx, &o.Mutation, c, o.Out, need, "marked for driver "+o.Version, nil); err != nil {
+		return err
+	}
+	if o.NoController != "" && !o.InCluster {
+		fmt.Fprintf(o.ErrOut, "rollout %s: driven by this command (%s); stopping it pauses the rollout: resume with kubectl litepool upgrade resume\n", run.ID, o.NoController)
+	}
+	if o.InCluster {
+		return o.handOver(ctx, run)
+	}
+	return followRollout(ctx, u, run, need)
+}
+
+// installerFromPool fills the installer from the pool's spec.upgrade where the flags
+// leave it out.
+func (o *UpgradeDriverOptions) installerFromPool(pool *v1alpha1.Pool) error {
+	if pool != nil && pool.Spec.Upgrade != nil {
+		if o.InstallerImage == "" {
+			o.InstallerImage = pool.Spec.Upgrade.InstallerImage
+		}
+		if len(o.InstallerCommand) == 0 {
+			o.InstallerCommand = pool.Spec.Upgrade.InstallerCommand
+		}
+	}
+	if o.InstallerImage == "" {
+		return fmt.Errorf("no installer image: give --installer-image, or set spec.upgrade.installerImage on the pool")
+	}
+	return nil
+}
+
+// preflight checks the target against the matrix, with the pool's hardware and
+// declared software (rule C1); --force overrides, loudly.
+func (o *UpgradeDriverOptions) preflight(ctx context.Context, pool *v1alpha1.Pool, nodes []corev1.Node) error {
+	m, err := o.Compat.Load(ctx, o.clients.Kube)
+	if err != nil {
+		return err
+	}
+	var declared v1alpha1.SoftwareSpec
+	hw := ""
+	if pool != nil {
+		declared, hw = pool.Spec.Software, pool.Spec.Accelerator.Type
+	}
+	models := map[string]bool{}
+	for i := range nodes {
+		if hw != "" {
+			models[hw] = true
+		} else if t := policy.GPUType(&nodes[i]); t != "" {
+			models[t] = true
+		}
+	}
+	if len(models) == 0 {
+		models[""] = true
+	}
+	var checks []check.CompatCheck
+	failed := false
+	for _, model := range kit.SortedKeys(models) {
+		chain := check.ChainOf(declared)
+		chain.Hardware, chain.Driver = model, o.Version
+		res := policy.CheckCompat(m, chain)
+		checks = append(checks, check.CompatCheck{Subject: "pre-flight: driver " + o.Version, Result: res})
+		failed = failed || res.Verdict != policy.Compatible
+	}
+	if err := check.PrintCompatChecks(o.SayTo(o.IOStreams), checks, false, o.Compat.Describe()); err != nil {
+		return err
+	}
+	if !failed {
+		return nil
+	}
+	for _, ch := range checks {
+		if err := ch.Result.Err(); err != nil {
+			if o.Force {
+				fmt.Fprintf(o.ErrOut, "warning: --force: upgrading despite the pre-flight: %v\n", err)
+				return nil
+			}
+			return fmt.Errorf("pre-flight refused the upgrade (pass --force to override): %w", err)
+		}
+	}
+	return nil
+}
+
+func (o *UpgradeDriverOptions) risk(n int) kit.Risk {
+	scope, pace := "node "+o.Node, ""
+	if o.Pool != "" {
+		scope = fmt.Sprintf("%d node(s) of pool %s", n, o.Pool)
+		pace = fmt.Sprintf(", at most %s unavailable at a time", o.MaxUnavailable)
+		if o.Canary != "" {
+			pace += ", canary " + o.Canary + " first"
+		}
+	}
+	return kit.Risk{
+		Level:     "high",
+		Operation: "driver upgrade to " + o.Version,
+		Impact: []string{fmt.Sprintf("%s will be cordoned, drained and have the driver reinstalled by %s%s; workload pods still running after %s are evicted",
+			scope, o.InstallerImage, pace, o.WaitTimeout)},
+		Precaution: []string{"make sure running jobs checkpoint or can restart, and that the installer image fits the nodes' OS"},
+	}
+}
+
+func (o *UpgradeDriverOptions) printPlan(ctx context.Context, u *upgrade.Upgrader, run policy.UpgradeRun, need []string) error {
+	if o.DryRun == cmdutil.DryRunServer {
+		if err := u.Mark(ctx, need, run, cmdutil.DryRunServer); err != nil {
+			return err
+		}
+	}
+	snap, err := u.Snapshot(ctx, policy.UpgradeRun{ID: "-", Pool: run.Pool}, need)
+	if err != nil {
+		return err
+	}
+	for i := range snap.Nodes {
+		if slices.Contains(need, snap.Nodes[i].Name) {
+			snap.Nodes[i].State = policy.UpgradeRequired
+		}
+	}
+	maxU := 1
+	if run.MaxUnavailable != "" {
+		v, _ := policy.ParseMaxUnavailable(run.MaxUnavailable)
+		maxU = policy.MaxUnavailableNodes(v, len(snap.Nodes))
+	}
+	waves, waiting := policy.PredictUpgradeWaves(snap.Nodes, maxU, run.Canary)
+	o.Say(o.IOStreams, "would upgrade %d node(s) to %s with installer %s (max unavailable %d):\n", len(need), o.Version, o.InstallerImage, maxU)
+	for i, w := range waves {
+		o.Say(o.IOStreams, "  wave %d: %s\n", i+1, strings.Join(w, ", "))
+	}
+	if len(waiting) > 0 {
+		o.Say(o.IOStreams, "  not started (NotReady): %s\n", strings.Join(waiting, ", "))
+	}
+	o.Say(o.IOStreams, "(dry run: nothing changed)\n")
+	run.InCluster = o.InCluster
+	return printNodes(ctx, &o.Mutation, o.clients, o.Out, need, "marked for driver "+o.Version, func(n *corev1.Node) {
+		setAnnotations(n, map[string]string{policy.AnnotationUpgradeState: string(policy.UpgradeRequired),
+			policy.AnnotationUpgradeTarget: run.Target, policy.AnnotationUpgradeRun: run.Encode(), policy.AnnotationUpgradeMessage: "waiting for its wave"})
+	})
+}
+
+func upgradeOrNone(items []string) string {
+	if len(items) == 0 {
+		return "none"
+	}
+	return strings.Join(items, ", ")
+}
+
+// printNodes prints, under -o, the nodes a command acted on, as written; under a dry
+// run, as they are with dryRunEdit applied: as the command would have left them.
+// The default format says what happened in the command's own lines.
+func printNodes(ctx context.Context, m *kit.Mutation, c *kit.Clients, out io.Writer, names []string, operation string, dryRunEdit func(*corev1.Node)) error {
+	if m.Output() == "" {
+		return nil
+	}
+	for _, name := range names {
+		n, err := c.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if m.DryRun != cmdutil.DryRunNone && dryRunEdit != nil {
+			dryRunEdit(n)
+		}
+		if err := m.Print(out, n, operation); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// setAnnotations sets (a value) or removes ("") node annotations.
+func setAnnotations(n *corev1.Node, ann map[string]string) {
+	for k, v := range ann {
+		if v == "" {
+			delete(n.Annotations, k)
+			continue
+		}
+		if n.Annotations == nil {
+			n.Annotations = map[string]string{}
+		}
+		n.Annotations[k] = v
+	}
+}
