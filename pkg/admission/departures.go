@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/runwhere-ai/litepool/pkg/policy"
 	"hash/fnv"
 	"sort"
 	"time"
@@ -48,7 +49,7 @@ const DefaultDepartureTTL = 3 * time.Minute
 const departuresPrefix = "litepool-departures-"
 
 // LabelDepartures marks the reservation ConfigMaps (kubectl get cm -l ...).
-const LabelDepartures = "runwhere.ai/departures-of"
+const LabelDepartures = policy.LabelDeparturesOf
 
 // conflictBackoff retries a grant that lost a race: many departures from one pool at
 // once conflict in turn, so it tries more often than retry.DefaultRetry, with jitter to
@@ -144,7 +145,7 @@ func (d *Departures) get(ctx context.Context, pool string) (*corev1.ConfigMap, b
 	case apierrors.IsNotFound(err):
 		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: d.Namespace, Name: ConfigMapName(pool),
 			Labels:      map[string]string{LabelDepartures: ConfigMapName(pool)[len(departuresPrefix):]},
-			Annotations: map[string]string{"runwhere.ai/pool-name": pool}}}, false, nil
+			Annotations: map[string]string{policy.AnnotationPoolName: pool}}}, false, nil
 	default:
 		return nil, false, fmt.Errorf("reading the departures of pool %q (ConfigMap %s/%s): %w", pool, d.Namespace, ConfigMapName(pool), err)
 	}

@@ -31,13 +31,6 @@ const cordonMemoryPrefix = Prefix + "was-cordoned-by-"
 // CordonHolders lists the operations that may cordon nodes.
 var CordonHolders = []CordonHolder{CordonScaleDown, CordonUpgrade}
 
-func init() {
-	for _, h := range CordonHolders {
-		Registry[h.Annotation()] = KeyInfo{Key: h.Annotation(), Annotation: true,
-			Description: "node was cordoned before litepool's " + string(h) + " took it (that operation's memory)"}
-	}
-}
-
 // Annotation is the key of the operation's cordon memory.
 func (h CordonHolder) Annotation() string { return cordonMemoryPrefix + string(h) }
 

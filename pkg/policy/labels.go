@@ -67,6 +67,15 @@ const (
 	AnnotationStressResult = Prefix + "stress-result"
 )
 
+// Keys on litepool's own objects in its namespace, never on nodes or pods.
+const (
+	// LabelDeparturesOf marks a ConfigMap that reserves node departures (N3) of a pool.
+	LabelDeparturesOf = Prefix + "departures-of"
+	// AnnotationPoolName is the full pool name a departures ConfigMap serves (its name
+	// and label may be shortened).
+	AnnotationPoolName = Prefix + "pool-name"
+)
+
 // Values of LabelHealth.
 const (
 	HealthHealthy  = "healthy"
@@ -75,15 +84,19 @@ const (
 
 // KeyInfo describes one registered key.
 type KeyInfo struct {
-	Key         string
-	Annotation  bool
+	Key        string
+	Annotation bool
+	// Internal keys live on litepool's own objects in its namespace; N1 refuses them on
+	// the nodes and pods users label.
+	Internal    bool
 	Description string
 	// Validate checks a value; nil accepts any valid label value.
 	Validate func(value string) error
 }
 
-// Registry is every runwhere.ai/ key litepool knows. A key under the prefix that is not
-// here is a typo until it is added here.
+// Registry is every runwhere.ai/ key litepool knows, label or annotation, litepool's own
+// and gpuctl's. A key under the prefix that is not here is a typo until it is added here;
+// TestEveryKeyInTheSourceIsRegistered fails on code that uses one.
 var Registry = map[string]KeyInfo{
 	LabelPool:                {Key: LabelPool, Description: "the pool the node belongs to, or a pod asks for", Validate: ValidatePoolName},
 	LabelNodePool:            {Key: LabelNodePool, Description: "the node pool inside the pool", Validate: validateDNSLabel},
@@ -100,6 +113,14 @@ var Registry = map[string]KeyInfo{
 	AnnotationForce:          {Key: AnnotationForce, Annotation: true, Description: "audited override of N3/R2: who and why"},
 	AnnotationConfirmDelete:  {Key: AnnotationConfirmDelete, Annotation: true, Description: "confirms deleting a pool with running pods"},
 	AnnotationStressResult:   {Key: AnnotationStressResult, Annotation: true, Description: "last stress-test result"},
+	Prefix + "stress-run":    {Key: Prefix + "stress-run", Annotation: true, Description: "a Pool's stress run (pkg/stress.AnnotationRun)"},
+	AnnotationScaleDown:      {Key: AnnotationScaleDown, Annotation: true, Description: "a scale-down of this pool has started on the node"},
+	LabelDeparturesOf:        {Key: LabelDeparturesOf, Internal: true, Description: "on litepool's departure ConfigMaps: the pool whose departures they reserve"},
+	AnnotationPoolName:       {Key: AnnotationPoolName, Annotation: true, Internal: true, Description: "on litepool's departure ConfigMaps: the full pool name"},
+	CordonScaleDown.Annotation(): {Key: CordonScaleDown.Annotation(), Annotation: true,
+		Description: "node was cordoned before litepool's scale-down took it (that operation's memory)"},
+	CordonUpgrade.Annotation(): {Key: CordonUpgrade.Annotation(), Annotation: true,
+		Description: "node was cordoned before litepool's upgrade took it (that operation's memory)"},
 
 	LabelJobType:          {Key: LabelJobType, Description: "gpuctl: kind of job (training, inference, notebook, compute)", Validate: ValidateJobType},
 	LabelPriority:         {Key: LabelPriority, Description: "gpuctl: job priority", Validate: oneOf("high", "medium", "low")},
@@ -114,7 +135,7 @@ var Registry = map[string]KeyInfo{
 func LabelKeys() []string {
 	var keys []string
 	for k, info := range Registry {
-		if !info.Annotation {
+		if !info.Annotation && !info.Internal {
 			keys = append(keys, k)
 		}
 	}
@@ -139,7 +160,7 @@ func lookalikeKey(key string) string {
 		return ""
 	}
 	candidate := Prefix + name
-	if info, ok := Registry[candidate]; ok && !info.Annotation && candidate != key {
+	if info, ok := Registry[candidate]; ok && !info.Annotation && !info.Internal && candidate != key {
 		return candidate
 	}
 	return ""
@@ -150,8 +171,11 @@ func lookalikeKey(key string) string {
 // unprefixed look-alike of a registered key is refused with the right key in the error.
 func ValidateLabelKey(key string) error {
 	if strings.HasPrefix(key, Prefix) {
-		if info, ok := Registry[key]; ok && !info.Annotation {
+		if info, ok := Registry[key]; ok && !info.Annotation && !info.Internal {
 			return nil
+		}
+		if info, ok := Registry[key]; ok && info.Internal {
+			return fieldViolationf("N1", labelField(key), "%q is kept by litepool on its own objects (%s), not set on nodes or pods", key, info.Description)
 		}
 		if info, ok := Registry[key]; ok && info.Annotation {
 			return fieldViolationf("N1", labelField(key), "%q is an annotation key, not a label key", key)

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestValidateLabelKey(t *testing.T) {
@@ -88,4 +89,11 @@ func TestRegistryKnowsGpuctlKeys(t *testing.T) {
 		`[N1] invalid value "batch" for label "runwhere.ai/job-type": unknown job type "batch": must be one of compute, inference, notebook, training`)
 	assert.EqualError(t, ValidateLabel("runwhere.ai/port", "http"),
 		`[N1] invalid value "http" for label "runwhere.ai/port": must be a port number, 1-65535`)
+}
+
+func TestInternalKeysAreRefusedOnNodesAndPods(t *testing.T) {
+	err := ValidateLabelKey(LabelDeparturesOf)
+	require.Error(t, err)
+	assert.EqualError(t, err, `[N1] "runwhere.ai/departures-of" is kept by litepool on its own objects (on litepool's departure ConfigMaps: the pool whose departures they reserve), not set on nodes or pods`)
+	assert.NotContains(t, LabelKeys(), LabelDeparturesOf)
 }

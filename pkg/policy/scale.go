@@ -19,11 +19,6 @@ import (
 // these nodes first when it is run again, so re-running the command resumes it.
 const AnnotationScaleDown = Prefix + "scale-down"
 
-func init() {
-	Registry[AnnotationScaleDown] = KeyInfo{Key: AnnotationScaleDown, Annotation: true,
-		Description: "a scale-down of this pool has started on the node"}
-}
-
 // ExclusiveTaint is the taint every member of an exclusive pool carries; only pods of
 // the pool get the matching toleration.
 func ExclusiveTaint(pool string) corev1.Taint {
