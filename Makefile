@@ -22,7 +22,7 @@ control-plane: ## kube-apiserver, etcd, controller-manager, scheduler, kwok into
 	hack/build-control-plane.sh
 
 .PHONY: test
-test: verify test-unit test-e2e ## everything CI runs
+test: verify test-unit test-e2e bench-smoke ## everything CI runs
 
 .PHONY: verify
 verify: ## gofmt, golangci-lint (.golangci.yml), shellcheck on hack/, generated code up to date
@@ -61,6 +61,10 @@ demo: cluster ## the first command a newcomer runs: cluster, webhook, pools
 .PHONY: bench
 bench: build control-plane ## benchmarks, side by side with their baselines
 	hack/bench.sh
+
+.PHONY: bench-smoke
+bench-smoke: build control-plane ## every bench at a smoke size (tens of nodes), so none breaks unseen; run by make test
+	BENCH_SMOKE=1 hack/bench.sh
 
 .PHONY: dist
 dist: ## release archives and the rendered krew manifest into _output/dist

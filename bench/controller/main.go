@@ -76,6 +76,10 @@ func run(c config) error {
 	}
 	cl := clients{kube: kube, pools: poolclient.New(dyn)}
 	ctx := context.Background()
+	// The webhook reserves departures and the leader keeps its Lease in its namespace.
+	if err := localwebhook.EnsureNamespace(ctx, kube, localwebhook.Namespace); err != nil {
+		return err
+	}
 
 	fmt.Printf("%-34s %12s %14s %12s %12s\n", "litepool-webhook", "ready (s)", "all status (s)", "CPU start (s)", "CPU idle (%)")
 	web, err := measureStart(ctx, c, cl, false)
@@ -133,7 +137,7 @@ func measureStart(ctx context.Context, c config, cl clients, controllers bool) (
 		return startFigures{}, err
 	}
 	start := time.Now()
-	p, err := localwebhook.Launch(localwebhook.Options{Binary: c.bin, Kubeconfig: c.kubeconfig, Flags: flags, Output: logFile})
+	p, err := localwebhook.Launch(localwebhook.Options{Binary: c.bin, Kubeconfig: c.kubeconfig, Namespace: localwebhook.Namespace, Flags: flags, Output: logFile})
 	if err != nil {
 		return startFigures{}, err
 	}

@@ -29,5 +29,6 @@ hack/build-control-plane.sh >/dev/null
 bench_cluster
 kubectl apply -f deploy/webhook/crd >/dev/null # status fields and columns of this build
 
+if [ -n "${BENCH_SMOKE:-}" ]; then set -- --idle=2s --lag-rounds=2 --churn-pods=20 "$@"; fi
 say "measuring ($(nproc) cores)"
 "$out/bench" --kubeconfig "$KUBECONFIG" --webhook-bin "$bin/litepool-webhook" "$@"
