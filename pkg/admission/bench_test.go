@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -50,6 +51,20 @@ func newIndexerReader() *indexerReader {
 	}
 	return r
 }
+
+// GetInformer hands out the store as the manager's cache hands out an informer, so
+// that the catalog reads index values the way it does in the webhook. Only GetIndexer
+// is implemented.
+func (r *indexerReader) GetInformer(_ context.Context, obj client.Object, _ ...cache.InformerGetOption) (cache.Informer, error) {
+	return storeInformer{idx: r.stores[reflect.TypeOf(obj)]}, nil
+}
+
+type storeInformer struct {
+	cache.Informer
+	idx toolscache.Indexer
+}
+
+func (s storeInformer) GetIndexer() toolscache.Indexer { return s.idx }
 
 func (r *indexerReader) add(objs ...client.Object) {
 	for _, o := range objs {

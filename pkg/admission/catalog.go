@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -169,24 +170,52 @@ func (c *requestCatalog) members(pool string) []*corev1.Node {
 }
 
 // PoolNames implements policy.PoolCatalog: Pool objects and pools made of node labels.
-// It reads every node, so the rules ask for it only to write a denial.
+// The rules ask for it only to write a denial (P2). The label pools are the values of
+// the nodes' pool index, read without touching a node where the reader is an informer
+// cache; copying every node into a list made a P2 denial cost 200 times an allowed
+// request (bench/webhook, 1,000 nodes).
 func (c *requestCatalog) PoolNames() []string {
 	var pools v1alpha1.PoolList
-	var nodes corev1.NodeList
 	if err := c.r.List(c.ctx, &pools, noCopy); err != nil {
 		c.fail(err)
 	}
-	if err := c.r.List(c.ctx, &nodes, noCopy); err != nil {
-		c.fail(err)
-	}
-	names := make([]string, 0, len(pools.Items))
+	names := c.labelPools()
 	for i := range pools.Items {
 		names = append(names, pools.Items[i].Name)
 	}
-	for i := range nodes.Items {
-		names = append(names, nodes.Items[i].Labels[policy.LabelPool])
-	}
 	return policy.DistinctSorted(names)
+}
+
+// informerGetter is the part of the manager's cache (cache.Informers) that hands out
+// the informers behind the reader.
+type informerGetter interface {
+	GetInformer(ctx context.Context, obj client.Object, opts ...cache.InformerGetOption) (cache.Informer, error)
+}
+
+// labelPools lists the pools nodes carry in their label: the keys of the node pool
+// index when the reader's informer exposes its indexer, else from a list of the nodes.
+func (c *requestCatalog) labelPools() []string {
+	if ig, ok := c.r.(informerGetter); ok {
+		inf, err := ig.GetInformer(c.ctx, &corev1.Node{})
+		if err != nil {
+			c.fail(err)
+			return nil
+		}
+		if ix, ok := inf.(interface{ GetIndexer() toolscache.Indexer }); ok {
+			return ix.GetIndexer().ListIndexFuncValues("field:" + IndexNodePool)
+		}
+	}
+	var nodes corev1.NodeList
+	if err := c.r.List(c.ctx, &nodes, noCopy); err != nil {
+		c.fail(err)
+	}
+	names := make([]string, 0, len(nodes.Items))
+	for i := range nodes.Items {
+		if pool := nodes.Items[i].Labels[policy.LabelPool]; pool != "" {
+			names = append(names, pool)
+		}
+	}
+	return names
 }
 
 // RemainingAfter implements policy.DepartureCounter: the members the cache sees in pool,
