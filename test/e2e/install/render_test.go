@@ -147,3 +147,48 @@ func deref[T any](p *T) T {
 	}
 	return *p
 }
+
+// deploy/monitoring scrapes both identities' Services over HTTPS with Prometheus's
+// token, and binds Prometheus to litepool-metrics-reader.
+func TestMonitoringRendered(t *testing.T) {
+	services := render(t).services
+	res := framework.C.Kubectl(t, "", "kustomize", filepath.Join(framework.Root, "deploy", "monitoring"))
+	require.Zero(t, res.ExitCode, res.Stderr)
+	scraped := map[string]bool{}
+	var bound bool
+	for _, doc := range strings.Split(res.Stdout, "\n---\n") {
+		var obj struct {
+			Kind     string             `json:"kind"`
+			Metadata metav1.ObjectMeta  `json:"metadata"`
+			RoleRef  rbacv1.RoleRef     `json:"roleRef"`
+			Spec     serviceMonitorSpec `json:"spec"`
+		}
+		require.NoError(t, yaml.Unmarshal([]byte(doc), &obj))
+		switch obj.Kind {
+		case "ServiceMonitor":
+			require.Len(t, obj.Spec.Endpoints, 1, obj.Metadata.Name)
+			ep := obj.Spec.Endpoints[0]
+			assert.Equal(t, "https", ep.Scheme, obj.Metadata.Name)
+			assert.Equal(t, "/var/run/secrets/kubernetes.io/serviceaccount/token", ep.BearerTokenFile, obj.Metadata.Name)
+			for name, svc := range services {
+				if labels.SelectorFromSet(obj.Spec.Selector.MatchLabels).Matches(labels.Set(svc.Labels)) &&
+					slices.ContainsFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return p.Name == ep.Port }) {
+					scraped[name] = true
+				}
+			}
+		case "ClusterRoleBinding":
+			bound = bound || obj.RoleRef.Name == "litepool-metrics-reader"
+		}
+	}
+	assert.Equal(t, map[string]bool{"litepool-webhook": true, "litepool-controller-metrics": true}, scraped, "every Service with metrics is scraped")
+	assert.True(t, bound, "Prometheus is bound to litepool-metrics-reader")
+}
+
+type serviceMonitorSpec struct {
+	Selector  metav1.LabelSelector `json:"selector"`
+	Endpoints []struct {
+		Port            string `json:"port"`
+		Scheme          string `json:"scheme"`
+		BearerTokenFile string `json:"bearerTokenFile"`
+	} `json:"endpoints"`
+}
