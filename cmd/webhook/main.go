@@ -112,7 +112,7 @@ func (o *options) validate() error {
 		return errors.New("--leader-elect needs --controllers: only the controllers need a leader, the webhook serves on every replica")
 	}
 	if o.namespace == "" {
-		return errors.New("--namespace (or $POD_NAMESPACE) is needed: node departures are reserved in ConfigMaps there, and --cert-mode=self keeps its Secret there")
+		return errors.New("--namespace (or $POD_NAMESPACE) is needed: litepool's namespace holds the webhook's departure ConfigMaps and certificate Secret, and the controllers' leader Lease")
 	}
 	if o.departureTTL <= 0 {
 		return fmt.Errorf("--departure-ttl=%s: must be positive", o.departureTTL)
