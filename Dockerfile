@@ -43,5 +43,5 @@ COPY --from=build /out/litepool-webhook /out/kubectl-litepool /usr/local/bin/
 COPY LICENSE /licenses/LICENSE
 USER 65532:65532
 # webhook (HTTPS), metrics, health probes: the flags' defaults in cmd/webhook.
-EXPOSE 9443 8080 8081
+EXPOSE 9443 8443 8081
 ENTRYPOINT ["/usr/local/bin/litepool-webhook"]

@@ -358,7 +358,7 @@ func startWebhookProc(ctx context.Context, c config, dir string) (string, func()
 		return "", nil, 0, err
 	}
 	cmd := exec.CommandContext(ctx, c.bin, "--cert-mode=files", "--cert-dir="+dir, "--host=127.0.0.1", fmt.Sprintf("--port=%d", port),
-		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probe), fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metrics),
+		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probe), fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metrics), "--metrics-secure=false",
 		"--kubeconfig="+c.kubeconfig, "--zap-log-level=error", "--namespace="+webhookNamespace)
 	webhookMetrics = fmt.Sprintf("127.0.0.1:%d", metrics)
 	cmd.Args = append(cmd.Args, strings.Fields(c.extraArgs)...)

@@ -1,7 +1,20 @@
-// Command litepool-webhook serves litepool's admission rules (P1-P6, N1-N3, R1-R2) as a
-// mutating and a validating webhook, answering from informer caches. With --controllers
-// it also runs litepool's controllers (pkg/controller: Pool status, per-pool metrics)
-// on the replica that holds the leader lease (--leader-elect).
+// Command litepool-webhook is litepool's one server binary, run as two identities
+// (deploy/webhook, docs/install.md):
+//
+//   - --webhook (the default) serves litepool's admission rules (P1-P6, N1-N3, R1-R2)
+//     as a mutating and a validating webhook, answering from informer caches trimmed to
+//     what the rules read. This mode owns the serving certificate and the departure
+//     ConfigMaps. Deployment litepool-webhook runs it alone (--controllers=false).
+//   - --controllers runs litepool's controllers (pkg/controller: Pool status, per-pool
+//     metrics, rollouts, stress runs) on the replica that holds the leader lease
+//     (--leader-elect). Deployment litepool-controller runs it alone (--webhook=false):
+//     no webhook server, no certificate, no webhook configurations.
+//
+// Both at once is a single-process local run (the e2e framework, hack/localwebhook).
+//
+// /metrics is served over HTTPS and answers only callers the API server authenticates
+// and authorizes for get on the non-resource URL /metrics (ClusterRole
+// litepool-metrics-reader); --metrics-secure=false serves plain HTTP for local runs.
 //
 // Certificates: by default (--cert-mode=self) the webhook issues its own CA and serving
 // certificate into a Secret, mounts it (the Deployment's volume), and patches the CA
@@ -33,6 +46,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
@@ -54,8 +68,10 @@ type options struct {
 	acceleratorResources              string
 	departureTTL                      time.Duration
 	enableHTTP2                       bool
-	controllers, leaderElect          bool
+	webhook, controllers, leaderElect bool
 	leaderElectionNamespace           string
+	metricsSecure                     bool
+	metricsCertDir                    string
 }
 
 const (
@@ -68,7 +84,9 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.IntVar(&o.port, "port", 9443, "port the webhook server listens on")
 	fs.StringVar(&o.certDir, "cert-dir", "/certs", "directory holding tls.crt and tls.key (reloaded when they change)")
 	fs.StringVar(&o.certMode, "cert-mode", certModeSelf, "self: issue and rotate the certificate and patch the CA bundle into the webhook configurations; files: serve the files in --cert-dir as they are (cert-manager, local runs)")
-	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint (0 disables it)")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "address of the Prometheus metrics endpoint (0 disables it)")
+	fs.BoolVar(&o.metricsSecure, "metrics-secure", true, "serve /metrics over HTTPS to callers the API server authenticates (TokenReview) and authorizes for get on /metrics (SubjectAccessReview); false: plain HTTP to anyone, for local runs only")
+	fs.StringVar(&o.metricsCertDir, "metrics-cert-dir", "", "directory holding tls.crt and tls.key for /metrics (empty: a self-signed certificate made at start)")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "", "address of Go's /debug/pprof endpoints (empty: off)")
 	fs.StringVar(&o.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "the webhook's namespace: its Service, certificate Secret and the ConfigMaps that reserve node departures (default $POD_NAMESPACE)")
@@ -79,15 +97,22 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.mutatingConfig, "mutating-webhook-configuration", "litepool-webhook", "MutatingWebhookConfiguration whose CA bundle is managed (cert-mode self)")
 	fs.StringVar(&o.validatingConfig, "validating-webhook-configuration", "litepool-webhook", "ValidatingWebhookConfiguration whose CA bundle is managed (cert-mode self)")
 	fs.StringVar(&o.extraDNSNames, "extra-dns-names", "", "comma-separated extra DNS names for the self-managed certificate")
-	fs.BoolVar(&o.controllers, "controllers", false, "also run litepool's controllers (Pool status, per-pool metrics) on the replica that holds the leader lease")
-	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader among replicas (a Lease named "+controller.LeaderElectionID+"): controllers run on the leader only; the webhook serves on every replica")
+	fs.BoolVar(&o.webhook, "webhook", true, "serve the admission webhook (and, with --cert-mode=self, keep its certificate and CA bundles); false: controllers only (Deployment litepool-controller)")
+	fs.BoolVar(&o.controllers, "controllers", false, "run litepool's controllers (Pool status, per-pool metrics, rollouts, stress runs) on the replica that holds the leader lease")
+	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader among replicas (a Lease named "+controller.LeaderElectionID+"): controllers run on the leader only; needs --controllers (a webhook serves on every replica and elects nobody)")
 	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader Lease (default --namespace, else kube-system)")
 	fs.StringVar(&o.acceleratorResources, policy.AcceleratorResourcesFlag, "", "comma-separated extra accelerator resources, extended resource names such as vendor.example/xpu (beyond nvidia.com/gpu, nvidia.com/mig-*, huawei.com/Ascend910/310/310P, amd.com/gpu)")
 }
 
 func (o *options) validate() error {
+	if !o.webhook && !o.controllers {
+		return errors.New("--webhook=false and --controllers=false: nothing to run")
+	}
+	if o.leaderElect && !o.controllers {
+		return errors.New("--leader-elect needs --controllers: only the controllers need a leader, the webhook serves on every replica")
+	}
 	if o.namespace == "" {
-		return errors.New("--namespace (or $POD_NAMESPACE) is needed: node departures are reserved in ConfigMaps there, and --cert-mode=self keeps its Secret there")
+		return errors.New("--namespace (or $POD_NAMESPACE) is needed: litepool's namespace holds the webhook's departure ConfigMaps and certificate Secret, and the controllers' leader Lease")
 	}
 	if o.departureTTL <= 0 {
 		return fmt.Errorf("--departure-ttl=%s: must be positive", o.departureTTL)
@@ -142,17 +167,17 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
 	}
-	cacheByObject := admission.CacheByObject()
-	if o.controllers {
-		cacheByObject = controller.CacheByObject(cacheByObject, accel)
+	var tlsOpts []func(*tls.Config)
+	if !o.enableHTTP2 {
+		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: o.metricsAddr},
+		Metrics:                o.metricsOptions(tlsOpts),
 		HealthProbeBindAddress: o.probeAddr,
 		PprofBindAddress:       o.pprofAddr,
-		Cache:                  cache.Options{ByObject: cacheByObject, DefaultTransform: cache.TransformStripManagedFields()},
-		// Every replica answers admission requests from its own cache; only the
+		Cache:                  o.cacheOptions(accel),
+		// Every webhook replica answers admission requests from its own cache; only the
 		// controllers need a leader.
 		LeaderElection:                o.leaderElect,
 		LeaderElectionID:              controller.LeaderElectionID,
@@ -174,15 +199,66 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
+	if o.webhook {
+		if err := addWebhook(ctx, mgr, o, scheme, accel, tlsOpts); err != nil {
+			return err
+		}
+	}
 
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("informers-synced", func(*http.Request) error {
+		if !synced.Load() {
+			return errors.New("informer caches have not synced yet")
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	log.Info("starting litepool-webhook", "version", version.Version, "commit", version.Commit, "webhook", o.webhook,
+		"certMode", o.certMode, "controllers", o.controllers, "leaderElect", o.leaderElect, "metricsSecure", o.metricsSecure)
+	return mgr.Start(ctx)
+}
+
+// metricsOptions serves /metrics over HTTPS behind the API server's authentication and
+// authorization (controller-runtime's metrics filters: a TokenReview for the bearer
+// token, then a SubjectAccessReview for get on /metrics), or plain HTTP for local runs.
+func (o *options) metricsOptions(tlsOpts []func(*tls.Config)) metricsserver.Options {
+	m := metricsserver.Options{BindAddress: o.metricsAddr}
+	if o.metricsSecure {
+		m.SecureServing = true
+		m.FilterProvider = filters.WithAuthenticationAndAuthorization
+		m.CertDir = o.metricsCertDir
+		m.TLSOpts = tlsOpts
+	}
+	return m
+}
+
+// cacheOptions are the informer caches: trimmed to what the rules read, widened for the
+// controllers' inventory when they run. A webhook without controllers reads nothing
+// else, so a read of any other kind fails (ErrResourceNotCached) instead of quietly
+// starting a cluster-wide informer, and needing the RBAC, that only the controller has.
+func (o *options) cacheOptions(accel policy.Accelerators) cache.Options {
+	byObject := admission.CacheByObject()
+	if o.controllers {
+		byObject = controller.CacheByObject(byObject, accel)
+	}
+	return cache.Options{
+		ByObject:                    byObject,
+		DefaultTransform:            cache.TransformStripManagedFields(),
+		ReaderFailOnMissingInformer: !o.controllers,
+	}
+}
+
+// addWebhook adds the admission webhook: its server (started once the certificate is on
+// disk), the certificate rotator (--cert-mode=self) and its readiness check.
+func addWebhook(ctx context.Context, mgr manager.Manager, o options, scheme *runtime.Scheme, accel policy.Accelerators, tlsOpts []func(*tls.Config)) error {
+	log := ctrl.Log.WithName("setup")
 	// Departures are read and written live, never through the cache.
-	live, err := client.New(cfg, client.Options{Scheme: scheme})
+	live, err := client.New(mgr.GetConfig(), client.Options{Scheme: scheme})
 	if err != nil {
 		return fmt.Errorf("creating the API client: %w", err)
-	}
-	var tlsOpts []func(*tls.Config)
-	if !o.enableHTTP2 {
-		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
 	}
 	srv := webhook.NewServer(webhook.Options{Host: o.host, Port: o.port, CertDir: o.certDir, TLSOpts: tlsOpts})
 	admission.Register(srv, admission.Catalog{Reader: mgr.GetCache()},
@@ -208,24 +284,7 @@ func run(ctx context.Context, o options) error {
 		case <-ctx.Done():
 		}
 	}()
-
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-		return err
-	}
-	if err := mgr.AddReadyzCheck("informers-synced", func(*http.Request) error {
-		if !synced.Load() {
-			return errors.New("informer caches have not synced yet")
-		}
-		return nil
-	}); err != nil {
-		return err
-	}
-	if err := mgr.AddReadyzCheck("webhook-serving", srv.StartedChecker()); err != nil {
-		return err
-	}
-	log.Info("starting litepool-webhook", "version", version.Version, "commit", version.Commit, "certMode", o.certMode,
-		"controllers", o.controllers, "leaderElect", o.leaderElect)
-	return mgr.Start(ctx)
+	return mgr.AddReadyzCheck("webhook-serving", srv.StartedChecker())
 }
 
 // startInformers creates the informers the rules read before the manager starts (the
@@ -249,11 +308,12 @@ func startInformers(ctx context.Context, mgr manager.Manager) (*atomic.Bool, err
 
 // addRotator has cert-controller keep the serving certificate in the Secret (mounted at
 // --cert-dir) and the CA bundle in both webhook configurations. Every replica runs it:
-// updates race on resourceVersion, and the loser re-reads the winner's certificate.
+// updates race on resourceVersion, and the loser re-reads the winner's certificate. It
+// reads only those three objects (byNameTransport), which is all RBAC grants it.
 func addRotator(mgr manager.Manager, o options, ready chan struct{}) error {
 	dns := fmt.Sprintf("%s.%s.svc", o.serviceName, o.namespace)
 	extra := append([]string{o.serviceName + "." + o.namespace, dns + ".cluster.local"}, splitList(o.extraDNSNames)...)
-	return rotator.AddRotator(mgr, &rotator.CertRotator{
+	return rotator.AddRotator(newByNameManager(mgr, rotatorNames(o)), &rotator.CertRotator{
 		SecretKey:      types.NamespacedName{Namespace: o.namespace, Name: o.secret},
 		CertDir:        o.certDir,
 		CAName:         "litepool-webhook-ca",

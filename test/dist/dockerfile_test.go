@@ -235,17 +235,19 @@ func TestKustomizeImageName(t *testing.T) {
 			}
 		}
 	}
-	require.Len(t, deployments, 1, "one Deployment: the webhook")
-	pod := deployments[0].Spec.Template.Spec
-	var images []string
-	for _, c := range pod.Containers {
-		images = append(images, c.Image)
-	}
-	assert.Contains(t, images, "litepool-webhook", "the Deployment uses the kustomize image name")
+	require.Len(t, deployments, 2, "two Deployments from one image: litepool-webhook and litepool-controller")
 	user := parseDockerfile(readFile(t, "Dockerfile"))
 	uid := strings.Split(user[len(user)-1].all("USER")[0], ":")[0]
-	if sc := pod.SecurityContext; assert.NotNil(t, sc) && sc.RunAsUser != nil {
-		assert.Equal(t, uid, strconv.FormatInt(*sc.RunAsUser, 10), "runAsUser is the image's user")
+	for _, d := range deployments {
+		pod := d.Spec.Template.Spec
+		var images []string
+		for _, c := range pod.Containers {
+			images = append(images, c.Image)
+		}
+		assert.Contains(t, images, "litepool-webhook", "%s uses the kustomize image name", d.Name)
+		if sc := pod.SecurityContext; assert.NotNil(t, sc, d.Name) && sc.RunAsUser != nil {
+			assert.Equal(t, uid, strconv.FormatInt(*sc.RunAsUser, 10), "%s: runAsUser is the image's user", d.Name)
+		}
 	}
 }
 

@@ -79,8 +79,10 @@ func Launch(o Options) (*Process, error) {
 	}
 	loop := func(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
 	p := &Process{Addr: loop(ports[0]), Metrics: loop(ports[1]), Probe: loop(ports[2]), done: make(chan struct{})}
+	// Plain HTTP metrics unless Flags say --metrics-secure (the later flag wins): local
+	// runs scrape them without a token.
 	args := append([]string{"--host=127.0.0.1", "--port=" + strconv.Itoa(ports[0]),
-		"--metrics-bind-address=" + p.Metrics, "--health-probe-bind-address=" + p.Probe, "--kubeconfig=" + o.Kubeconfig}, o.Flags...)
+		"--metrics-bind-address=" + p.Metrics, "--metrics-secure=false", "--health-probe-bind-address=" + p.Probe, "--kubeconfig=" + o.Kubeconfig}, o.Flags...)
 	if o.Namespace != "" {
 		args = append(args, "--namespace="+o.Namespace)
 	}
