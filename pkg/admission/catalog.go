@@ -85,9 +85,10 @@ func trimPod(in any) (any, error) {
 	return out, nil
 }
 
-// trimNode keeps a node's metadata (labels carry pool membership and accelerator model)
-// and whether it is Ready (N3's floor counts Ready members), and drops the rest of its
-// status: heartbeats change only what the rules never read.
+// trimNode keeps a node's metadata (labels carry pool membership and accelerator model),
+// its taints (the controller keeps exclusive pools' taints) and whether it is Ready
+// (N3's floor counts Ready members), and drops the rest of its status: heartbeats
+// change only what the rules never read.
 func trimNode(in any) (any, error) {
 	node, ok := in.(*corev1.Node)
 	if !ok {
@@ -95,6 +96,7 @@ func trimNode(in any) (any, error) {
 	}
 	out := &corev1.Node{TypeMeta: node.TypeMeta, ObjectMeta: node.ObjectMeta}
 	out.ManagedFields = nil
+	out.Spec.Taints = node.Spec.Taints
 	for _, c := range node.Status.Conditions {
 		if c.Type == corev1.NodeReady {
 			out.Status.Conditions = []corev1.NodeCondition{{Type: c.Type, Status: c.Status}}

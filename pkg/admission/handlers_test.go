@@ -395,6 +395,31 @@ func TestPlacementHandler(t *testing.T) {
 	assert.Contains(t, resp.Result.Message, `[P6] pod ai-team/queued may not run on node "a10-node-9": it is bound to the node, but the node belongs to exclusive pool "dev-sandbox"`)
 	binding.Object = raw(t, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "queued"}, Target: corev1.ObjectReference{Kind: "Node", Name: "a100-node-2"}})
 	assert.True(t, review(t, h, binding).Allowed)
+
+	t.Run("an update that gives a pod pinned to the node the toleration is judged", func(t *testing.T) {
+		pinned := pod("pinned", nil, nil)
+		pinned.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{"a10-node-9"}}}}}}}}
+		tolerant := pinned.DeepCopy()
+		tolerant.Spec.Tolerations = []corev1.Toleration{{Key: policy.LabelPool, Operator: corev1.TolerationOpExists}}
+		req := podRequest(t, tolerant)
+		req.Operation, req.OldObject = admissionv1.Update, raw(t, pinned)
+		resp := review(t, h, req)
+		assert.False(t, resp.Allowed)
+		assert.Equal(t, `[P6] pod ai-team/pinned may not run on node "a10-node-9": it tolerates the pool's taint (runwhere.ai/pool Exists) and its node affinity allows the node, but the node belongs to exclusive pool "dev-sandbox", which runs only its own pods and DaemonSet pods, and the pod asks for no pool; label the pod runwhere.ai/pool=dev-sandbox from a namespace the pool admits, or keep it off the pool's nodes`, resp.Result.Message)
+		require.NotNil(t, resp.Result.Details)
+		assert.Equal(t, []metav1.StatusCause{{Type: policy.CauseRule, Message: "P6"}}, resp.Result.Details.Causes)
+
+		ownUpdate := own.DeepCopy()
+		ownUpdate.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+		req = podRequest(t, ownUpdate)
+		req.Namespace, req.Operation, req.OldObject = "notebooks", admissionv1.Update, raw(t, own)
+		assert.True(t, review(t, h, req).Allowed, "the pool's own pod may tolerate more")
+
+		req = podRequest(t, tolerant)
+		req.Operation, req.SubResource, req.OldObject = admissionv1.Update, "status", raw(t, pinned)
+		assert.True(t, review(t, h, req).Allowed, "pods/status is not placement")
+	})
 }
 
 // Which resources P5 judges is each handler's own: two handlers in one process, one told
