@@ -86,8 +86,10 @@ func trimPod(in any) (any, error) {
 	return out, nil
 }
 
-// trimNode keeps a node's metadata (labels carry pool membership and accelerator model)
-// and drops its status: node heartbeats change only what the rules never read.
+// trimNode keeps a node's metadata (labels carry pool membership and accelerator model),
+// its taints (the controller keeps exclusive pools' taints) and whether it is Ready
+// (N3's floor counts Ready members), and drops the rest of its status: heartbeats
+// change only what the rules never read.
 func trimNode(in any) (any, error) {
 	node, ok := in.(*corev1.Node)
 	if !ok {
@@ -95,6 +97,12 @@ func trimNode(in any) (any, error) {
 	}
 	out := &corev1.Node{TypeMeta: node.TypeMeta, ObjectMeta: node.ObjectMeta}
 	out.ManagedFields = nil
+	out.Spec.Taints = node.Spec.Taints
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			out.Status.Conditions = []corev1.NodeCondition{{Type: c.Type, Status: c.Status}}
+		}
+	}
 	return out, nil
 }
 
@@ -219,14 +227,18 @@ func (c *requestCatalog) labelPools() []string {
 }
 
 // RemainingAfter implements policy.DepartureCounter: the members the cache sees in pool,
-// less node and the departures already granted.
-func (c *requestCatalog) RemainingAfter(pool, node string) int {
+// less node and the departures already granted; all of them, and the Ready ones.
+func (c *requestCatalog) RemainingAfter(pool, node string) (members, ready int) {
 	nodes := c.members(pool)
-	names := make([]string, len(nodes))
-	for i, n := range nodes {
-		names[i] = n.Name
+	names := make([]string, 0, len(nodes))
+	readyNames := make([]string, 0, len(nodes))
+	for _, n := range nodes {
+		names = append(names, n.Name)
+		if policy.IsNodeReady(n) {
+			readyNames = append(readyNames, n.Name)
+		}
 	}
-	return policy.RemainingAfterDeparture(names, c.granted, node)
+	return policy.RemainingAfterDeparture(names, c.granted, node), policy.RemainingAfterDeparture(readyNames, c.granted, node)
 }
 
 // WorkloadPods implements policy.NodeCatalog. A terminating pod does not count: it is

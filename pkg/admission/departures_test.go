@@ -101,7 +101,7 @@ func TestDeparturesIdempotentDryRunExpiry(t *testing.T) {
 	assert.Equal(t, []string{"a100-node-0"}, granted())
 	resp := leave("a100-node-1", true)
 	assert.False(t, resp.Allowed, "a dry run is judged against the grants")
-	assert.Equal(t, `[N3] node "a100-node-1" cannot leave pool "train-a100": the pool would have 1 node(s), below its minNodes 2; lower spec.minNodes first or add a node`, resp.Result.Message)
+	assert.Equal(t, `[N3] node "a100-node-1" cannot leave pool "train-a100": the pool would have 1 Ready node(s), below its minNodes 2; lower spec.minNodes first or add a node (a NotReady member may leave)`, resp.Result.Message)
 
 	now = now.Add(2 * time.Minute) // node-0 never left (its label is still in the cache)
 	assert.Empty(t, granted(), "an expired grant no longer counts")

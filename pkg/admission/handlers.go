@@ -330,9 +330,10 @@ func (h *PoolHandler) Handle(ctx context.Context, req admission.Request) admissi
 }
 
 // PlacementHandler is the validating pod webhook of rule P6: pods created with
-// spec.nodeName, pods that tolerate an exclusive pool's taint or name nodes in
-// matchFields, and pods/binding by anyone but the scheduler (matchConditions send only
-// these).
+// spec.nodeName, pods that tolerate an exclusive pool's taint, updates that change what
+// P6 judges of a pod that tolerates it (tolerations added, its pool label, or the node
+// selection of a gated pod), and pods/binding onto an exclusive pool's node by anyone
+// but the scheduler (matchConditions send only these).
 type PlacementHandler struct {
 	Catalog Catalog
 	// Live reads a pod a binding names when the cache does not hold it yet (a binding
@@ -344,9 +345,10 @@ type PlacementHandler struct {
 // judge is refused with the reason, and its creator retries.
 func (h *PlacementHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
 	start := time.Now()
-	if req.Operation != admissionv1.Create || (req.SubResource != "" && req.SubResource != "binding") {
+	update := req.Operation == admissionv1.Update && req.SubResource == ""
+	if (req.Operation != admissionv1.Create && !update) || (req.SubResource != "" && req.SubResource != "binding") {
 		observe(hookPlacement, nil, OutcomeAllowed, start)
-		return admission.Allowed("litepool judges pod placement on create and binding only")
+		return admission.Allowed("litepool judges pod placement on create, update and binding only")
 	}
 	cat := h.Catalog.forRequest(ctx)
 	pod, target, err := h.podAndTarget(ctx, req)

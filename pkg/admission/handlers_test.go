@@ -64,7 +64,8 @@ func fixture(t testing.TB) Catalog {
 }
 
 func testNode(name, gpuType, pool string) *corev1.Node {
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{policy.LabelGPUType: gpuType}}}
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{policy.LabelGPUType: gpuType}},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
 	if pool != "" {
 		n.Labels[policy.LabelPool] = pool
 	}
@@ -276,11 +277,29 @@ func TestNodeHandler(t *testing.T) {
 		req.SubResource = "proxy"
 		assert.True(t, review(t, h, req).Allowed, "other subresources are not judged")
 	})
-	t.Run("N3 last node of a pool of labels only", func(t *testing.T) {
+	t.Run("N3 last node of a pool of labels only: the pool dissolves", func(t *testing.T) {
 		old := testNode("a10-node-1", "A10-24G", "infer-a10")
 		resp := review(t, h, nodeRequest(t, admissionv1.Delete, nil, old))
+		assert.True(t, resp.Allowed, "%v", resp.Result)
+		assert.Equal(t, []string{`[N3] node "a10-node-1" was the last node of pool "infer-a10", a pool of labels only (no Pool object): the pool is gone; label a node runwhere.ai/pool=infer-a10 to make it again, or create a Pool object to give it a floor (minNodes)`}, resp.Warnings)
+	})
+	t.Run("N3 floor counts Ready members: a NotReady member goes, a Ready one stays", func(t *testing.T) {
+		c := fixture(t)
+		cl := c.Reader.(client.Client)
+		for _, n := range []string{"a100-node-3"} { // train-a100: 2 Ready members left of 3, minNodes 2
+			var node corev1.Node
+			require.NoError(t, cl.Get(context.Background(), client.ObjectKey{Name: n}, &node))
+			node.Status.Conditions[0].Status = corev1.ConditionUnknown
+			require.NoError(t, cl.Status().Update(context.Background(), &node))
+		}
+		h := &NodeHandler{Catalog: c}
+		notReady := testNode("a100-node-3", "A100-80G", "train-a100")
+		notReady.Status.Conditions[0].Status = corev1.ConditionUnknown
+		resp := review(t, h, nodeRequest(t, admissionv1.Delete, nil, notReady))
+		assert.True(t, resp.Allowed, "%v", resp.Result)
+		resp = review(t, h, nodeRequest(t, admissionv1.Delete, nil, testNode("a100-node-2", "A100-80G", "train-a100")))
 		assert.False(t, resp.Allowed)
-		assert.Equal(t, `[N3] node "a10-node-1" cannot leave pool "infer-a10": it is the last node of a pool of labels only (minNodes 1); to dissolve the pool, annotate the node runwhere.ai/force="<who>: <why>" (kubectl litepool delete pool infer-a10 --force does) or add a node first`, resp.Result.Message)
+		assert.Equal(t, `[N3] node "a100-node-2" cannot leave pool "train-a100": the pool would have 1 Ready node(s), below its minNodes 2; lower spec.minNodes first or add a node (a NotReady member may leave)`, resp.Result.Message)
 	})
 }
 
@@ -376,6 +395,31 @@ func TestPlacementHandler(t *testing.T) {
 	assert.Contains(t, resp.Result.Message, `[P6] pod ai-team/queued may not run on node "a10-node-9": it is bound to the node, but the node belongs to exclusive pool "dev-sandbox"`)
 	binding.Object = raw(t, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "queued"}, Target: corev1.ObjectReference{Kind: "Node", Name: "a100-node-2"}})
 	assert.True(t, review(t, h, binding).Allowed)
+
+	t.Run("an update that gives a pod pinned to the node the toleration is judged", func(t *testing.T) {
+		pinned := pod("pinned", nil, nil)
+		pinned.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{"a10-node-9"}}}}}}}}
+		tolerant := pinned.DeepCopy()
+		tolerant.Spec.Tolerations = []corev1.Toleration{{Key: policy.LabelPool, Operator: corev1.TolerationOpExists}}
+		req := podRequest(t, tolerant)
+		req.Operation, req.OldObject = admissionv1.Update, raw(t, pinned)
+		resp := review(t, h, req)
+		assert.False(t, resp.Allowed)
+		assert.Equal(t, `[P6] pod ai-team/pinned may not run on node "a10-node-9": it tolerates the pool's taint (runwhere.ai/pool Exists) and its node affinity allows the node, but the node belongs to exclusive pool "dev-sandbox", which runs only its own pods and DaemonSet pods, and the pod asks for no pool; label the pod runwhere.ai/pool=dev-sandbox from a namespace the pool admits, or keep it off the pool's nodes`, resp.Result.Message)
+		require.NotNil(t, resp.Result.Details)
+		assert.Equal(t, []metav1.StatusCause{{Type: policy.CauseRule, Message: "P6"}}, resp.Result.Details.Causes)
+
+		ownUpdate := own.DeepCopy()
+		ownUpdate.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+		req = podRequest(t, ownUpdate)
+		req.Namespace, req.Operation, req.OldObject = "notebooks", admissionv1.Update, raw(t, own)
+		assert.True(t, review(t, h, req).Allowed, "the pool's own pod may tolerate more")
+
+		req = podRequest(t, tolerant)
+		req.Operation, req.SubResource, req.OldObject = admissionv1.Update, "status", raw(t, pinned)
+		assert.True(t, review(t, h, req).Allowed, "pods/status is not placement")
+	})
 }
 
 // Which resources P5 judges is each handler's own: two handlers in one process, one told

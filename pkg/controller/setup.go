@@ -42,6 +42,12 @@ func Setup(mgr ctrl.Manager, accel policy.Accelerators) error {
 	if err := rollouts.SetupWithManager(mgr); err != nil {
 		return err
 	}
+	if err := (&ExclusiveTaintReconciler{Client: mgr.GetClient(), Recorder: &events.Recorder{Client: kube}}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := (&BindingTargetsReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		return err
+	}
 	host, _ := os.Hostname()
 	runs := &StressReconciler{Client: mgr.GetClient(), Kube: kube, Recorder: &events.Recorder{Client: kube}, Identity: host, Accelerators: accel}
 	return runs.SetupWithManager(mgr)

@@ -2,11 +2,50 @@ package policy
 
 import (
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
+
+	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 )
+
+// DesiredExclusiveTaints are node's taints as its membership says they should be: the
+// exclusive taint of its pool when pool (the Pool object of the pool its label names;
+// nil when there is none) is exclusive, and no other taint under the key
+// runwhere.ai/pool. Other taints are kept as they are, in order; when nothing needs to
+// change, node's own slice is returned.
+func DesiredExclusiveTaints(node *corev1.Node, pool *v1alpha1.Pool) []corev1.Taint {
+	var want *corev1.Taint
+	if name := node.Labels[LabelPool]; pool != nil && pool.Name == name && pool.Spec.Exclusive {
+		t := ExclusiveTaint(name)
+		want = &t
+	}
+	have := node.Spec.Taints
+	stale := func(t corev1.Taint) bool {
+		return t.Key == LabelPool && (want == nil || t.Effect != want.Effect || t.Value != want.Value)
+	}
+	present := want != nil && slices.ContainsFunc(have, func(t corev1.Taint) bool {
+		return t.Key == want.Key && t.Effect == want.Effect && t.Value == want.Value
+	})
+	if !slices.ContainsFunc(have, stale) && (want == nil || present) {
+		return have
+	}
+	out := make([]corev1.Taint, 0, len(have)+1)
+	for _, t := range have {
+		if !stale(t) {
+			out = append(out, t)
+		}
+	}
+	if want != nil && !present {
+		out = append(out, *want)
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
 
 // ExclusiveMember is a node of an exclusive pool, as P6 needs it.
 type ExclusiveMember struct {
@@ -80,6 +119,9 @@ func toleratesExclusive(pod *corev1.Pod, pool string) (string, bool) {
 		if t.ToleratesTaint(klog.Background(), &taint, false) {
 			if t.Key == "" {
 				return "operator Exists on every key", true
+			}
+			if t.Value == "" {
+				return fmt.Sprintf("%s %s", t.Key, t.Operator), true
 			}
 			return fmt.Sprintf("%s %s %s", t.Key, t.Operator, t.Value), true
 		}

@@ -64,3 +64,35 @@ func TestCheckExclusivePlacement(t *testing.T) {
 		assert.NoError(t, CheckExclusivePlacement(p, nil, "", members))
 	})
 }
+
+func TestDesiredExclusiveTaints(t *testing.T) {
+	excl := &v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: "excl"}, Spec: v1alpha1.PoolSpec{Exclusive: true}}
+	open := &v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: "excl"}}
+	other := corev1.Taint{Key: "gpu", Value: "broken", Effect: corev1.TaintEffectNoSchedule}
+	mk := func(pool string, taints ...corev1.Taint) *corev1.Node {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{}}, Spec: corev1.NodeSpec{Taints: taints}}
+		if pool != "" {
+			n.Labels[LabelPool] = pool
+		}
+		return n
+	}
+	for _, tt := range []struct {
+		name string
+		node *corev1.Node
+		pool *v1alpha1.Pool
+		want []corev1.Taint
+	}{
+		{"a member of an exclusive pool is tainted", mk("excl", other), excl, []corev1.Taint{other, ExclusiveTaint("excl")}},
+		{"already tainted: nothing changes", mk("excl", ExclusiveTaint("excl"), other), excl, []corev1.Taint{ExclusiveTaint("excl"), other}},
+		{"a pool that is no longer exclusive loses it", mk("excl", ExclusiveTaint("excl"), other), open, []corev1.Taint{other}},
+		{"a pool of labels only has no taint", mk("excl", ExclusiveTaint("excl")), nil, nil},
+		{"a node that left loses it", mk("", other, ExclusiveTaint("excl")), nil, []corev1.Taint{other}},
+		{"a node that moved gets its new pool's", mk("excl", ExclusiveTaint("old")), excl, []corev1.Taint{ExclusiveTaint("excl")}},
+		{"any other effect under the key goes", mk("excl", ExclusiveTaint("excl"), corev1.Taint{Key: LabelPool, Value: "excl", Effect: corev1.TaintEffectNoExecute}), excl, []corev1.Taint{ExclusiveTaint("excl")}},
+		{"an untainted node outside pools stays so", mk(""), nil, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, DesiredExclusiveTaints(tt.node, tt.pool))
+		})
+	}
+}

@@ -36,29 +36,53 @@ func CheckJoin(pool *v1alpha1.Pool, node *corev1.Node) error {
 		node.Name, got, pool.Name, want, LabelGPUType, want, got)
 }
 
+// Leave is what rule N3 knows of one node's departure from its pool.
+type Leave struct {
+	// Pool is the Pool object; nil for a pool of labels only.
+	Pool     *v1alpha1.Pool
+	PoolName string
+	Node     string
+	// NodeReady says whether the departing node holds capacity (its Ready condition is
+	// True); a NotReady member may leave at the floor.
+	NodeReady bool
+	// WorkloadPods are "namespace/name" of the node's workload pods (not DaemonSet, not
+	// terminal, not terminating).
+	WorkloadPods []string
+	// Remaining counts the members the pool keeps once the node has left, and
+	// ReadyRemaining the Ready ones among them (RemainingAfterDeparture).
+	Remaining, ReadyRemaining int
+}
+
+// Dissolves says whether the departure takes the last node of a pool of labels only:
+// with no Pool object and no member left, the pool no longer exists.
+func (l Leave) Dissolves() bool { return l.Pool == nil && l.Remaining <= 0 }
+
 // CheckLeave is rule N3: a node may leave its pool (or be deleted) only when it runs no
-// workload pods and the pool keeps at least minNodes members. remaining is the number of
-// members the pool would have afterwards (RemainingAfterDeparture); workloadPods are
-// "namespace/name" of the node's workload pods (not DaemonSet, not terminal, not
-// terminating). pool is nil for a pool that exists only as labels: its floor is 1, so
-// that its last node goes only with the audited override (delete pool --force).
-func CheckLeave(pool *v1alpha1.Pool, poolName, node string, workloadPods []string, remaining int) error {
-	if len(workloadPods) > 0 {
+// workload pods and, for a Pool object, the pool keeps at least minNodes Ready members.
+// The floor counts capacity, as Pool status does: a NotReady member holds none, so it
+// may leave at the floor (the Node of a dead machine stays deletable). A pool of labels
+// only declares no floor: its last idle node may leave, and the pool is gone
+// (Leave.Dissolves).
+func CheckLeave(l Leave) error {
+	if len(l.WorkloadPods) > 0 {
 		return Violationf("N3", "node %q cannot leave pool %q: it runs %d workload pod(s) (%s); drain it first (kubectl litepool drain %s) or wait for them to finish",
-			node, poolName, len(workloadPods), summarize(workloadPods, 3), node)
+			l.Node, l.PoolName, len(l.WorkloadPods), summarize(l.WorkloadPods, 3), l.Node)
 	}
-	if pool == nil {
-		if remaining < 1 {
-			return Violationf("N3", "node %q cannot leave pool %q: it is the last node of a pool of labels only (minNodes 1); to dissolve the pool, annotate the node %s=\"<who>: <why>\" (kubectl litepool delete pool %s --force does) or add a node first",
-				node, poolName, AnnotationForce, poolName)
-		}
+	if l.Pool == nil || !l.NodeReady {
 		return nil
 	}
-	if floor := MinNodes(pool.Spec); remaining < floor {
-		return Violationf("N3", "node %q cannot leave pool %q: the pool would have %d node(s), below its minNodes %d; lower spec.minNodes first or add a node",
-			node, poolName, remaining, floor)
+	if floor := MinNodes(l.Pool.Spec); l.ReadyRemaining < floor {
+		return Violationf("N3", "node %q cannot leave pool %q: the pool would have %d Ready node(s), below its minNodes %d; lower spec.minNodes first or add a node (a NotReady member may leave)",
+			l.Node, l.PoolName, l.ReadyRemaining, floor)
 	}
 	return nil
+}
+
+// DissolvedWarning is what a client is told when its request takes the last node of a
+// pool of labels only.
+func DissolvedWarning(pool, node string) string {
+	return fmt.Sprintf("[N3] node %q was the last node of pool %q, a pool of labels only (no Pool object): the pool is gone; label a node %s=%s to make it again, or create a Pool object to give it a floor (minNodes)",
+		node, pool, LabelPool, pool)
 }
 
 // RemainingAfterDeparture is N3's floor arithmetic under concurrent departures: the

@@ -31,14 +31,26 @@ func TestCheckJoin(t *testing.T) {
 
 func TestCheckLeave(t *testing.T) {
 	p := pool("train-a100", "A100-80G", 2)
-	assert.NoError(t, CheckLeave(p, p.Name, "n1", nil, 2))
-	assert.EqualError(t, CheckLeave(p, p.Name, "n1", nil, 1),
-		`[N3] node "n1" cannot leave pool "train-a100": the pool would have 1 node(s), below its minNodes 2; lower spec.minNodes first or add a node`)
-	assert.EqualError(t, CheckLeave(p, p.Name, "n1", []string{"ai/a", "ai/b", "ai/c", "ai/d"}, 5),
+	leave := func(ready bool, readyRemaining int, pods ...string) Leave {
+		return Leave{Pool: p, PoolName: p.Name, Node: "n1", NodeReady: ready, WorkloadPods: pods, Remaining: readyRemaining + 1, ReadyRemaining: readyRemaining}
+	}
+	assert.NoError(t, CheckLeave(leave(true, 2)))
+	assert.EqualError(t, CheckLeave(leave(true, 1)),
+		`[N3] node "n1" cannot leave pool "train-a100": the pool would have 1 Ready node(s), below its minNodes 2; lower spec.minNodes first or add a node (a NotReady member may leave)`)
+	assert.NoError(t, CheckLeave(leave(false, 1)), "a NotReady member holds no capacity: it may leave at the floor")
+	assert.NoError(t, CheckLeave(leave(false, 0)), "even when the pool is already below its floor")
+	assert.EqualError(t, CheckLeave(leave(false, 5, "ai/a", "ai/b", "ai/c", "ai/d")),
 		`[N3] node "n1" cannot leave pool "train-a100": it runs 4 workload pod(s) (ai/a, ai/b, ai/c and 1 more); drain it first (kubectl litepool drain n1) or wait for them to finish`)
-	assert.NoError(t, CheckLeave(nil, "labels-only", "n1", nil, 1), "a pool with no object keeps one node")
-	assert.EqualError(t, CheckLeave(nil, "labels-only", "n1", nil, 0),
-		`[N3] node "n1" cannot leave pool "labels-only": it is the last node of a pool of labels only (minNodes 1); to dissolve the pool, annotate the node runwhere.ai/force="<who>: <why>" (kubectl litepool delete pool labels-only --force does) or add a node first`)
+
+	labels := Leave{PoolName: "labels-only", Node: "n1", NodeReady: true}
+	assert.NoError(t, CheckLeave(labels), "a pool of labels only has no floor: its last idle node may leave")
+	assert.True(t, labels.Dissolves())
+	labels.Remaining = 1
+	assert.False(t, labels.Dissolves())
+	labels.WorkloadPods = []string{"ai/a"}
+	assert.EqualError(t, CheckLeave(labels),
+		`[N3] node "n1" cannot leave pool "labels-only": it runs 1 workload pod(s) (ai/a); drain it first (kubectl litepool drain n1) or wait for them to finish`, "the busy-node rule holds for every pool")
+	assert.False(t, Leave{Pool: p, PoolName: p.Name}.Dissolves(), "a Pool object outlives its members")
 }
 
 func TestRemainingAfterDeparture(t *testing.T) {

@@ -22,10 +22,11 @@ type NodeCatalog interface {
 }
 
 // DepartureCounter is a NodeCatalog that knows the departures already granted (the
-// webhook's reservation) and counts a pool's remaining members with
-// RemainingAfterDeparture; a catalog without it counts its own members minus one.
+// webhook's reservation) and counts a pool's remaining members, all and Ready ones, with
+// RemainingAfterDeparture; a catalog without it counts its own members minus one, all
+// taken as Ready.
 type DepartureCounter interface {
-	RemainingAfter(pool, node string) int
+	RemainingAfter(pool, node string) (members, ready int)
 }
 
 // Force is a use of the runwhere.ai/force annotation: who overrode rule N3, why, and the
@@ -86,7 +87,7 @@ func AdmitNode(node, old *corev1.Node, pools NodeCatalog) (NodeDecision, error) 
 	if node != nil {
 		errs = append(errs, CheckNodeLabels(node, old), checkForceFormat(node, old), checkJoin(node, old, pools, &d))
 	}
-	leaveErr := checkLeave(node, old, pools)
+	leave, leaveErr := checkLeave(node, old, pools)
 	if leaveErr != nil {
 		carrier := node
 		if carrier == nil {
@@ -102,6 +103,9 @@ func AdmitNode(node, old *corev1.Node, pools NodeCatalog) (NodeDecision, error) 
 		}
 	}
 	errs = append(errs, leaveErr)
+	if leave != nil && leave.Dissolves() && leaveErr == nil {
+		d.Warnings = append(d.Warnings, DissolvedWarning(leave.PoolName, leave.Node))
+	}
 	return d, errors.Join(errs...)
 }
 
@@ -179,18 +183,22 @@ func JoinsPool(node, old *corev1.Node) string {
 }
 
 // checkLeave is rule N3 for a node that leaves its pool (its pool label is removed or
-// changed) or is deleted while in one.
-func checkLeave(node, old *corev1.Node, pools NodeCatalog) error {
+// changed) or is deleted while in one; nil when it leaves none. Whether the departing
+// node is Ready is read from old, the request's own object.
+func checkLeave(node, old *corev1.Node, pools NodeCatalog) (*Leave, error) {
 	name := DepartsFrom(node, old)
 	if name == "" {
-		return nil
+		return nil, nil
 	}
 	info, _ := pools.Pool(name)
 	remaining := max(info.Members-1, 0)
+	ready := remaining
 	if r, ok := pools.(DepartureCounter); ok {
-		remaining = r.RemainingAfter(name, old.Name)
+		remaining, ready = r.RemainingAfter(name, old.Name)
 	}
-	return CheckLeave(info.Object, name, old.Name, pools.WorkloadPods(old.Name), remaining)
+	l := &Leave{Pool: info.Object, PoolName: name, Node: old.Name, NodeReady: IsNodeReady(old),
+		WorkloadPods: pools.WorkloadPods(old.Name), Remaining: remaining, ReadyRemaining: ready}
+	return l, CheckLeave(*l)
 }
 
 // DistinctSorted returns the distinct non-empty values, sorted.

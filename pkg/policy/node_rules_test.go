@@ -103,14 +103,63 @@ func TestAdmitNode(t *testing.T) {
 	}
 }
 
+func ready(n *corev1.Node, status corev1.ConditionStatus) *corev1.Node {
+	n = n.DeepCopy()
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status}}
+	return n
+}
+
+// counting is a catalog that counts a pool's remaining members, and the Ready ones.
+type counting struct {
+	catalog
+	members, ready int
+}
+
+func (c counting) RemainingAfter(string, string) (int, int) { return c.members, c.ready }
+
 func TestAdmitNodeMinNodes(t *testing.T) {
-	cat := testCatalog()
-	info := cat.pools["train-a100"]
-	info.Members = 2
-	cat.pools["train-a100"] = info
 	old := node("a100-node-3", map[string]string{LabelGPUType: "A100-80G", LabelPool: "train-a100"})
-	_, err := AdmitNode(nil, old, cat)
-	assert.EqualError(t, err, `[N3] node "a100-node-3" cannot leave pool "train-a100": the pool would have 1 node(s), below its minNodes 2; lower spec.minNodes first or add a node`)
+	// train-a100 has minNodes 2; after the departure it keeps 2 members, 1 of them Ready.
+	cat := counting{catalog: testCatalog(), members: 2, ready: 1}
+	_, err := AdmitNode(nil, ready(old, corev1.ConditionTrue), cat)
+	assert.EqualError(t, err, `[N3] node "a100-node-3" cannot leave pool "train-a100": the pool would have 1 Ready node(s), below its minNodes 2; lower spec.minNodes first or add a node (a NotReady member may leave)`)
+	assert.Equal(t, []string{"N3"}, Rules(err))
+	for _, status := range []corev1.ConditionStatus{corev1.ConditionFalse, corev1.ConditionUnknown} {
+		d, err := AdmitNode(nil, ready(old, status), cat)
+		assert.NoError(t, err, "a member whose Ready is %s is deleted at the floor", status)
+		assert.Empty(t, d.Warnings)
+	}
+	_, err = AdmitNode(nil, old, cat)
+	assert.NoError(t, err, "a member that never reported Ready holds no capacity either")
+
+	cat.ready = 2
+	_, err = AdmitNode(withLabel(ready(old, corev1.ConditionTrue), LabelPool, "other"), ready(old, corev1.ConditionTrue), cat)
+	assert.NoError(t, err, "2 Ready members stay: the floor holds")
+}
+
+func TestAdmitNodeLabelPoolDissolves(t *testing.T) {
+	cat := testCatalog() // infer-a10: a pool of labels only, 2 members
+	cat.pods = map[string][]string{"a10-node-2": {"ai-team/vllm-0"}}
+	last := ready(node("a10-node-1", map[string]string{LabelGPUType: "A10-24G", LabelPool: "infer-a10"}), corev1.ConditionTrue)
+	gone := withLabel(last, LabelPool, "x")
+	delete(gone.Labels, LabelPool)
+
+	d, err := AdmitNode(gone, last, counting{catalog: cat, members: 1, ready: 1})
+	assert.NoError(t, err)
+	assert.Empty(t, d.Warnings, "another member remains: the pool stays")
+
+	d, err = AdmitNode(gone, last, counting{catalog: cat, members: 0, ready: 0})
+	assert.NoError(t, err, "the last idle node of a pool of labels may leave")
+	assert.Equal(t, []string{`[N3] node "a10-node-1" was the last node of pool "infer-a10", a pool of labels only (no Pool object): the pool is gone; label a node runwhere.ai/pool=infer-a10 to make it again, or create a Pool object to give it a floor (minNodes)`}, d.Warnings)
+
+	d, err = AdmitNode(nil, last, counting{catalog: cat, members: 0, ready: 0})
+	assert.NoError(t, err, "deleting it dissolves the pool too")
+	assert.Len(t, d.Warnings, 1)
+
+	busy := ready(node("a10-node-2", map[string]string{LabelGPUType: "A10-24G", LabelPool: "infer-a10"}), corev1.ConditionTrue)
+	d, err = AdmitNode(nil, busy, counting{catalog: cat, members: 0, ready: 0})
+	assert.EqualError(t, err, `[N3] node "a10-node-2" cannot leave pool "infer-a10": it runs 1 workload pod(s) (ai-team/vllm-0); drain it first (kubectl litepool drain a10-node-2) or wait for them to finish`)
+	assert.Empty(t, d.Warnings, "a refused departure dissolves nothing")
 }
 
 func TestParseForce(t *testing.T) {

@@ -133,10 +133,15 @@ func PodPoolName(pod *corev1.Pod, ns *corev1.Namespace) (name string, fromNamesp
 //
 // MutatePod is idempotent: run on its own output it returns an empty patch and no
 // error, which is what reinvocation needs.
+//
+// A DaemonSet's pods are placed node by node (the DaemonSet controller pins each to
+// its node): a namespace's default pool does not apply to them, and a pool they ask
+// for by label gets them no nodeSelector (P1 would otherwise pin a pod meant for one
+// node to a pool that may not hold that node, and it could never be scheduled).
 func MutatePod(pod *corev1.Pod, ns *corev1.Namespace, pools PoolCatalog, accel Accelerators) (PodPatch, []string, error) {
 	var patch PodPatch
 	name, fromNS := PodPoolName(pod, ns)
-	if name == "" || name == DefaultPool {
+	if name == "" || name == DefaultPool || (fromNS && isDaemonSetPod(pod)) {
 		return patch, nil, nil
 	}
 	info, ok := pools.Pool(name)
@@ -301,7 +306,8 @@ func sameAccelerator(got, have corev1.ResourceName) bool {
 }
 
 // podPlacement is rule P1: pin the pod to the pool (and its node pool), let it tolerate
-// an exclusive pool's taint, and give NPU containers the pool's HCCL retry settings.
+// an exclusive pool's taint, and give NPU containers the pool's HCCL retry settings. A
+// DaemonSet's pod is not pinned: it is placed node by node.
 func podPlacement(pod *corev1.Pod, info PoolInfo, fromNS bool) (PodPatch, error) {
 	var patch PodPatch
 	var errs []error
@@ -309,7 +315,10 @@ func podPlacement(pod *corev1.Pod, info PoolInfo, fromNS bool) (PodPatch, error)
 		patch.Labels = map[string]string{LabelPool: info.Name}
 	}
 	want := map[string]string{LabelPool: info.Name}
-	if np, ok := pod.Labels[LabelNodePool]; ok && np != "" {
+	if isDaemonSetPod(pod) {
+		want = nil
+	}
+	if np, ok := pod.Labels[LabelNodePool]; ok && np != "" && want != nil {
 		want[LabelNodePool] = np
 	}
 	for _, key := range sortedMapKeys(want) {

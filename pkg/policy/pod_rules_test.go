@@ -257,3 +257,36 @@ func TestPodPatchApply(t *testing.T) {
 	assert.Equal(t, want, pod.Spec.Containers[0].Env)
 	assert.Equal(t, want, pod.Spec.InitContainers[0].Env)
 }
+
+// TestMutatePodDaemonSet: a DaemonSet's pods are placed node by node, so P1 pins none of
+// them to a pool: a namespace's default pool leaves them alone, and one that asks for a
+// pool by label is checked and tolerates an exclusive pool, but gets no nodeSelector.
+func TestMutatePodDaemonSet(t *testing.T) {
+	cat := testCatalog()
+	oneNode := func(p *corev1.Pod) { // what the DaemonSet controller writes
+		p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{"cpu-node-1"}}}}}}}}
+	}
+	team := ns("ai-team", LabelPool, "train-a100")
+
+	patch, warnings, err := MutatePod(testPod(ownedBy("DaemonSet"), oneNode), team, cat, Accelerators{})
+	require.NoError(t, err)
+	assert.True(t, patch.Empty(), "the namespace's default pool adds nothing: %+v", patch)
+	assert.Empty(t, warnings)
+
+	patch, _, err = MutatePod(testPod(ownedBy("DaemonSet"), oneNode, nodeSelector(LabelPool, "other")), team, cat, Accelerators{})
+	require.NoError(t, err, "its own nodeSelector does not clash with a default pool that does not apply")
+	assert.True(t, patch.Empty())
+
+	patch, _, err = MutatePod(testPod(ownedBy("DaemonSet"), oneNode, inNamespace("notebooks"), podLabels(LabelPool, "dev-sandbox")), ns("notebooks"), cat, Accelerators{})
+	require.NoError(t, err)
+	assert.Empty(t, patch.NodeSelector, "no pool nodeSelector")
+	assert.Equal(t, []corev1.Toleration{ExclusivePoolToleration("dev-sandbox")}, patch.Tolerations, "it tolerates the exclusive pool it asks for")
+
+	_, _, err = MutatePod(testPod(ownedBy("DaemonSet"), podLabels(LabelPool, "dev-sandbox")), ns("ai-team"), cat, Accelerators{})
+	assert.Equal(t, []string{"P4"}, Rules(err), "the pool's other rules still hold")
+
+	patch, _, err = MutatePod(testPod(ownedBy("Job")), team, cat, Accelerators{})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{LabelPool: "train-a100"}, patch.NodeSelector, "other pods of the namespace are pinned as before")
+}

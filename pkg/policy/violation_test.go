@@ -34,10 +34,11 @@ func TestViolationfKeepsTheWrappedError(t *testing.T) {
 }
 
 func TestRulesOfAJoinedDenial(t *testing.T) {
-	// A node update that adds a typo'd key and leaves a pool it is the last of: N1 and N3.
-	old := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{LabelPool: "solo-pool"}}}
+	// A node update that adds a typo'd key and leaves a pool at its floor: N1 and N3.
+	old := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{LabelPool: "solo-pool"}},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"runwhere.ai/gpu_type": "A100"}}}
-	cat := catalog{pools: map[string]PoolInfo{"solo-pool": {Name: "solo-pool", Members: 1}}}
+	cat := catalog{pools: map[string]PoolInfo{"solo-pool": {Name: "solo-pool", Object: pool("solo-pool", "", 1), Members: 1}}}
 	_, err := AdmitNode(node, old, cat)
 	require.Error(t, err)
 	assert.Equal(t, []string{"N1", "N3"}, Rules(err))
@@ -49,9 +50,10 @@ func TestRulesOfAJoinedDenial(t *testing.T) {
 // A denial's rule ids travel as status causes (with the field at fault) and are read
 // back from the API server's error, never from its text.
 func TestCausesRoundTripThroughAStatus(t *testing.T) {
-	old := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{LabelPool: "solo-pool"}}}
+	old := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{LabelPool: "solo-pool"}},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"runwhere.ai/gpu_type": "A100"}}}
-	_, err := AdmitNode(node, old, catalog{pools: map[string]PoolInfo{"solo-pool": {Name: "solo-pool", Members: 1}}})
+	_, err := AdmitNode(node, old, catalog{pools: map[string]PoolInfo{"solo-pool": {Name: "solo-pool", Object: pool("solo-pool", "", 1), Members: 1}}})
 	require.Error(t, err)
 	causes := Causes(err)
 	assert.Equal(t, []metav1.StatusCause{

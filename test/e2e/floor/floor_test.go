@@ -206,13 +206,18 @@ func depart(kube kubernetes.Interface, pool, node string, remove bool) outcome {
 	}
 }
 
+// createNode makes a Ready member of pool (kwok keeps it Ready): the floor counts Ready
+// members, so it is created Ready rather than waiting for kwok's first heartbeat.
 func createNode(t *testing.T, kube kubernetes.Interface, name, pool string) {
 	t.Helper()
 	_, err := kube.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name,
 		Labels:      map[string]string{policy.LabelPool: pool, "type": "kwok"},
-		Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"}}}, metav1.CreateOptions{})
+		Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"}},
+		Status: corev1.NodeStatus{Conditions: readyCondition}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 }
+
+var readyCondition = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady"}}
 
 // cleanRound deletes the round's nodes: the floor's survivors with the audited override.
 func cleanRound(t *testing.T, kube kubernetes.Interface, round int) {
@@ -287,7 +292,8 @@ func waitReplica(t *testing.T, rs *localwebhook.Replicas, crt *localwebhook.Cert
 		} else if last = r1; !strings.Contains(r1, count) {
 			return false, nil
 		}
-		probe := &corev1.Node{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Node"}, ObjectMeta: metav1.ObjectMeta{Name: "floor-probe", Labels: map[string]string{policy.LabelPool: fp.name}}}
+		probe := &corev1.Node{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Node"}, ObjectMeta: metav1.ObjectMeta{Name: "floor-probe", Labels: map[string]string{policy.LabelPool: fp.name}},
+			Status: corev1.NodeStatus{Conditions: readyCondition}}
 		n3 := review(crt, addr, "/validate-nodes", admissionv1.Delete, "", "v1", "Node", "nodes", "", nil, probe)
 		last = n3
 		if members < fp.minNodes {

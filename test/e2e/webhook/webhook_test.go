@@ -308,7 +308,7 @@ func TestWebhook(t *testing.T) {
 		})
 		err = labelNode(kube, t, "a100-node-4", map[string]any{policy.LabelPool: nil})
 		require.Error(t, err)
-		assert.Equal(t, denied("node-departures.runwhere.ai", `[N3] node "a100-node-4" cannot leave pool "train-a100": the pool would have 1 node(s), below its minNodes 2; lower spec.minNodes first or add a node`), err.Error())
+		assert.Equal(t, denied("node-departures.runwhere.ai", `[N3] node "a100-node-4" cannot leave pool "train-a100": the pool would have 1 Ready node(s), below its minNodes 2; lower spec.minNodes first or add a node (a NotReady member may leave)`), err.Error())
 
 		err = kube.CoreV1().Nodes().Delete(ctx, "a100-node-2", metav1.DeleteOptions{})
 		require.Error(t, err)
@@ -320,7 +320,7 @@ func TestWebhook(t *testing.T) {
 		_, err := kube.CoreV1().Nodes().Patch(ctx, "a100-node-4", types.MergePatchType,
 			mergePatch(t, map[string]any{"metadata": map[string]any{"labels": map[string]any{policy.LabelPool: nil}}}), metav1.PatchOptions{}, "status")
 		require.Error(t, err)
-		assert.Equal(t, denied("node-departures.runwhere.ai", `[N3] node "a100-node-4" cannot leave pool "train-a100": the pool would have 1 node(s), below its minNodes 2; lower spec.minNodes first or add a node`), err.Error())
+		assert.Equal(t, denied("node-departures.runwhere.ai", `[N3] node "a100-node-4" cannot leave pool "train-a100": the pool would have 1 Ready node(s), below its minNodes 2; lower spec.minNodes first or add a node (a NotReady member may leave)`), err.Error())
 		err = labelNodeStatus(kube, t, "cpu-node-1", map[string]any{"runwhere.ai/zone": "a"})
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), `denied the request: [N1] unknown label key "runwhere.ai/zone"`)
