@@ -83,7 +83,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (time.Duration,
 	if err != nil {
 		return 0, err
 	}
-	return requeue, r.writeStatus(ctx, &run, st)
+	if err := r.writeStatus(ctx, &run, st); err != nil {
+		return 0, err
+	}
+	if st.Phase.Finished() { // the results are stored: the pods not kept may go now
+		return 0, r.cleanUp(ctx, &run)
+	}
+	return requeue, nil
 }
 
 // writeStatus stores st unless nothing changed; an update (not a patch), so a status
@@ -93,7 +99,11 @@ func (r *Reconciler) writeStatus(ctx context.Context, run *v1alpha1.StressRun, s
 		return nil
 	}
 	run.Status = *st
-	return client.IgnoreNotFound(r.Client.Status().Update(ctx, run))
+	if err := r.Client.Status().Update(ctx, run); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	run.Status = *st // as stored: the update refreshed run from the server's answer
+	return nil
 }
 
 func equalStatus(a, b *v1alpha1.StressRunStatus) bool { return equality.Semantic.DeepEqual(a, b) }
