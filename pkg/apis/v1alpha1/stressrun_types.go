@@ -163,15 +163,16 @@ type StressRunStatus struct {
 	// +optional
 	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
 	// Total, Passed, Failed and Skipped count nodes: a node passes when it passed
-	// every test; Total counts the nodes tested.
+	// every test; Total counts the nodes tested. Always written, so that kubectl's
+	// columns read 0 rather than nothing.
 	// +optional
-	Total int32 `json:"total,omitempty"`
+	Total int32 `json:"total"`
 	// +optional
-	Passed int32 `json:"passed,omitempty"`
+	Passed int32 `json:"passed"`
 	// +optional
-	Failed int32 `json:"failed,omitempty"`
+	Failed int32 `json:"failed"`
 	// +optional
-	Skipped int32 `json:"skipped,omitempty"`
+	Skipped int32 `json:"skipped"`
 	// Results per node and test, by node then test order.
 	// +listType=atomic
 	// +optional
