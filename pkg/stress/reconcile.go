@@ -406,8 +406,8 @@ func (r *Reconciler) judge(ctx context.Context, run *v1alpha1.StressRun, st *v1a
 	if failed {
 		result = "failed"
 	}
-	summary := fmt.Sprintf("%s %s at %s (stress run %s): %s", strings.Join(tests, ","), result, r.now().UTC().Format(time.RFC3339), run.Name, detail)
-	return RecordNode(ctx, r.Kube, r.Recorder, node, summary, failed)
+	summary := fmt.Sprintf("%s %s at %s %s: %s", strings.Join(tests, ","), result, r.now().UTC().Format(time.RFC3339), RunMark(run.Name), detail)
+	return RecordNode(ctx, r.Kube, r.Recorder, node, run.Name, summary, failed)
 }
 
 // count fills the node counts.

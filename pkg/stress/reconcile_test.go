@@ -247,3 +247,22 @@ func TestReconcileFailsARunThatCannotRun(t *testing.T) {
 	assert.Equal(t, "CannotCreatePods", run.Status.Conditions[1].Reason)
 	assert.NotContains(t, f.node("n1").Labels, policy.LabelHealth)
 }
+
+// A node is recorded once per run: a step taken again from a stale read (the status
+// write of the first one lost) finds the run named on the node and adds no Event.
+func TestRecordNodeOncePerRun(t *testing.T) {
+	f := newFixture(t, readyNode("n1"))
+	ctx := context.Background()
+	require.NoError(t, RecordNode(ctx, f.kube, f.r.Recorder, "n1", "r1", "npu failed at T (stress run r1): x", true))
+	require.NoError(t, RecordNode(ctx, f.kube, f.r.Recorder, "n1", "r1", "npu failed at T2 (stress run r1): x", true))
+	require.NoError(t, RecordNode(ctx, f.kube, f.r.Recorder, "n1", "r2", "npu passed at T3 (stress run r2): exit 0", false))
+	events := 0
+	for _, a := range f.kube.Actions() {
+		if a.GetVerb() == "create" && a.GetResource().Resource == "events" {
+			events++
+		}
+	}
+	assert.Equal(t, 2, events)
+	assert.Equal(t, policy.HealthHealthy, f.node("n1").Labels[policy.LabelHealth])
+	assert.Equal(t, "npu passed at T3 (stress run r2): exit 0", f.node("n1").Annotations[policy.AnnotationStressResult])
+}

@@ -240,10 +240,22 @@ func failureDetail(p *corev1.Pod, t *corev1.ContainerStateTerminated) string {
 	return "pod failed"
 }
 
-// RecordNode is a node's last step: its health label (healthy, or degraded when
-// failed), the summary in its runwhere.ai/stress-result annotation, and an Event.
-// It is idempotent but for the Event.
-func RecordNode(ctx context.Context, kube kubernetes.Interface, rec *events.Recorder, node, summary string, failed bool) error {
+// RecordNode is a node's last step in run: its health label (healthy, or degraded
+// when failed), the summary in its runwhere.ai/stress-result annotation, and an Event.
+// A node whose annotation already names run was recorded (by this reconciler before a
+// status write that failed, or by another): it is left as it is, so a step taken
+// twice from a stale read records one Event.
+func RecordNode(ctx context.Context, kube kubernetes.Interface, rec *events.Recorder, node, run, summary string, failed bool) error {
+	cur, err := kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if strings.Contains(cur.Annotations[policy.AnnotationStressResult], RunMark(run)) {
+		return nil
+	}
 	health := policy.HealthHealthy
 	if failed {
 		health = policy.HealthDegraded
@@ -269,3 +281,6 @@ func RecordNode(ctx context.Context, kube kubernetes.Interface, rec *events.Reco
 	}
 	return nil
 }
+
+// RunMark names run in a node's stress-result summary.
+func RunMark(run string) string { return "(stress run " + run + ")" }
