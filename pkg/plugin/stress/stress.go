@@ -26,7 +26,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -333,17 +332,26 @@ var pollInterval = time.Second
 // taken says whether a controller reconciled the run within ControllerWait: its
 // status.observedGeneration is set. No Lease is read.
 func (o *StressRunOptions) taken(ctx context.Context, name string) (bool, error) {
-	err := wait.PollUntilContextTimeout(ctx, pollInterval/4, o.ControllerWait, true, func(ctx context.Context) (bool, error) {
+	// The reads take ctx, not a context with the deadline: a client's rate limiter
+	// refuses a request that might outlive its context's deadline.
+	deadline := time.Now().Add(o.ControllerWait)
+	for {
 		var run v1alpha1.StressRun
 		if err := o.runs.Get(ctx, client.ObjectKey{Name: name}, &run); err != nil {
-			return false, err
+			return false, fmt.Errorf("stress run %s: %w", name, err)
 		}
-		return run.Status.ObservedGeneration > 0, nil
-	})
-	if wait.Interrupted(err) && ctx.Err() == nil {
-		return false, nil
+		if run.Status.ObservedGeneration > 0 {
+			return true, nil
+		}
+		if !time.Now().Before(deadline) {
+			return false, nil
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(min(pollInterval/4, time.Until(deadline))):
+		}
 	}
-	return err == nil, err
 }
 
 // follow reads the run until it ends, printing its progress when it changes; with
