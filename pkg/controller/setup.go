@@ -9,6 +9,7 @@ import (
 
 	"github.com/runwhere-ai/litepool/pkg/events"
 	"github.com/runwhere-ai/litepool/pkg/policy"
+	"github.com/runwhere-ai/litepool/pkg/stress"
 )
 
 // Name is the controller's name in Events (reportingController) and logs.
@@ -48,7 +49,15 @@ func Setup(mgr ctrl.Manager, accel policy.Accelerators) error {
 	if err := (&BindingTargetsReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	host, _ := os.Hostname()
-	runs := &StressReconciler{Client: mgr.GetClient(), Kube: kube, Recorder: &events.Recorder{Client: kube}, Identity: host, Accelerators: accel}
+	runs := &StressReconciler{Kube: kube, Recorder: &events.Recorder{Client: kube}, Namespace: Namespace(), Accelerators: accel}
 	return runs.SetupWithManager(mgr)
+}
+
+// Namespace is litepool's own namespace, where the controller creates its pods:
+// $POD_NAMESPACE (deploy/webhook sets it from the pod), else litepool-system.
+func Namespace() string {
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	return stress.DefaultNamespace
 }

@@ -1,16 +1,21 @@
-// Package stress runs accelerator stress tests on a pool's idle nodes (one test pod per
-// node, pinned to it and holding all its accelerators), collects each node's result and
-// marks nodes that fail runwhere.ai/health=degraded, which every listing shows as
-// Degraded. Busy, cordoned and NotReady nodes are skipped and reported: a stress test
-// never competes with real work.
+// Package stress runs accelerator stress tests on a pool's idle nodes: one test pod per
+// node and test, pinned to the node and holding all its accelerators, in litepool's own
+// namespace. A node's tests run one after the other; a node that fails one is labelled
+// runwhere.ai/health=degraded, which every listing shows as Degraded. Busy, cordoned
+// and NotReady nodes are skipped and reported: a stress test never competes with real
+// work.
+//
+// A run is a StressRun object. Its steps (Plan, TestPod, PodOutcome, RecordNode) are
+// called one at a time by Reconciler, which litepool's controller runs in its manager
+// and the plugin runs in its own process when no controller takes the run: one code
+// path.
 package stress
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"regexp"
+	"hash/fnv"
 	"sort"
 	"strings"
 	"time"
@@ -21,28 +26,37 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	cmdutil "k8s.io/kubectl/pkg/cmd/util"
+	"k8s.io/utils/ptr"
 
+	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/events"
 	"github.com/runwhere-ai/litepool/pkg/inventory"
-	"github.com/runwhere-ai/litepool/pkg/nodeops"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
-// Labels on stress-test pods.
+// Labels and annotations on stress-test pods.
 const (
 	LabelManagedBy = "app.kubernetes.io/managed-by"
 	LabelComponent = "app.kubernetes.io/component"
-	LabelInstance  = "app.kubernetes.io/instance"
-	Component      = "stress-test"
+	// LabelInstance names the pod's StressRun.
+	LabelInstance = "app.kubernetes.io/instance"
+	Component     = "stress-test"
+	// AnnotationNode and AnnotationTest say what the pod tests.
+	AnnotationNode = "litepool.runwhere.ai/node"
+	AnnotationTest = "litepool.runwhere.ai/test"
 )
+
+// DefaultNamespace is litepool's namespace in deploy/webhook: the only place test pods run.
+const DefaultNamespace = "litepool-system"
+
+// DefaultTimeout is how long one test pod may run when the run does not say.
+const DefaultTimeout = 30 * time.Minute
 
 // Tests are the known stress tests.
 var Tests = []string{"npu", "hccs", "roce", "storage"}
 
-// ValidateTests checks --tests ([T1]).
+// ValidateTests checks a run's tests ([T1]).
 func ValidateTests(tests []string) error {
 	if len(tests) == 0 {
 		return policy.Violationf("T1", "no stress tests given: choose from %s", strings.Join(Tests, ", "))
@@ -59,120 +73,48 @@ func ValidateTests(tests []string) error {
 	return nil
 }
 
-// Options of a run.
-type Options struct {
-	Pool      string
-	Image     string
-	Command   []string
-	Tests     []string
-	Namespace string
-	Timeout   time.Duration
-	KeepPods  bool
-	DryRun    cmdutil.DryRunStrategy
-	Poll      time.Duration
-	Progress  io.Writer
-	// RunID labels the run's pods (app.kubernetes.io/instance); default: the start time.
-	RunID string
-	// Accelerators says which resources a test pod holds; the zero value is the known set.
-	Accelerators policy.Accelerators
+// Target is a node a run considered: tested, or skipped for Skip's reason.
+type Target struct {
+	Node string
+	Skip string
 }
 
-// Result values.
-const (
-	Passed  = "passed"
-	Failed  = "failed"
-	Skipped = "skipped"
-)
-
-// NodeResult is one node's outcome.
-type NodeResult struct {
-	Node   string `json:"node"`
-	Result string `json:"result"`
-	Detail string `json:"detail,omitempty"`
-	Pod    string `json:"pod,omitempty"`
-}
-
-// Runner runs stress tests.
-type Runner struct {
-	Kube     kubernetes.Interface
-	Recorder *events.Recorder
-}
-
-// Run tests every idle node of the pool and records the results on the nodes.
-func (r *Runner) Run(ctx context.Context, o Options) ([]NodeResult, error) {
-	nodes, err := r.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: labels.Set{policy.LabelPool: o.Pool}.String()})
+// Plan is the first step of a run: the pool's members (or those of only that are
+// members), each tested or skipped with its reason, by name. It reads the nodes and
+// every running pod once, live: a run starts from what is true now.
+func Plan(ctx context.Context, kube kubernetes.Interface, pool string, only []string) ([]Target, error) {
+	nodes, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: labels.Set{policy.LabelPool: pool}.String()})
 	if err != nil {
 		return nil, err
 	}
 	if len(nodes.Items) == 0 {
-		return nil, fmt.Errorf("pool %q has no nodes (no node carries %s=%s)", o.Pool, policy.LabelPool, o.Pool)
+		return nil, fmt.Errorf("pool %q has no nodes (no node carries %s=%s)", pool, policy.LabelPool, pool)
 	}
-	busy, err := r.workloadPods(ctx)
+	busy, err := workloadPods(ctx, kube)
 	if err != nil {
 		return nil, err
 	}
-	runID := o.RunID
-	if runID == "" {
-		runID = NewRunID()
-	}
-	var results []NodeResult
-	pods := map[string]*corev1.Pod{} // by node
-	sort.Slice(nodes.Items, func(i, j int) bool { return nodes.Items[i].Name < nodes.Items[j].Name })
+	members := map[string]*corev1.Node{}
 	for i := range nodes.Items {
-		n := &nodes.Items[i]
-		if reason := skipReason(n, busy[n.Name]); reason != "" {
-			results = append(results, NodeResult{Node: n.Name, Result: Skipped, Detail: reason})
+		members[nodes.Items[i].Name] = &nodes.Items[i]
+	}
+	names := only
+	if len(names) == 0 {
+		for name := range members {
+			names = append(names, name)
+		}
+	}
+	var out []Target
+	for _, name := range names {
+		n, ok := members[name]
+		if !ok {
+			out = append(out, Target{Node: name, Skip: fmt.Sprintf("not a member of pool %s", pool)})
 			continue
 		}
-		pod := TestPod(o, runID, n)
-		if o.DryRun != cmdutil.DryRunClient {
-			opts := metav1.CreateOptions{DryRun: nodeops.ServerDryRun(o.DryRun)}
-			created, err := r.Kube.CoreV1().Pods(o.Namespace).Create(ctx, pod, opts)
-			if err != nil {
-				return nil, fmt.Errorf("creating the stress-test pod for node %s: %w", n.Name, err)
-			}
-			pod = created
-		}
-		pods[n.Name] = pod
-		say(o.Progress, "node/%s: stress test %s started (pod %s/%s)", n.Name, strings.Join(o.Tests, ","), o.Namespace, pod.Name)
+		out = append(out, Target{Node: name, Skip: skipReason(n, busy[name])})
 	}
-	if o.DryRun != cmdutil.DryRunNone {
-		for node := range pods {
-			results = append(results, NodeResult{Node: node, Result: "would test"})
-		}
-		sortResults(results)
-		return results, nil
-	}
-	results = append(results, r.collect(ctx, o, pods)...)
-	sortResults(results)
-	for i := range results {
-		if err := r.record(ctx, o, nodeByName(nodes.Items, results[i].Node), &results[i]); err != nil {
-			return results, err
-		}
-	}
-	return results, nil
-}
-
-// NewRunID names a run by its start time.
-func NewRunID() string { return time.Now().UTC().Format("20060102-150405") }
-
-func sortResults(rs []NodeResult) {
-	sort.Slice(rs, func(i, j int) bool { return rs[i].Node < rs[j].Node })
-}
-
-func nodeByName(nodes []corev1.Node, name string) *corev1.Node {
-	for i := range nodes {
-		if nodes[i].Name == name {
-			return &nodes[i]
-		}
-	}
-	return nil
-}
-
-func say(w io.Writer, format string, args ...any) {
-	if w != nil {
-		fmt.Fprintf(w, format+"\n", args...)
-	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Node < out[j].Node })
+	return out, nil
 }
 
 // skipReason says why a node is not tested: NotReady, cordoned, or running work.
@@ -189,8 +131,8 @@ func skipReason(n *corev1.Node, workload []string) string {
 	return ""
 }
 
-func (r *Runner) workloadPods(ctx context.Context) (map[string][]string, error) {
-	list, err := r.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "status.phase!=Succeeded,status.phase!=Failed,spec.nodeName!="})
+func workloadPods(ctx context.Context, kube kubernetes.Interface) (map[string][]string, error) {
+	list, err := kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "status.phase!=Succeeded,status.phase!=Failed,spec.nodeName!="})
 	if err != nil {
 		return nil, err
 	}
@@ -204,42 +146,47 @@ func (r *Runner) workloadPods(ctx context.Context) (map[string][]string, error) 
 	return out, nil
 }
 
-var nonName = regexp.MustCompile(`[^a-z0-9-]+`)
+// PodName is the test pod of run, node and test: the same name every time, so that a
+// reconciler that lost track of a pod it created finds it (AlreadyExists) rather than
+// running the test twice. Too long a name keeps its start and gains a hash of the whole.
+func PodName(run, node, test string) string {
+	name := run + "-" + node + "-" + test
+	if len(name) <= 63 {
+		return name
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(name))
+	return strings.TrimRight(name[:54], "-.") + fmt.Sprintf("-%08x", h.Sum32())
+}
 
-// TestPod is the stress-test pod of one node: pinned to it, tolerating its taints,
-// holding every accelerator it has, told the tests in STRESS_TESTS.
-func TestPod(o Options, runID string, n *corev1.Node) *corev1.Pod {
-	base := strings.Trim(nonName.ReplaceAllString(strings.ToLower(n.Name), "-"), "-")
-	if len(base) > 40 {
-		base = strings.TrimRight(base[:40], "-")
-	}
+// TestPod is the pod of one test on one node, in namespace: pinned to the node,
+// tolerating its taints, holding every accelerator it has, told the test in
+// STRESS_TESTS, controlled by the run (deleting the run deletes its pods).
+func TestPod(run *v1alpha1.StressRun, namespace string, n *corev1.Node, test string, accel policy.Accelerators) *corev1.Pod {
 	limits := corev1.ResourceList{}
-	if rn, count := o.Accelerators.NodeAccelerators(n); count > 0 {
+	if rn, count := accel.NodeAccelerators(n); count > 0 {
 		limits[rn] = *resource.NewQuantity(n.Status.Allocatable.Name(rn, resource.DecimalSI).Value(), resource.DecimalSI)
-	}
-	var deadline *int64
-	if o.Timeout > 0 {
-		secs := int64(o.Timeout.Seconds())
-		deadline = &secs
 	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			GenerateName: "litepool-stress-" + base + "-",
-			Namespace:    o.Namespace,
-			Labels:       map[string]string{LabelManagedBy: "litepool", LabelComponent: Component, LabelInstance: runID},
-			Annotations:  map[string]string{"litepool.runwhere.ai/node": n.Name},
+			Name:        PodName(run.Name, n.Name, test),
+			Namespace:   namespace,
+			Labels:      map[string]string{LabelManagedBy: "litepool", LabelComponent: Component, LabelInstance: run.Name},
+			Annotations: map[string]string{AnnotationNode: n.Name, AnnotationTest: test},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "StressRun",
+				Name: run.Name, UID: run.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}},
 		},
 		Spec: corev1.PodSpec{
 			NodeName:              n.Name,
 			RestartPolicy:         corev1.RestartPolicyNever,
-			ActiveDeadlineSeconds: deadline,
+			ActiveDeadlineSeconds: ptr.To(int64(Timeout(run).Seconds())),
 			Tolerations:           []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
 			Containers: []corev1.Container{{
-				Name: "stress", Image: o.Image, Command: o.Command,
+				Name: "stress", Image: run.Spec.Image, Command: run.Spec.Command,
 				Env: []corev1.EnvVar{
-					{Name: "STRESS_TESTS", Value: strings.Join(o.Tests, ",")},
+					{Name: "STRESS_TESTS", Value: test},
 					{Name: "NODE_NAME", Value: n.Name},
-					{Name: "POOL", Value: o.Pool},
+					{Name: "POOL", Value: run.Spec.Pool},
 				},
 				Resources: corev1.ResourceRequirements{Limits: limits},
 			}},
@@ -247,66 +194,45 @@ func TestPod(o Options, runID string, n *corev1.Node) *corev1.Pod {
 	}
 }
 
-// collect waits for every pod to finish (or the timeout) and reads its result.
-func (r *Runner) collect(ctx context.Context, o Options, pods map[string]*corev1.Pod) []NodeResult {
-	poll := o.Poll
-	if poll <= 0 {
-		poll = time.Second
+// Timeout is how long one test pod of run may run.
+func Timeout(run *v1alpha1.StressRun) time.Duration {
+	if run.Spec.Timeout != nil && run.Spec.Timeout.Duration > 0 {
+		return run.Spec.Timeout.Duration
 	}
-	timeout := o.Timeout
-	if timeout <= 0 {
-		timeout = time.Hour
-	}
-	final := map[string]*corev1.Pod{}
-	_ = wait.PollUntilContextTimeout(ctx, poll, timeout, true, func(ctx context.Context) (bool, error) {
-		for node, p := range pods {
-			if final[node] != nil {
-				continue
-			}
-			got, err := r.Kube.CoreV1().Pods(o.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
-			if err != nil {
-				continue
-			}
-			if got.Status.Phase == corev1.PodSucceeded || got.Status.Phase == corev1.PodFailed {
-				final[node] = got
-				say(o.Progress, "node/%s: %s", node, strings.ToLower(string(got.Status.Phase)))
-			}
-		}
-		return len(final) == len(pods), nil
-	})
-	var out []NodeResult
-	for node, p := range pods {
-		res := NodeResult{Node: node, Pod: o.Namespace + "/" + p.Name}
-		got := final[node]
-		switch {
-		case got == nil:
-			res.Result, res.Detail = Failed, fmt.Sprintf("did not finish within %s", timeout)
-		case got.Status.Phase == corev1.PodSucceeded:
-			res.Result, res.Detail = Passed, "exit 0"
-		default:
-			res.Result, res.Detail = Failed, failureDetail(got)
-		}
-		keep := o.KeepPods || res.Result == Failed && got != nil
-		if !keep {
-			_ = r.Kube.CoreV1().Pods(o.Namespace).Delete(context.WithoutCancel(ctx), p.Name, metav1.DeleteOptions{})
-		}
-		out = append(out, res)
-	}
-	return out
+	return DefaultTimeout
 }
 
-func failureDetail(p *corev1.Pod) string {
+// PodOutcome reads a test pod: Passed or Failed once it ended (with its exit code and
+// what the container said), else Running.
+func PodOutcome(p *corev1.Pod) (outcome v1alpha1.StressOutcome, exitCode *int32, message string) {
+	var term *corev1.ContainerStateTerminated
 	for _, cs := range p.Status.ContainerStatuses {
-		if t := cs.State.Terminated; t != nil {
-			d := fmt.Sprintf("exit %d", t.ExitCode)
-			if t.Reason != "" {
-				d += " (" + t.Reason + ")"
-			}
-			if t.Message != "" {
-				d += ": " + t.Message
-			}
-			return d
+		if cs.State.Terminated != nil {
+			term = cs.State.Terminated
 		}
+	}
+	if term != nil {
+		exitCode = ptr.To(term.ExitCode)
+	}
+	switch p.Status.Phase {
+	case corev1.PodSucceeded:
+		return v1alpha1.StressOutcomePassed, exitCode, "exit 0"
+	case corev1.PodFailed:
+		return v1alpha1.StressOutcomeFailed, exitCode, failureDetail(p, term)
+	}
+	return v1alpha1.StressOutcomeRunning, nil, ""
+}
+
+func failureDetail(p *corev1.Pod, t *corev1.ContainerStateTerminated) string {
+	if t != nil {
+		d := fmt.Sprintf("exit %d", t.ExitCode)
+		if t.Reason != "" {
+			d += " (" + t.Reason + ")"
+		}
+		if t.Message != "" {
+			d += ": " + t.Message
+		}
+		return d
 	}
 	if p.Status.Reason != "" || p.Status.Message != "" {
 		return strings.TrimSpace(p.Status.Reason + " " + p.Status.Message)
@@ -314,31 +240,47 @@ func failureDetail(p *corev1.Pod) string {
 	return "pod failed"
 }
 
-// record labels the node with its health and keeps the result in an annotation; a
-// failed node gets a Warning event.
-func (r *Runner) record(ctx context.Context, o Options, n *corev1.Node, res *NodeResult) error {
-	if n == nil || res.Result == Skipped {
+// RecordNode is a node's last step in run: its health label (healthy, or degraded
+// when failed), the summary in its runwhere.ai/stress-result annotation, and an Event.
+// A node whose annotation already names run was recorded (by this reconciler before a
+// status write that failed, or by another): it is left as it is, so a step taken
+// twice from a stale read records one Event.
+func RecordNode(ctx context.Context, kube kubernetes.Interface, rec *events.Recorder, node, run, summary string, failed bool) error {
+	cur, err := kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if strings.Contains(cur.Annotations[policy.AnnotationStressResult], RunMark(run)) {
 		return nil
 	}
 	health := policy.HealthHealthy
-	if res.Result == Failed {
+	if failed {
 		health = policy.HealthDegraded
 	}
-	summary := fmt.Sprintf("%s %s at %s: %s", strings.Join(o.Tests, ","), res.Result, time.Now().UTC().Format(time.RFC3339), res.Detail)
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
 		"labels":      map[string]string{policy.LabelHealth: health},
 		"annotations": map[string]string{policy.AnnotationStressResult: summary},
 	}})
-	if _, err := r.Kube.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return fmt.Errorf("recording the stress result on node %s: %w", n.Name, err)
+	n, err := kube.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
 	}
-	if res.Result == Failed {
-		_ = r.Recorder.Warning(ctx, events.NodeRef(n), "StressTestFailed", "stress test %s: node marked %s=%s", summary, policy.LabelHealth, health)
+	if err != nil {
+		return fmt.Errorf("recording the stress result on node %s: %w", node, err)
+	}
+	if rec == nil {
+		return nil
+	}
+	if failed {
+		_ = rec.Warning(ctx, events.NodeRef(n), "StressTestFailed", "stress test %s: node marked %s=%s", summary, policy.LabelHealth, health)
 	} else {
-		_ = r.Recorder.Normal(ctx, events.NodeRef(n), "StressTestPassed", "stress test %s", summary)
+		_ = rec.Normal(ctx, events.NodeRef(n), "StressTestPassed", "stress test %s", summary)
 	}
 	return nil
 }
+
+// RunMark names run in a node's stress-result summary.
+func RunMark(run string) string { return "(stress run " + run + ")" }

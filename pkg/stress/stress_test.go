@@ -1,20 +1,21 @@
 package stress
 
 import (
+	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
 func readyNode(name string) *corev1.Node {
 	return &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{policy.LabelPool: "pool-a"}},
 		Status: corev1.NodeStatus{
 			Conditions:  []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
 			Allocatable: corev1.ResourceList{"huawei.com/Ascend910": resource.MustParse("8"), "cpu": resource.MustParse("192")},
@@ -32,27 +33,41 @@ func TestSkipReason(t *testing.T) {
 	assert.Equal(t, "NotReady", skipReason(n, nil))
 }
 
-func TestTestPodHoldsTheNodesAccelerators(t *testing.T) {
-	p := TestPod(Options{Pool: "p", Image: "stress:1", Tests: []string{"npu", "hccs"}, Namespace: "ops", Timeout: time.Minute}, "r1", readyNode("node-1"))
-	assert.Equal(t, "litepool-stress-node-1-", p.GenerateName)
-	assert.Equal(t, "ops", p.Namespace)
+func testRun() *v1alpha1.StressRun {
+	return &v1alpha1.StressRun{ObjectMeta: metav1.ObjectMeta{Name: "pool-a-1", UID: "u1"},
+		Spec: v1alpha1.StressRunSpec{Pool: "pool-a", Image: "stress:1", Tests: []v1alpha1.StressTest{"npu", "hccs"},
+			Timeout: &metav1.Duration{Duration: 60_000_000_000}}}
+}
+
+func TestTestPodHoldsTheNodesAcceleratorsAndIsOwnedByItsRun(t *testing.T) {
+	p := TestPod(testRun(), "litepool-system", readyNode("node-1"), "hccs", policy.Accelerators{})
+	assert.Equal(t, "pool-a-1-node-1-hccs", p.Name)
+	assert.Equal(t, "litepool-system", p.Namespace)
 	assert.Equal(t, "node-1", p.Spec.NodeName)
 	assert.Equal(t, int64(60), *p.Spec.ActiveDeadlineSeconds)
 	assert.Equal(t, "8", p.Spec.Containers[0].Resources.Limits.Name("huawei.com/Ascend910", resource.DecimalSI).String())
-	assert.Equal(t, corev1.EnvVar{Name: "STRESS_TESTS", Value: "npu,hccs"}, p.Spec.Containers[0].Env[0])
-	assert.Equal(t, map[string]string{LabelManagedBy: "litepool", LabelComponent: Component, LabelInstance: "r1"}, p.Labels)
+	assert.Equal(t, corev1.EnvVar{Name: "STRESS_TESTS", Value: "hccs"}, p.Spec.Containers[0].Env[0])
+	assert.Equal(t, map[string]string{LabelManagedBy: "litepool", LabelComponent: Component, LabelInstance: "pool-a-1"}, p.Labels)
+	assert.Equal(t, "StressRun", p.OwnerReferences[0].Kind)
+	assert.True(t, *p.OwnerReferences[0].Controller)
 }
 
 // A test pod holds an extra accelerator only when the run is told it is one.
 func TestTestPodHoldsExtraAcceleratorsWhenConfigured(t *testing.T) {
 	n := readyNode("x1")
 	n.Status.Allocatable = corev1.ResourceList{"vendor.example/xpu": resource.MustParse("4")}
-	o := Options{Pool: "p", Image: "stress:1", Tests: []string{"npu"}, Accelerators: policy.NewAccelerators("vendor.example/xpu")}
-	limits := TestPod(o, "r1", n).Spec.Containers[0].Resources.Limits
+	limits := TestPod(testRun(), "ns", n, "npu", policy.NewAccelerators("vendor.example/xpu")).Spec.Containers[0].Resources.Limits
 	assert.Len(t, limits, 1)
 	assert.Equal(t, "4", limits.Name("vendor.example/xpu", resource.DecimalSI).String())
-	o.Accelerators = policy.Accelerators{}
-	assert.Empty(t, TestPod(o, "r1", n).Spec.Containers[0].Resources.Limits)
+	assert.Empty(t, TestPod(testRun(), "ns", n, "npu", policy.Accelerators{}).Spec.Containers[0].Resources.Limits)
+}
+
+// Pod names are fixed by run, node and test, and stay valid for long node names.
+func TestPodNameIsDeterministicAndBounded(t *testing.T) {
+	assert.Equal(t, PodName("r", "n", "npu"), PodName("r", "n", "npu"))
+	long := PodName("pool-a-20261122-120000", strings.Repeat("node", 30), "storage")
+	assert.LessOrEqual(t, len(long), 63)
+	assert.NotEqual(t, long, PodName("pool-a-20261122-120000", strings.Repeat("node", 30), "npu"))
 }
 
 func TestValidateTests(t *testing.T) {
@@ -61,10 +76,17 @@ func TestValidateTests(t *testing.T) {
 	assert.EqualError(t, ValidateTests(nil), "[T1] no stress tests given: choose from npu, hccs, roce, storage")
 }
 
-func TestFailureDetail(t *testing.T) {
-	p := &corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{State: corev1.ContainerState{
+func TestPodOutcome(t *testing.T) {
+	p := &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{State: corev1.ContainerState{
 		Terminated: &corev1.ContainerStateTerminated{ExitCode: 3, Reason: "Error", Message: "roce port 2 down"}}}}}}
-	assert.Equal(t, "exit 3 (Error): roce port 2 down", failureDetail(p))
-	assert.Equal(t, "DeadlineExceeded Pod was active on the node longer than the specified deadline",
-		failureDetail(&corev1.Pod{Status: corev1.PodStatus{Reason: "DeadlineExceeded", Message: "Pod was active on the node longer than the specified deadline"}}))
+	o, code, msg := PodOutcome(p)
+	assert.Equal(t, v1alpha1.StressOutcomeFailed, o)
+	assert.Equal(t, int32(3), *code)
+	assert.Equal(t, "exit 3 (Error): roce port 2 down", msg)
+	o, code, msg = PodOutcome(&corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed, Reason: "DeadlineExceeded", Message: "Pod was active on the node longer than the specified deadline"}})
+	assert.Equal(t, v1alpha1.StressOutcomeFailed, o)
+	assert.Nil(t, code)
+	assert.Equal(t, "DeadlineExceeded Pod was active on the node longer than the specified deadline", msg)
+	o, _, _ = PodOutcome(&corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodRunning}})
+	assert.Equal(t, v1alpha1.StressOutcomeRunning, o)
 }

@@ -1,109 +1,135 @@
 package stress
 
 import (
-	"errors"
+	"context"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/utils/ptr"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	k8stesting "k8s.io/client-go/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/plugin/kit"
 	"github.com/runwhere-ai/litepool/pkg/plugin/kit/kittest"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 	"github.com/runwhere-ai/litepool/pkg/stress"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	k8stesting "k8s.io/client-go/testing"
 )
 
 var runArgs = []string{"run", "--pool", "pool-a", "--image", "stress:1", "--tests", "npu"}
-
-// lease is the controller's leader Lease, renewed 5s before kittest.Now for 15s.
-func lease() *coordinationv1.Lease {
-	return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: kit.ControllerLease, Namespace: "litepool-system"},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("webhook-0"), LeaseDurationSeconds: ptr.To[int32](15),
-			RenewTime: &metav1.MicroTime{Time: kittest.Now.Add(-5 * time.Second)}}}
-}
 
 func idleNode(name string) *corev1.Node {
 	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{policy.LabelPool: "pool-a"}},
 		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
 }
 
-// With the controller's Lease fresh by the factory's clock, the run is recorded on the
-// Pool (its id from the same clock) and handed over; nothing runs here.
-func TestStressRunHandsOverWhenTheControllerRuns(t *testing.T) {
-	f := kittest.NewFactory(t, poolA(), idleNode("n1"), lease())
+// withRuns gives the command a fake StressRun client; with controller, a "controller"
+// observes every run as it is created.
+func withRuns(t *testing.T, controller bool, objs ...client.Object) client.Client {
+	scheme := runtime.NewScheme()
+	require.NoError(t, clientgoscheme.AddToScheme(scheme))
+	require.NoError(t, v1alpha1.AddToScheme(scheme))
+	b := crfake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&v1alpha1.StressRun{}).WithObjects(objs...)
+	if controller {
+		b = b.WithInterceptorFuncs(interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if err := c.Create(ctx, obj, opts...); err != nil {
+				return err
+			}
+			run := obj.(*v1alpha1.StressRun)
+			run.Status.ObservedGeneration, run.Status.Phase = 1, v1alpha1.StressRunPending
+			return c.Status().Update(ctx, run)
+		}})
+	}
+	c := b.Build()
+	old, oldPoll := newRunsClient, pollInterval
+	newRunsClient, pollInterval = func(kit.Factory) (client.Client, error) { return c, nil }, time.Millisecond
+	t.Cleanup(func() { newRunsClient, pollInterval = old, oldPoll })
+	return c
+}
+
+func stressPods(t *testing.T, f *kittest.Factory) []string {
+	list, err := f.Kube.CoreV1().Pods("").List(t.Context(), metav1.ListOptions{})
+	require.NoError(t, err)
+	var out []string
+	for _, p := range list.Items {
+		out = append(out, p.Namespace+"/"+p.Name)
+	}
+	return out
+}
+
+// With a controller, the command creates the StressRun, sees it taken (its
+// observedGeneration) and returns: it runs nothing itself.
+func TestStressRunCreatesTheRunAndLeavesItToTheController(t *testing.T) {
+	f := kittest.NewFactory(t, poolA(), idleNode("n1"))
+	runs := withRuns(t, true)
 	r := stressCmd(f, runArgs...)
 	require.NoError(t, r.Err)
-	assert.Equal(t, "stress run 20261122-120000: handed to the controller in litepool-webhook; results go to the nodes (kubectl litepool get nodes --pool pool-a) and to the pool's runwhere.ai/stress-run annotation\n", r.Out)
-	assert.Empty(t, r.ErrOut)
-	run, err := stress.DecodeRun(f.Pool(t, "pool-a").Annotations[stress.AnnotationRun])
-	require.NoError(t, err)
-	assert.Equal(t, stress.Run{ID: "20261122-120000", Image: "stress:1", Tests: []string{"npu"}, Namespace: kittest.Namespace,
-		Timeout: "30m0s", State: stress.RunPending}, run)
-	pods, err := f.Kube.CoreV1().Pods("").List(t.Context(), metav1.ListOptions{})
-	require.NoError(t, err)
-	assert.Empty(t, pods.Items, "the controller runs the pods, not the plugin")
+	assert.Equal(t, "stressrun/pool-a-20261122-120000 created\nstress run pool-a-20261122-120000: taken by litepool's controller; follow it with kubectl get stressrun pool-a-20261122-120000 -w, or kubectl litepool stress run ... --wait\n", r.Out)
+	var run v1alpha1.StressRun
+	require.NoError(t, runs.Get(t.Context(), client.ObjectKey{Name: "pool-a-20261122-120000"}, &run))
+	assert.Equal(t, v1alpha1.StressRunSpec{Pool: "pool-a", Image: "stress:1", Tests: []v1alpha1.StressTest{"npu"},
+		Timeout: &metav1.Duration{Duration: 30 * time.Minute}}, run.Spec)
+	assert.Empty(t, stressPods(t, f), "the controller runs the pods, not the plugin")
 
-	// A second run while that one is pending is refused, and the first stays recorded.
+	// A second run while that one is unfinished is refused.
 	f.Clocks.Step(time.Second)
 	r = stressCmd(f, runArgs...)
-	require.EqualError(t, r.Err, "pool pool-a: stress run 20261122-120000 is pending in the cluster: wait until it ends (the pool's runwhere.ai/stress-run annotation shows it), or run the tests here with --in-cluster=false")
-	assert.Empty(t, r.Out)
-	again, err := stress.DecodeRun(f.Pool(t, "pool-a").Annotations[stress.AnnotationRun])
-	require.NoError(t, err)
-	assert.Equal(t, run, again)
+	require.EqualError(t, r.Err, `pool pool-a: stress run pool-a-20261122-120000 is pending in the cluster: wait until it ends (kubectl get stressrun pool-a-20261122-120000), or abort it (kubectl patch stressrun pool-a-20261122-120000 --type merge -p '{"spec":{"abort":true}}')`)
 }
 
-// --in-cluster on a pool without a Pool object has nowhere to record the run.
-func TestStressRunInClusterNeedsAPoolObject(t *testing.T) {
-	f := kittest.NewFactory(t, idleNode("n1"), lease())
-	r := stressCmd(f, append(runArgs, "--in-cluster")...)
-	require.EqualError(t, r.Err, "--in-cluster: pool pool-a has no Pool object to record the run on: run it with --in-cluster=false")
-	assert.Empty(t, r.Out)
-}
-
-// A dry run lists the nodes it would test; -o json prints them as data, -o jsonpath
-// reads them, and nothing is created.
-func TestStressRunDryRunResults(t *testing.T) {
-	f := kittest.NewFactory(t, &v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: "pool-a"}}, idleNode("n1"), lease())
-	r := stressCmd(f, append(runArgs, "--dry-run=client", "-o", "jsonpath={.items[*].node}")...)
-	require.NoError(t, r.Err)
-	assert.Equal(t, "n1", r.Out)
-	assert.Contains(t, r.ErrOut, "(dry run: no pod created, no node labelled)\n")
-	pods, err := f.Kube.CoreV1().Pods("").List(t.Context(), metav1.ListOptions{})
-	require.NoError(t, err)
-	assert.Empty(t, pods.Items)
-	assert.Empty(t, f.Pool(t, "pool-a").Annotations)
-
-	r = stressCmd(f, append(runArgs, "-o", "name")...)
-	require.Error(t, r.Err)
-	assert.Contains(t, r.Err.Error(), `invalid -o "name"`)
-}
-
-// The controller writing the Pool between the read and the update (a conflict) does not
-// fail the hand-over: the Pool is read and judged again. (Seen in e2e: the Pool's status
-// changed while a second run was handed over.)
-func TestStressRunHandOverRetriesAConflict(t *testing.T) {
-	f := kittest.NewFactory(t, poolA(), idleNode("n1"), lease())
-	conflicts := 0
-	f.Dynamic.PrependReactor("update", "pools", func(k8stesting.Action) (bool, runtime.Object, error) {
-		if conflicts++; conflicts == 1 {
-			return true, nil, apierrors.NewConflict(v1alpha1.GroupVersion.WithResource("pools").GroupResource(), "pool-a", errors.New("the object has been modified"))
+// With no controller, the command runs the same reconciler on the same object until
+// the run ends, in litepool's namespace, and says so.
+func TestStressRunRunsItHereWithoutAController(t *testing.T) {
+	f := kittest.NewFactory(t, poolA(), idleNode("n1"), idleNode("n2"))
+	runs := withRuns(t, false)
+	f.Kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		p := a.(k8stesting.CreateAction).GetObject().(*corev1.Pod)
+		p.Status.Phase = corev1.PodSucceeded // the image plays a passing test
+		if p.Spec.NodeName == "n2" {
+			p.Status.Phase = corev1.PodFailed
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 2, Message: "ecc"}}}}
 		}
 		return false, nil, nil
 	})
-	r := stressCmd(f, runArgs...)
+	r := stressCmd(f, append(runArgs, "--controller-wait=10ms")...)
+	require.EqualError(t, r.Err, "[T2] 1 node(s) failed the stress test and are now runwhere.ai/health=degraded: n2")
+	assert.Contains(t, r.ErrOut, "stress run pool-a-20261122-120000: no litepool controller took it within 10ms: running it in this process; stopping this command leaves it for a controller to finish\n")
+	assert.Contains(t, r.Out, "NODE   TEST   RESULT   DETAIL\nn1     npu    passed   exit 0\nn2     npu    failed   exit 2: ecc\n")
+	assert.Contains(t, r.ErrOut, "pool pool-a: 1 passed, 1 failed, 0 skipped\n")
+	var run v1alpha1.StressRun
+	require.NoError(t, runs.Get(t.Context(), client.ObjectKey{Name: "pool-a-20261122-120000"}, &run))
+	assert.Equal(t, v1alpha1.StressRunFailed, run.Status.Phase)
+	assert.Equal(t, []string{stress.DefaultNamespace + "/pool-a-20261122-120000-n2-npu"}, stressPods(t, f), "only litepool's namespace; the passed pod deleted")
+	assert.Equal(t, policy.HealthDegraded, f.Node(t, "n2").Labels[policy.LabelHealth])
+}
+
+// --in-cluster=true never runs a run here: no controller, an error naming the run.
+func TestStressRunInClusterWaitsForAController(t *testing.T) {
+	f := kittest.NewFactory(t, poolA(), idleNode("n1"))
+	withRuns(t, false)
+	r := stressCmd(f, append(runArgs, "--in-cluster=true", "--controller-wait=10ms")...)
+	require.EqualError(t, r.Err, "--in-cluster: no litepool controller took stress run pool-a-20261122-120000 within 10ms; it stays Pending until one does (kubectl delete stressrun pool-a-20261122-120000 drops it)")
+	assert.Empty(t, stressPods(t, f))
+}
+
+// A client dry run prints the plan and creates nothing.
+func TestStressRunDryRun(t *testing.T) {
+	busy := idleNode("n2")
+	busy.Spec.Unschedulable = true
+	f := kittest.NewFactory(t, poolA(), idleNode("n1"), busy)
+	runs := withRuns(t, false)
+	r := stressCmd(f, append(runArgs, "--dry-run=client")...)
 	require.NoError(t, r.Err)
-	assert.Equal(t, 2, conflicts)
-	assert.Contains(t, r.Out, "stress run 20261122-120000: handed to the controller")
-	_, err := stress.DecodeRun(f.Pool(t, "pool-a").Annotations[stress.AnnotationRun])
-	require.NoError(t, err)
+	assert.Equal(t, "NODE   TEST     RESULT       DETAIL\nn1     npu      would test   <none>\nn2     <none>   skipped      cordoned\n", r.Out)
+	var list v1alpha1.StressRunList
+	require.NoError(t, runs.List(t.Context(), &list))
+	assert.Empty(t, list.Items)
+	assert.Empty(t, stressPods(t, f))
 }

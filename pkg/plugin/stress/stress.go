@@ -1,9 +1,10 @@
-// Package stress is `kubectl litepool stress`: stress tests of a pool's idle nodes, run
-// now (by this command or handed to the in-cluster controller) or on a schedule.
+// Package stress is `kubectl litepool stress`: stress tests of a pool's idle nodes, as
+// StressRun objects that litepool's controller runs (or this command, running the same
+// reconciler, when no controller takes them), now or on a schedule.
 //
 // -o: stress run's -o prints its results as data (json as it always did, and now yaml,
-// jsonpath, go-template), not the Pool it annotates when it hands the run over: that was
-// its meaning before -o name|json|yaml came to mutating commands, and scripts read it.
+// jsonpath, go-template), not the StressRun it creates: that was its meaning before
+// -o name|json|yaml came to mutating commands, and scripts read it.
 // stress schedule takes the -o of mutating commands and prints the objects it writes.
 package stress
 
@@ -21,22 +22,25 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 	"k8s.io/kubectl/pkg/util/templates"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
-	"github.com/runwhere-ai/litepool/pkg/plugin/kit"
 	"github.com/runwhere-ai/litepool/pkg/events"
 	"github.com/runwhere-ai/litepool/pkg/interrupt"
+	"github.com/runwhere-ai/litepool/pkg/plugin/kit"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 	"github.com/runwhere-ai/litepool/pkg/stress"
 	"github.com/runwhere-ai/litepool/pkg/version"
-	"k8s.io/utils/clock"
 )
 
 // NewCmdStress is `kubectl litepool stress`.
@@ -63,18 +67,24 @@ func NewCmdStress(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Comm
 type StressRunOptions struct {
 	kit.Mutation
 	Pool     string
+	Nodes    []string
 	Image    string
 	Tests    []string
 	Timeout  time.Duration
 	KeepPods bool
 	Command  []string
 	Output   *kit.DataOutput
-	// HandOver: InCluster hands the run to the in-cluster controller (recorded on the Pool).
-	kit.HandOver
+	// InCluster: true waits for litepool's controller to take the run, false runs it in
+	// this process at once; unset (the default), a run no controller takes within
+	// ControllerWait is run here.
+	InCluster      bool
+	inClusterSet   bool
+	ControllerWait time.Duration
+	Wait           bool
 
-	namespace string
-	clients   *kit.Clients
-	clock     clock.PassiveClock
+	clients *kit.Clients
+	runs    client.Client
+	clock   clock.PassiveClock
 	genericiooptions.IOStreams
 }
 
@@ -82,30 +92,38 @@ type StressRunOptions struct {
 func NewCmdStressRun(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
 	o := &StressRunOptions{Mutation: kit.NewMutation(), Output: kit.NewDataOutput(), IOStreams: streams}
 	cmd := &cobra.Command{
-		Use:   "run --pool POOL [--tests npu,hccs,roce,storage] [--image IMAGE] [-- COMMAND...]",
+		Use:   "run --pool POOL [--nodes N1,N2] [--tests npu,hccs,roce,storage] [--image IMAGE] [-- COMMAND...]",
 		Short: "Stress-test every idle node of a pool and mark failing nodes degraded",
 		Long: templates.LongDesc(`
-			Run a stress-test pod on each idle node of a pool: pinned to the node,
-			holding all its accelerators, told the tests in STRESS_TESTS (and NODE_NAME,
-			POOL). Busy nodes (running workload pods), cordoned and NotReady nodes are
-			skipped and reported. A node whose pod succeeds is labelled
-			runwhere.ai/health=healthy; one whose pod fails or does not finish within
-			--timeout is labelled runwhere.ai/health=degraded, shown as Degraded by
-			"get nodes" and "get pools", and gets a Warning event. The result is kept in
-			the node's runwhere.ai/stress-result annotation. Pods of passing nodes are
-			deleted; those of failing nodes are kept for their logs.
+			Start a stress run: a StressRun object (kubectl get stressruns) that
+			litepool's controller runs. On each idle node of the pool it runs one pod
+			per test, one test after the other, in litepool's own namespace
+			(litepool-system): pinned to the node, holding all its accelerators, told
+			the test in STRESS_TESTS (and NODE_NAME, POOL). Busy nodes (running
+			workload pods), cordoned and NotReady nodes are skipped and reported. A
+			node whose tests all pass is labelled runwhere.ai/health=healthy; one that
+			fails a test, or whose test does not finish within --timeout, is labelled
+			runwhere.ai/health=degraded, shown as Degraded by "get nodes" and "get
+			pools", and gets a Warning event. Pods of passed tests are deleted; those
+			of failed tests are kept for their logs until the StressRun is deleted.
 
-			The image (and the tests) default to the pool's spec.stressTest. The
-			command exits non-zero when a node fails.
+			The image (and the tests) default to the pool's spec.stressTest. One run
+			per pool at a time: a run created while another is unfinished is refused
+			here and waits in the cluster.
 
-			When litepool's controller runs (in litepool-webhook), the run is recorded
-			on the Pool (runwhere.ai/stress-run) and the command returns: the
-			controller runs it, and --wait follows it. With no controller, or a pool
-			without a Pool object, the command runs the tests itself and says why.
-			--in-cluster=true|false chooses.`),
+			The command creates the run and returns once the controller has taken it;
+			--wait (-w) follows it to its end and exits non-zero when a node fails.
+			When no controller takes the run within --controller-wait, this command
+			runs the same reconciler itself, on the same object, until the run ends,
+			and says so; stopping it leaves the run where it is, for a controller to
+			finish. --in-cluster=true never runs it here; --in-cluster=false runs it
+			here at once.`),
 		Example: templates.Examples(`
 			# NPU and HCCS tests on the idle nodes of a pool
 			kubectl litepool stress run --pool train-snt9b --tests npu,hccs --image registry.example.com/npu-stress:1.0
+
+			# Follow it to its end
+			kubectl litepool stress run --pool train-snt9b --image registry.example.com/npu-stress:1.0 -w
 
 			# Which nodes would be tested, changing nothing
 			kubectl litepool stress run --pool train-snt9b --image registry.example.com/npu-stress:1.0 --dry-run=client`),
@@ -113,16 +131,37 @@ func NewCmdStressRun(f kit.Factory, streams genericiooptions.IOStreams) *cobra.C
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&o.Pool, "pool", "", "Pool whose idle nodes to test")
+	fl.StringSliceVar(&o.Nodes, "nodes", nil, "Test only these members of the pool")
 	fl.StringVar(&o.Image, "image", "", "Stress-test image (default: the pool's spec.stressTest.image)")
 	fl.StringSliceVar(&o.Tests, "tests", nil, "Tests to run: "+strings.Join(stress.Tests, ", ")+" (default: the pool's spec.stressTest.tests, else all)")
-	fl.DurationVar(&o.Timeout, "timeout", 30*time.Minute, "How long a node's test may run; a node still running then has failed")
-	fl.BoolVar(&o.KeepPods, "keep-pods", false, "Keep the pods of passing nodes too")
+	fl.DurationVar(&o.Timeout, "timeout", 30*time.Minute, "How long one test of a node may run; a test still running then has failed")
+	fl.BoolVar(&o.KeepPods, "keep-pods", false, "Keep the pods of passed tests too")
+	fl.BoolVar(&o.InCluster, "in-cluster", false, "true: only litepool's controller runs the run (wait for it); false: run it in this process at once. Default: the controller, else this process")
+	fl.DurationVar(&o.ControllerWait, "controller-wait", 5*time.Second, "How long to wait for litepool's controller to take the run before running it here")
+	fl.BoolVarP(&o.Wait, "wait", "w", false, "Follow the run until it ends")
 	o.Output.AddFlags(cmd)
-	o.HandOver.AddFlags(cmd, "Record the run on the Pool and return: the controller in litepool-webhook runs it (docs/stress.md). Default: true when the controller runs (holds its leader Lease)",
-		"With a run handed to the cluster: follow it until it ends")
 	cmdutil.AddDryRunFlag(cmd) // not Mutation.AddFlags: -o is the results' (see the package doc)
 	_ = cmd.RegisterFlagCompletionFunc("pool", kit.CompletePoolNames(f))
 	return cmd
+}
+
+// newRunsClient builds the StressRun client; tests replace it.
+var newRunsClient = runsClient
+
+// runsClient is a controller-runtime client for StressRuns over kubectl's configuration.
+func runsClient(f kit.Factory) (client.Client, error) {
+	cfg, err := f.ToRESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	return client.New(cfg, client.Options{Scheme: scheme})
 }
 
 // Complete fills defaults from the pool.
@@ -134,15 +173,16 @@ func (o *StressRunOptions) Complete(f kit.Factory, cmd *cobra.Command, args []st
 	if len(args) > 0 {
 		return fmt.Errorf("unexpected arguments %q: name the pool with --pool; put a command after --", strings.Join(args, " "))
 	}
-	if o.namespace, _, err = f.ToRawKubeConfigLoader().Namespace(); err != nil {
-		return err
-	}
 	if o.clients, err = f.Clients(); err != nil {
 		return err
 	}
 	if err = o.Mutation.Complete(cmd, o.clients); err != nil {
 		return err
 	}
+	if o.runs, err = newRunsClient(f); err != nil {
+		return err
+	}
+	o.inClusterSet = cmd.Flags().Changed("in-cluster")
 	o.clock = f.Clock()
 	if o.Pool == "" {
 		return fmt.Errorf("--pool is required")
@@ -162,9 +202,6 @@ func (o *StressRunOptions) Complete(f kit.Factory, cmd *cobra.Command, args []st
 	if len(o.Tests) == 0 {
 		o.Tests = stress.Tests
 	}
-	if o.DryRun == cmdutil.DryRunNone {
-		o.Choose(cmd.Context(), cmd, o.clients.Kube, o.clock.Now())
-	}
 	return nil
 }
 
@@ -176,71 +213,225 @@ func (o *StressRunOptions) Validate() error {
 	if err := o.Output.Validate(); err != nil {
 		return err
 	}
-	if o.Timeout < 0 {
-		return fmt.Errorf("--timeout %s: must not be negative", o.Timeout)
+	if o.Timeout <= 0 {
+		return fmt.Errorf("--timeout %s: must be positive", o.Timeout)
 	}
-	if o.Wait && (!o.InCluster || o.DryRun != cmdutil.DryRunNone) {
-		why := o.WhyNot()
-		if o.DryRun != cmdutil.DryRunNone {
-			why = "a dry run"
-		}
-		return fmt.Errorf("--wait follows a stress run handed to the cluster, and this one is not (%s): the plugin runs the tests and waits anyway", why)
+	if o.Wait && o.DryRun != cmdutil.DryRunNone {
+		return fmt.Errorf("--wait follows a stress run, and a dry run starts none")
 	}
 	return stress.ValidateTests(o.Tests)
 }
 
-// Run tests and reports, or hands the run to the in-cluster controller.
+// Run creates the StressRun and sees it taken, followed, or runs it here.
 func (o *StressRunOptions) Run(ctx context.Context) error {
-	if o.InCluster && o.DryRun == cmdutil.DryRunNone {
-		if handed, err := o.handOver(ctx); handed || err != nil {
+	run := o.object()
+	if o.DryRun != cmdutil.DryRunNone {
+		return o.dryRun(ctx, run)
+	}
+	if busy, err := o.unfinished(ctx); err != nil {
+		return err
+	} else if busy != nil {
+		return fmt.Errorf("pool %s: stress run %s is %s in the cluster: wait until it ends (kubectl get stressrun %s), or abort it (kubectl patch stressrun %s --type merge -p '{\"spec\":{\"abort\":true}}')",
+			o.Pool, busy.Name, strings.ToLower(string(phaseOf(busy))), busy.Name, busy.Name)
+	}
+	if err := o.runs.Create(ctx, run); err != nil {
+		return fmt.Errorf("creating stress run %s: %w", run.Name, err)
+	}
+	fmt.Fprintf(o.progress(), "stressrun/%s created\n", run.Name)
+	local := o.inClusterSet && !o.InCluster
+	if !local {
+		taken, err := o.taken(ctx, run.Name)
+		if err != nil {
 			return err
 		}
+		switch {
+		case taken && !o.Wait:
+			fmt.Fprintf(o.progress(), "stress run %s: taken by litepool's controller; follow it with kubectl get stressrun %s -w, or kubectl litepool stress run ... --wait\n", run.Name, run.Name)
+			return nil
+		case taken:
+			return o.follow(ctx, run.Name, nil)
+		case o.inClusterSet:
+			return fmt.Errorf("--in-cluster: no litepool controller took stress run %s within %s; it stays Pending until one does (kubectl delete stressrun %s drops it)", run.Name, o.ControllerWait, run.Name)
+		}
+		fmt.Fprintf(o.ErrOut, "stress run %s: no litepool controller took it within %s: running it in this process; stopping this command leaves it for a controller to finish\n", run.Name, o.ControllerWait)
+	} else {
+		fmt.Fprintf(o.ErrOut, "stress run %s: run in this process (--in-cluster=false); stopping this command leaves it for a controller to finish\n", run.Name)
 	}
-	if o.NoController != "" && o.DryRun == cmdutil.DryRunNone {
-		fmt.Fprintf(o.ErrOut, "stress run: run by this command (%s); stopping it stops the run\n", o.NoController)
+	rec := &stress.Reconciler{Client: o.runs, Live: o.runs, Pods: stress.PodsOf(o.clients.Kube), Kube: o.clients.Kube,
+		Recorder: o.Recorder, Namespace: stress.DefaultNamespace, Accelerators: o.clients.Accelerators}
+	return o.follow(ctx, run.Name, rec)
+}
+
+// object is the StressRun the flags describe, named after the pool and the clock.
+func (o *StressRunOptions) object() *v1alpha1.StressRun {
+	run := &v1alpha1.StressRun{
+		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "StressRun"},
+		ObjectMeta: metav1.ObjectMeta{Name: o.Pool + "-" + o.clock.Now().UTC().Format("20060102-150405")},
+		Spec: v1alpha1.StressRunSpec{Pool: o.Pool, Nodes: o.Nodes, Image: o.Image, Command: o.Command,
+			Timeout: &metav1.Duration{Duration: o.Timeout}, KeepPods: o.KeepPods},
 	}
-	runner := &stress.Runner{Kube: o.clients.Kube, Recorder: o.Recorder}
-	results, err := runner.Run(ctx, stress.Options{Pool: o.Pool, Image: o.Image, Command: o.Command, Tests: o.Tests,
-		Namespace: o.namespace, Timeout: o.Timeout, KeepPods: o.KeepPods, DryRun: o.DryRun, Progress: o.progress(),
-		Accelerators: o.clients.Accelerators})
+	for _, t := range o.Tests {
+		run.Spec.Tests = append(run.Spec.Tests, v1alpha1.StressTest(t))
+	}
+	return run
+}
+
+// dryRun prints the plan: which nodes would be tested, and why others would not. A
+// server dry run also has the API server check the StressRun.
+func (o *StressRunOptions) dryRun(ctx context.Context, run *v1alpha1.StressRun) error {
+	if o.DryRun == cmdutil.DryRunServer {
+		if err := o.runs.Create(ctx, run, client.DryRunAll); err != nil {
+			return fmt.Errorf("stress run %s: %w", run.Name, err)
+		}
+	}
+	plan, err := stress.Plan(ctx, o.clients.Kube, o.Pool, o.Nodes)
 	if err != nil {
 		return err
 	}
-	if o.Output.Data() {
-		if err := o.Output.Print(o.Out, results); err != nil {
-			return err
+	var results []v1alpha1.StressNodeResult
+	for _, t := range plan {
+		if t.Skip != "" {
+			results = append(results, v1alpha1.StressNodeResult{Node: t.Node, Outcome: v1alpha1.StressOutcomeSkipped, Message: t.Skip})
+			continue
 		}
-	} else {
-		w := printers.GetNewTabWriter(o.Out)
-		fmt.Fprintln(w, "NODE\tRESULT\tDETAIL")
-		for _, r := range results {
-			fmt.Fprintf(w, "%s\t%s\t%s\n", r.Node, r.Result, kit.None(r.Detail))
-		}
-		if err := w.Flush(); err != nil {
-			return err
+		for _, test := range run.Spec.Tests {
+			results = append(results, v1alpha1.StressNodeResult{Node: t.Node, Test: test, Outcome: "would test"})
 		}
 	}
-	var failed, skipped []string
-	passed := 0
-	for _, r := range results {
-		switch r.Result {
-		case stress.Failed:
-			failed = append(failed, r.Node)
-		case stress.Skipped:
-			skipped = append(skipped, r.Node)
-		case stress.Passed:
-			passed++
+	if err := o.printResults(results); err != nil {
+		return err
+	}
+	fmt.Fprintln(o.ErrOut, "(dry run: no stress run created, no pod, no node labelled)")
+	return nil
+}
+
+// unfinished is a run of the pool that has not ended, if any.
+func (o *StressRunOptions) unfinished(ctx context.Context) (*v1alpha1.StressRun, error) {
+	var list v1alpha1.StressRunList
+	if err := o.runs.List(ctx, &list); err != nil {
+		return nil, fmt.Errorf("listing stress runs: %w", err)
+	}
+	for i := range list.Items {
+		if r := &list.Items[i]; r.Spec.Pool == o.Pool && !r.Status.Phase.Finished() {
+			return r, nil
 		}
 	}
-	if o.DryRun != cmdutil.DryRunNone {
-		fmt.Fprintln(o.ErrOut, "(dry run: no pod created, no node labelled)")
-		return nil
+	return nil, nil
+}
+
+func phaseOf(r *v1alpha1.StressRun) v1alpha1.StressRunPhase {
+	if r.Status.Phase == "" {
+		return v1alpha1.StressRunPending
 	}
-	fmt.Fprintf(o.ErrOut, "pool %s: %d passed, %d failed, %d skipped\n", o.Pool, passed, len(failed), len(skipped))
-	if len(failed) > 0 {
+	return r.Status.Phase
+}
+
+// pollInterval is how often the plugin reads a run it follows.
+var pollInterval = time.Second
+
+// taken says whether a controller reconciled the run within ControllerWait: its
+// status.observedGeneration is set. No Lease is read.
+func (o *StressRunOptions) taken(ctx context.Context, name string) (bool, error) {
+	// The reads take ctx, not a context with the deadline: a client's rate limiter
+	// refuses a request that might outlive its context's deadline.
+	deadline := time.Now().Add(o.ControllerWait)
+	for {
+		var run v1alpha1.StressRun
+		if err := o.runs.Get(ctx, client.ObjectKey{Name: name}, &run); err != nil {
+			return false, fmt.Errorf("stress run %s: %w", name, err)
+		}
+		if run.Status.ObservedGeneration > 0 {
+			return true, nil
+		}
+		if !time.Now().Before(deadline) {
+			return false, nil
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(min(pollInterval/4, time.Until(deadline))):
+		}
+	}
+}
+
+// follow reads the run until it ends, printing its progress when it changes; with
+// rec, it drives the run itself, one Reconcile at a time.
+func (o *StressRunOptions) follow(ctx context.Context, name string, rec *stress.Reconciler) error {
+	last := ""
+	for {
+		after := pollInterval
+		if rec != nil {
+			next, err := rec.Reconcile(ctx, name)
+			if err != nil && !apierrors.IsConflict(err) {
+				return fmt.Errorf("stress run %s: %w", name, err)
+			}
+			if next > 0 && next < after {
+				after = next
+			}
+		}
+		var run v1alpha1.StressRun
+		if err := o.runs.Get(ctx, client.ObjectKey{Name: name}, &run); err != nil {
+			return fmt.Errorf("stress run %s: %w", name, err)
+		}
+		if line := progressLine(&run); line != last {
+			fmt.Fprintln(o.progress(), line)
+			last = line
+		}
+		if run.Status.Phase.Finished() {
+			return o.report(&run)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("stopped following stress run %s; it stays in the cluster (kubectl get stressrun %s): %w", name, name, ctx.Err())
+		case <-time.After(after):
+		}
+	}
+}
+
+// progressLine: the run's phase and its node counts.
+func progressLine(run *v1alpha1.StressRun) string {
+	st := run.Status
+	line := fmt.Sprintf("stress run %s: %s", run.Name, strings.ToLower(string(phaseOf(run))))
+	if st.Phase == v1alpha1.StressRunRunning {
+		line += fmt.Sprintf(": %d of %d node(s) done", st.Passed+st.Failed, st.Total)
+	}
+	if c := meta.FindStatusCondition(st.Conditions, stress.ConditionStarted); c != nil && c.Status == metav1.ConditionFalse && !st.Phase.Finished() {
+		line += " (" + c.Message + ")"
+	}
+	return line
+}
+
+// report ends a run: its results, the summary, and T2 when a node failed.
+func (o *StressRunOptions) report(run *v1alpha1.StressRun) error {
+	if err := o.printResults(run.Status.Results); err != nil {
+		return err
+	}
+	st := run.Status
+	fmt.Fprintf(o.ErrOut, "pool %s: %d passed, %d failed, %d skipped\n", o.Pool, st.Passed, st.Failed, st.Skipped)
+	if failed := stress.FailedNodes(&st); len(failed) > 0 {
 		return policy.Violationf("T2", "%d node(s) failed the stress test and are now %s=%s: %s", len(failed), policy.LabelHealth, policy.HealthDegraded, strings.Join(failed, ", "))
 	}
+	if st.Phase != v1alpha1.StressRunSucceeded {
+		msg := ""
+		if c := meta.FindStatusCondition(st.Conditions, stress.ConditionComplete); c != nil {
+			msg = ": " + c.Message
+		}
+		return fmt.Errorf("stress run %s %s%s", run.Name, strings.ToLower(string(st.Phase)), msg)
+	}
 	return nil
+}
+
+// printResults prints the results as a table, or as data under -o.
+func (o *StressRunOptions) printResults(results []v1alpha1.StressNodeResult) error {
+	if o.Output.Data() {
+		return o.Output.Print(o.Out, results)
+	}
+	w := printers.GetNewTabWriter(o.Out)
+	fmt.Fprintln(w, "NODE\tTEST\tRESULT\tDETAIL")
+	for _, r := range results {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", r.Node, kit.None(string(r.Test)), strings.ToLower(string(r.Outcome)), kit.None(r.Message))
+	}
+	return w.Flush()
 }
 
 // progress is where the run's progress lines go: stdout, or stderr when stdout carries
@@ -277,9 +468,9 @@ func NewCmdStressSchedule(f kit.Factory, streams genericiooptions.IOStreams) *co
 		Short: "Run a pool's stress tests periodically, from a CronJob in the cluster",
 		Long: templates.LongDesc(`
 			Set up periodic stress tests of a pool: a CronJob (in the namespace of -n)
-			runs "kubectl-litepool stress run" from the plugin image under its own
-			ServiceAccount, bound to a ClusterRole that may read and label nodes, run
-			test pods, record events and read Pools. The schedule is a standard
+			runs "kubectl-litepool stress run --in-cluster=true" from the plugin image
+			under its own ServiceAccount, bound to a ClusterRole that may create and
+			read StressRuns and read Pools: litepool's controller runs the tests. The schedule is a standard
 			five-field cron expression, checked as the CronJob controller reads it.
 			The schedule, image and tests are also stored in the pool's spec.stressTest
 			when the pool has a Pool object. Running it again updates the schedule.`),
@@ -345,7 +536,7 @@ func (o *StressScheduleOptions) Validate() error {
 	return stress.ValidateTests(o.Tests)
 }
 
-// stressClusterRole may do what `stress run` does.
+// stressClusterRole may start a stress run, and no more: create and read StressRuns.
 const stressClusterRole = "litepool-stress"
 
 // StressScheduleObjects are the objects of a schedule.
@@ -357,9 +548,7 @@ func (o *StressScheduleOptions) objects() (*corev1.ServiceAccount, *rbacv1.Clust
 	role := &rbacv1.ClusterRole{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},
 		ObjectMeta: metav1.ObjectMeta{Name: stressClusterRole, Labels: map[string]string{stress.LabelManagedBy: "litepool"}},
 		Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "patch"}},
-			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "create", "delete"}},
-			{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}},
+			{APIGroups: []string{"runwhere.ai"}, Resources: []string{"stressruns"}, Verbs: []string{"get", "list", "watch", "create"}},
 			{APIGroups: []string{"runwhere.ai"}, Resources: []string{"pools"}, Verbs: []string{"get", "list"}},
 		}}
 	binding := &rbacv1.ClusterRoleBinding{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"},
@@ -378,7 +567,7 @@ func (o *StressScheduleOptions) objects() (*corev1.ServiceAccount, *rbacv1.Clust
 				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: lbls}, Spec: corev1.PodSpec{
 					ServiceAccountName: name, RestartPolicy: corev1.RestartPolicyNever,
 					Containers: []corev1.Container{{Name: "stress", Image: o.PluginImage,
-						Command: []string{"kubectl-litepool", "stress", "run", "--pool", o.Pool, "--namespace", o.namespace,
+						Command: []string{"kubectl-litepool", "stress", "run", "--pool", o.Pool, "--in-cluster=true",
 							"--tests", strings.Join(o.Tests, ","), "--image", o.Image, "--timeout", o.Timeout.String()}}},
 				}},
 			}},

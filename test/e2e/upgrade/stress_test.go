@@ -15,12 +15,15 @@ import (
 
 	"github.com/runwhere-ai/litepool/pkg/policy"
 	"github.com/runwhere-ai/litepool/pkg/poolclient"
+	"github.com/runwhere-ai/litepool/pkg/stress"
 	"github.com/runwhere-ai/litepool/test/e2e/framework"
+	"github.com/runwhere-ai/litepool/test/e2e/framework/localwebhook"
 )
 
 // stressAgent plays the stress-test image: kwok keeps plain pods Running, so it ends
-// each stress pod through the status subresource, Failed (exit 1) on the nodes in fail
-// and Succeeded elsewhere.
+// each stress pod in litepool's namespace through the status subresource, Failed
+// (exit 1) when the node is in fail and the message starts with the pod's test, and
+// Succeeded elsewhere. Only the nodes in fail (failing, or "node?" for passing) are its.
 func stressAgent(t *testing.T, fail map[string]string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -28,7 +31,7 @@ func stressAgent(t *testing.T, fail map[string]string) {
 	go func() {
 		defer close(done)
 		for ctx.Err() == nil {
-			pods, err := framework.C.Kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=stress-test"})
+			pods, err := framework.C.Kube.CoreV1().Pods(stress.DefaultNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=stress-test"})
 			if err == nil {
 				for i := range pods.Items {
 					p := &pods.Items[i]
@@ -41,11 +44,11 @@ func stressAgent(t *testing.T, fail map[string]string) {
 					}
 					term := &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", StartedAt: metav1.Now(), FinishedAt: metav1.Now()}
 					p.Status.Phase = corev1.PodSucceeded
-					if failing {
+					if failing && strings.HasPrefix(msg, p.Annotations[stress.AnnotationTest]+" ") {
 						p.Status.Phase, term.ExitCode, term.Reason, term.Message = corev1.PodFailed, 1, "Error", msg
 					}
 					p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "stress", Image: p.Spec.Containers[0].Image, State: corev1.ContainerState{Terminated: term}}}
-					_, _ = framework.C.Kube.CoreV1().Pods("default").UpdateStatus(ctx, p, metav1.UpdateOptions{})
+					_, _ = framework.C.Kube.CoreV1().Pods(stress.DefaultNamespace).UpdateStatus(ctx, p, metav1.UpdateOptions{})
 				}
 			}
 			time.Sleep(100 * time.Millisecond)
@@ -53,9 +56,13 @@ func stressAgent(t *testing.T, fail map[string]string) {
 	}()
 }
 
+// No controller runs in this cluster: the plugin creates the StressRun, sees no
+// controller take it, runs the same reconciler itself and says so. The run's pods live
+// in litepool's namespace, whatever -n says.
 func TestStressRunMarksFailingNodesDegradedAndSkipsBusyOnes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
+	require.NoError(t, localwebhook.EnsureNamespace(ctx, framework.C.Kube, stress.DefaultNamespace))
 	nodes := framework.AscendPool(t, "str-four", 4, target, software)
 	// str-four-2 runs a training pod: busy.
 	busy := &corev1.Pod{
@@ -69,23 +76,26 @@ func TestStressRunMarksFailingNodesDegradedAndSkipsBusyOnes(t *testing.T) {
 	// A dry run names the nodes it would test and creates nothing.
 	r := framework.C.Litepool(t, "stress", "run", "--pool", "str-four", "--tests", "npu,hccs", "--image", "registry.example.com/npu-stress:1.0", "--dry-run=client")
 	require.Equal(t, 0, r.ExitCode, r.Stderr)
-	assert.Contains(t, r.Stdout, "str-four-2   skipped      busy: 1 workload pod(s): default/str-busy-job\nstr-four-3   would test   <none>\n")
+	assert.Contains(t, r.Stdout, "str-four-2   <none>   skipped      busy: 1 workload pod(s): default/str-busy-job\nstr-four-3   npu      would test   <none>\nstr-four-3   hccs     would test   <none>\n")
 
-	r = framework.C.Litepool(t, "stress", "run", "--pool", "str-four", "--tests", "npu,hccs", "--image", "registry.example.com/npu-stress:1.0", "--timeout", "2m")
+	r = framework.C.Litepool(t, "stress", "run", "--pool", "str-four", "--tests", "npu,hccs", "--image", "registry.example.com/npu-stress:1.0",
+		"--timeout", "2m", "--controller-wait", "2s", "-n", "kube-system")
 	assert.Equal(t, 1, r.ExitCode, r.Stdout)
-	assert.Contains(t, r.Stdout, `NODE         RESULT    DETAIL
-str-four-1   passed    exit 0
-str-four-2   skipped   busy: 1 workload pod(s): default/str-busy-job
-str-four-3   failed    exit 1 (Error): hccs link 3 down
-str-four-4   passed    exit 0
+	assert.Contains(t, r.Stdout, `NODE         TEST     RESULT    DETAIL
+str-four-1   npu      passed    exit 0
+str-four-1   hccs     passed    exit 0
+str-four-2   <none>   skipped   busy: 1 workload pod(s): default/str-busy-job
+str-four-3   npu      passed    exit 0
+str-four-3   hccs     failed    exit 1 (Error): hccs link 3 down
+str-four-4   npu      passed    exit 0
+str-four-4   hccs     passed    exit 0
 `)
-	// No controller runs in this cluster: the plugin runs the tests itself and says why.
-	assert.Regexp(t, `^stress run: run by this command \(no litepool controller found: [^\n]*\); stopping it stops the run\n`, r.Stderr)
+	assert.Regexp(t, `^stress run str-four-\S+: no litepool controller took it within 2s: running it in this process; stopping this command leaves it for a controller to finish\n`, r.Stderr)
 	assert.True(t, strings.HasSuffix(r.Stderr, "\npool str-four: 2 passed, 1 failed, 1 skipped\nerror: [T2] 1 node(s) failed the stress test and are now runwhere.ai/health=degraded: str-four-3\n"), r.Stderr)
 
 	failed := framework.Node(t, nodes[2])
 	assert.Equal(t, policy.HealthDegraded, failed.Labels[policy.LabelHealth])
-	assert.Regexp(t, `^npu,hccs failed at \S+: exit 1 \(Error\): hccs link 3 down$`, failed.Annotations[policy.AnnotationStressResult])
+	assert.Regexp(t, `^npu,hccs failed at \S+ \(stress run str-four-\S+\): hccs: exit 1 \(Error\): hccs link 3 down$`, failed.Annotations[policy.AnnotationStressResult])
 	assert.Equal(t, policy.NodeDegraded, policy.StateOfNode(failed))
 	assert.Equal(t, 1, eventsFor(t, nodes[2], "StressTestFailed"))
 	assert.Equal(t, policy.HealthHealthy, framework.Node(t, nodes[0]).Labels[policy.LabelHealth])
@@ -103,16 +113,17 @@ str-four-4   passed    exit 0
 	assert.Equal(t, "Degraded", pool.Status.Phase)
 	assert.Equal(t, 1, pool.Status.FaultyNodes)
 
-	// The failing node's pod is kept for its logs; passing nodes' pods are gone.
-	pods, err := framework.C.Kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=stress-test"})
+	// The failing test's pod is kept for its logs; passed tests' pods are gone; none
+	// ran outside litepool's namespace.
+	pods, err := framework.C.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=stress-test"})
 	require.NoError(t, err)
 	var left []string
 	for _, p := range pods.Items {
 		if strings.HasPrefix(p.Spec.NodeName, "str-four-") && p.DeletionTimestamp == nil {
-			left = append(left, p.Spec.NodeName)
+			left = append(left, p.Namespace+"/"+p.Annotations[stress.AnnotationNode]+"/"+p.Annotations[stress.AnnotationTest])
 		}
 	}
-	assert.Equal(t, []string{"str-four-3"}, left)
+	assert.Equal(t, []string{stress.DefaultNamespace + "/str-four-3/hccs"}, left)
 }
 
 func TestStressScheduleCreatesACronJobWithItsOwnRBAC(t *testing.T) {
@@ -153,12 +164,14 @@ pool/str-cron spec.stressTest: schedule "0 2 * * 0", image npu-stress:1.0, tests
 	assert.Equal(t, "0 2 * * 0", cj.Spec.Schedule)
 	pod := cj.Spec.JobTemplate.Spec.Template.Spec
 	assert.Equal(t, "litepool-stress-str-cron", pod.ServiceAccountName)
-	assert.Equal(t, []string{"kubectl-litepool", "stress", "run", "--pool", "str-cron", "--namespace", "default", "--tests", "npu,hccs",
+	assert.Equal(t, []string{"kubectl-litepool", "stress", "run", "--pool", "str-cron", "--in-cluster=true", "--tests", "npu,hccs",
 		"--image", "npu-stress:1.0", "--timeout", "30m0s"}, pod.Containers[0].Command)
 
-	// The ServiceAccount may do what a stress run does, and no more than that.
+	// The ServiceAccount may start a stress run, and no more than that: litepool's
+	// controller runs it.
 	sa := "system:serviceaccount:default:litepool-stress-str-cron"
-	for _, check := range [][]string{{"patch", "nodes", "yes"}, {"create", "pods", "yes"}, {"get", "pools.runwhere.ai", "yes"}, {"delete", "nodes", "no"}} {
+	for _, check := range [][]string{{"create", "stressruns.runwhere.ai", "yes"}, {"get", "pools.runwhere.ai", "yes"},
+		{"create", "pods", "no"}, {"patch", "nodes", "no"}, {"delete", "nodes", "no"}} {
 		r := framework.C.Kubectl(t, "", "auth", "can-i", check[0], check[1], "--as", sa)
 		assert.Equal(t, check[2]+"\n", r.Stdout, "%s %s", check[0], check[1])
 	}

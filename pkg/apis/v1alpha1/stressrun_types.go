@@ -1,0 +1,195 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// StressRunResource is the REST resource of StressRun objects, for dynamic clients.
+var StressRunResource = GroupVersion.WithResource("stressruns")
+
+// Registered here rather than in register.go, which other kinds share.
+func init() {
+	SchemeBuilder.Register(func(s *runtime.Scheme) error {
+		s.AddKnownTypes(GroupVersion, &StressRun{}, &StressRunList{})
+		return nil
+	})
+}
+
+// +genclient
+// +genclient:nonNamespaced
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=lpstress,categories=litepool
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Pool",type=string,JSONPath=`.spec.pool`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Passed",type=integer,JSONPath=`.status.passed`
+// +kubebuilder:printcolumn:name="Failed",type=integer,JSONPath=`.status.failed`
+// +kubebuilder:printcolumn:name="Total",type=integer,JSONPath=`.status.total`
+// +kubebuilder:printcolumn:name="Skipped",type=integer,JSONPath=`.status.skipped`,priority=1
+// +kubebuilder:printcolumn:name="Tests",type=string,JSONPath=`.spec.tests`,priority=1
+// +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.spec.image`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63",message="a stress run's name is at most 63 characters: it labels the run's pods"
+
+// StressRun is one stress test of a pool's idle nodes: litepool's controller runs one
+// pod per node and test, in litepool's own namespace, and records each outcome here.
+// Whoever may create a StressRun chooses the image and command its pods run; nothing
+// else (no Pool or Node annotation) makes litepool run a stress pod.
+type StressRun struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   StressRunSpec   `json:"spec"`
+	Status StressRunStatus `json:"status,omitempty"`
+}
+
+// StressRunSpec says what to test, where and how.
+// +kubebuilder:validation:XValidation:rule="self.pool == oldSelf.pool && self.tests == oldSelf.tests && self.image == oldSelf.image && (has(self.command) == has(oldSelf.command) && (!has(self.command) || self.command == oldSelf.command)) && (has(self.nodes) == has(oldSelf.nodes) && (!has(self.nodes) || self.nodes == oldSelf.nodes))",message="a stress run's pool, nodes, tests, image and command are fixed once created; only abort may change"
+type StressRunSpec struct {
+	// Pool whose idle nodes are tested.
+	// +kubebuilder:validation:MinLength=4
+	// +kubebuilder:validation:MaxLength=24
+	// +kubebuilder:validation:Pattern=`^[a-z]([a-z0-9-]*[a-z0-9])?$`
+	Pool string `json:"pool"`
+	// Nodes limits the run to these members of the pool; empty: every member. A node
+	// named here that is not a member is reported skipped.
+	// +listType=set
+	// +optional
+	Nodes []string `json:"nodes,omitempty"`
+	// Tests run one after the other on each node, one pod per test; a node's first
+	// failing test ends its run.
+	// +kubebuilder:validation:MinItems=1
+	// +listType=set
+	Tests []StressTest `json:"tests"`
+	// Image of the test pods.
+	// +kubebuilder:validation:MinLength=1
+	Image string `json:"image"`
+	// Command of the test pods (default: the image's entrypoint). The test's name is in
+	// $STRESS_TESTS, the node's in $NODE_NAME, the pool's in $POOL.
+	// +optional
+	Command []string `json:"command,omitempty"`
+	// Timeout of one test pod (its activeDeadlineSeconds): a test still running then
+	// has failed. Default 30m.
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+	// KeepPods keeps the pods of passed tests too (failed tests' pods are always kept
+	// for their logs, until the run is deleted).
+	// +optional
+	KeepPods bool `json:"keepPods,omitempty"`
+	// Abort stops the run: running pods are deleted and tests not finished are
+	// reported Aborted; nodes are not judged on them.
+	// +optional
+	Abort bool `json:"abort,omitempty"`
+}
+
+// StressRunPhase is where a run is.
+// +kubebuilder:validation:Enum=Pending;Running;Succeeded;Failed;Aborted
+type StressRunPhase string
+
+const (
+	// StressRunPending: not started; another run of the pool may hold it.
+	StressRunPending StressRunPhase = "Pending"
+	// StressRunRunning: test pods are being run.
+	StressRunRunning StressRunPhase = "Running"
+	// StressRunSucceeded: every tested node passed every test.
+	StressRunSucceeded StressRunPhase = "Succeeded"
+	// StressRunFailed: a node failed a test, or the run could not be run at all.
+	StressRunFailed StressRunPhase = "Failed"
+	// StressRunAborted: spec.abort stopped it.
+	StressRunAborted StressRunPhase = "Aborted"
+)
+
+// Finished says the run will not change any more.
+func (p StressRunPhase) Finished() bool {
+	return p == StressRunSucceeded || p == StressRunFailed || p == StressRunAborted
+}
+
+// StressOutcome is where one test of one node is.
+type StressOutcome string
+
+const (
+	StressOutcomePending StressOutcome = "Pending"
+	StressOutcomeRunning StressOutcome = "Running"
+	StressOutcomePassed  StressOutcome = "Passed"
+	StressOutcomeFailed  StressOutcome = "Failed"
+	// StressOutcomeSkipped: the node was not tested (busy, cordoned, NotReady, not a
+	// member); the message says why.
+	StressOutcomeSkipped StressOutcome = "Skipped"
+	// StressOutcomeNotRun: an earlier test of the node failed.
+	StressOutcomeNotRun  StressOutcome = "NotRun"
+	StressOutcomeAborted StressOutcome = "Aborted"
+)
+
+// Final says the result will not change any more.
+func (o StressOutcome) Final() bool {
+	return o != StressOutcomePending && o != StressOutcomeRunning
+}
+
+// StressNodeResult is one test on one node (a skipped node has one result, with no
+// test).
+type StressNodeResult struct {
+	Node string `json:"node"`
+	// +optional
+	Test StressTest `json:"test,omitempty"`
+	// Pod that runs the test, in litepool's namespace.
+	// +optional
+	Pod     string        `json:"pod,omitempty"`
+	Outcome StressOutcome `json:"outcome"`
+	// +optional
+	ExitCode *int32 `json:"exitCode,omitempty"`
+	// +optional
+	Message string `json:"message,omitempty"`
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+	// +optional
+	FinishTime *metav1.Time `json:"finishTime,omitempty"`
+}
+
+// StressRunStatus is the run's progress, written by the controller (or by the plugin
+// running the same reconciler when no controller runs).
+type StressRunStatus struct {
+	// ObservedGeneration is the generation last reconciled: the plugin knows a
+	// controller took the run when it is set.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// +optional
+	Phase StressRunPhase `json:"phase,omitempty"`
+	// Namespace the test pods run in: litepool's own.
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+	// Total, Passed, Failed and Skipped count nodes: a node passes when it passed
+	// every test; Total counts the nodes tested. Always written, so that kubectl's
+	// columns read 0 rather than nothing.
+	// +optional
+	Total int32 `json:"total"`
+	// +optional
+	Passed int32 `json:"passed"`
+	// +optional
+	Failed int32 `json:"failed"`
+	// +optional
+	Skipped int32 `json:"skipped"`
+	// Results per node and test, by node then test order.
+	// +listType=atomic
+	// +optional
+	Results []StressNodeResult `json:"results,omitempty"`
+	// Conditions: Started (False with reason PoolBusy while another run of the pool
+	// holds it), Complete.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// StressRunList is a list of StressRuns.
+type StressRunList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []StressRun `json:"items"`
+}

@@ -1,0 +1,537 @@
+package stress
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/events"
+	"github.com/runwhere-ai/litepool/pkg/policy"
+)
+
+// Conditions of a StressRun.
+const (
+	ConditionStarted  = "Started"
+	ConditionComplete = "Complete"
+)
+
+// runningRecheck is how often a running run is looked at even when no pod changed: its
+// pods' deadlines are judged by the clock.
+const runningRecheck = 30 * time.Second
+
+// Reconciler moves one StressRun a step closer to its end each time it is called, from
+// what the cluster holds now (level-triggered): it never waits and starts nothing in
+// the background, so the controller's manager and the plugin's loop can both drive it.
+type Reconciler struct {
+	// Client reads StressRuns and writes their status.
+	Client client.Client
+	// Live lists the runs of a pool when one is about to start: uncached, so that a run
+	// that just started is seen.
+	Live client.Reader
+	// Pods reads the test pods in Namespace.
+	Pods client.Reader
+	// Kube creates and deletes test pods, reads nodes and workload pods, labels nodes.
+	Kube     kubernetes.Interface
+	Recorder *events.Recorder
+	// Namespace is litepool's own: the only one test pods are created in.
+	Namespace string
+	// Accelerators says which resources a test pod holds; the zero value is the known set.
+	Accelerators policy.Accelerators
+	Clock        clock.PassiveClock
+}
+
+// Reconcile takes the run named name one step on: start it (one run per pool), create
+// the next pod of each node, read finished pods, judge nodes, clean up, finish. It
+// returns how soon it wants to look again (0: when something changes).
+func (r *Reconciler) Reconcile(ctx context.Context, name string) (time.Duration, error) {
+	var run v1alpha1.StressRun
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: name}, &run); err != nil {
+		return 0, client.IgnoreNotFound(err)
+	}
+	st := run.Status.DeepCopy()
+	st.ObservedGeneration = run.Generation
+	if st.Phase == "" {
+		st.Phase = v1alpha1.StressRunPending
+	}
+	if st.Namespace == "" {
+		st.Namespace = r.Namespace
+	}
+	var requeue time.Duration
+	var err error
+	switch {
+	case st.Phase.Finished():
+		err = r.cleanUp(ctx, &run)
+	case run.Spec.Abort:
+		err = r.abort(ctx, &run, st, "Aborted", "spec.abort is set")
+	case st.Phase == v1alpha1.StressRunPending:
+		requeue, err = r.start(ctx, &run, st)
+	default:
+		requeue, err = r.step(ctx, &run, st)
+	}
+	if err != nil {
+		return 0, err
+	}
+	if err := r.writeStatus(ctx, &run, st); err != nil {
+		return 0, err
+	}
+	if st.Phase.Finished() { // the results are stored: the pods not kept may go now
+		return 0, r.cleanUp(ctx, &run)
+	}
+	return requeue, nil
+}
+
+// writeStatus stores st unless nothing changed; an update (not a patch), so a status
+// written meanwhile by another reconciler is a conflict, not lost.
+func (r *Reconciler) writeStatus(ctx context.Context, run *v1alpha1.StressRun, st *v1alpha1.StressRunStatus) error {
+	if equalStatus(&run.Status, st) {
+		return nil
+	}
+	run.Status = *st
+	if err := r.Client.Status().Update(ctx, run); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	run.Status = *st // as stored: the update refreshed run from the server's answer
+	return nil
+}
+
+func equalStatus(a, b *v1alpha1.StressRunStatus) bool { return equality.Semantic.DeepEqual(a, b) }
+
+func (r *Reconciler) now() metav1.Time {
+	if r.Clock == nil {
+		return metav1.Now()
+	}
+	return metav1.NewTime(r.Clock.Now())
+}
+
+func setCondition(st *v1alpha1.StressRunStatus, gen int64, typ string, status metav1.ConditionStatus, reason, msg string) {
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: gen})
+}
+
+// start: one run per pool at a time. The runs of the pool are read live; this one
+// starts when no other is Running and none Pending was created before it (by creation
+// time, then name). Then it plans the nodes and records the plan, with Running, in an
+// update of this run's status: a concurrent writer makes it fail and the next call
+// judges again.
+func (r *Reconciler) start(ctx context.Context, run *v1alpha1.StressRun, st *v1alpha1.StressRunStatus) (time.Duration, error) {
+	tests := make([]string, 0, len(run.Spec.Tests))
+	for _, t := range run.Spec.Tests {
+		tests = append(tests, string(t))
+	}
+	if err := ValidateTests(tests); err != nil {
+		r.finish(run, st, v1alpha1.StressRunFailed, "InvalidSpec", err.Error())
+		return 0, nil
+	}
+	if holder, err := r.holder(ctx, run); err != nil {
+		return 0, err
+	} else if holder != "" {
+		setCondition(st, run.Generation, ConditionStarted, metav1.ConditionFalse, "PoolBusy",
+			fmt.Sprintf("stress run %s holds pool %s: this one starts when it ends", holder, run.Spec.Pool))
+		return 10 * time.Second, nil
+	}
+	targets, err := Plan(ctx, r.Kube, run.Spec.Pool, run.Spec.Nodes)
+	if err != nil {
+		if apierrors.ReasonForError(err) != metav1.StatusReasonUnknown {
+			return 0, err
+		}
+		r.finish(run, st, v1alpha1.StressRunFailed, "NoNodes", err.Error())
+		return 0, nil
+	}
+	st.Results = nil
+	for _, t := range targets {
+		if t.Skip != "" {
+			st.Results = append(st.Results, v1alpha1.StressNodeResult{Node: t.Node, Outcome: v1alpha1.StressOutcomeSkipped, Message: t.Skip})
+			continue
+		}
+		for _, test := range run.Spec.Tests {
+			st.Results = append(st.Results, v1alpha1.StressNodeResult{Node: t.Node, Test: test, Outcome: v1alpha1.StressOutcomePending})
+		}
+	}
+	now := r.now()
+	st.Phase, st.StartTime = v1alpha1.StressRunRunning, &now
+	setCondition(st, run.Generation, ConditionStarted, metav1.ConditionTrue, "Started",
+		fmt.Sprintf("testing %d node(s) of pool %s in namespace %s", countNodes(st.Results, false), run.Spec.Pool, r.Namespace))
+	count(st)
+	if countNodes(st.Results, false) == 0 {
+		r.finish(run, st, v1alpha1.StressRunSucceeded, "NothingToTest", "every node was skipped")
+	}
+	return time.Millisecond, nil // go on at once: the next call creates the pods
+}
+
+// holder is the run that keeps run from starting, if any.
+func (r *Reconciler) holder(ctx context.Context, run *v1alpha1.StressRun) (string, error) {
+	var list v1alpha1.StressRunList
+	if err := r.Live.List(ctx, &list); err != nil {
+		return "", err
+	}
+	var first *v1alpha1.StressRun
+	for i := range list.Items {
+		o := &list.Items[i]
+		if o.Spec.Pool != run.Spec.Pool || o.Name == run.Name || o.Status.Phase.Finished() || o.Spec.Abort {
+			continue
+		}
+		if o.Status.Phase == v1alpha1.StressRunRunning {
+			return o.Name, nil
+		}
+		if before(o, run) && (first == nil || before(o, first)) {
+			first = o
+		}
+	}
+	if first != nil {
+		return first.Name, nil
+	}
+	return "", nil
+}
+
+func before(a, b *v1alpha1.StressRun) bool {
+	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+		return a.CreationTimestamp.Before(&b.CreationTimestamp)
+	}
+	return a.Name < b.Name
+}
+
+// step moves every node on: the first unfinished test of each node gets its pod, or
+// its pod's end is read (a failure ends the node's run), or its deadline is judged.
+// A node whose tests are all final is judged; when every node is, the run ends.
+func (r *Reconciler) step(ctx context.Context, run *v1alpha1.StressRun, st *v1alpha1.StressRunStatus) (time.Duration, error) {
+	if err := r.cleanUp(ctx, run); err != nil {
+		return 0, err
+	}
+	requeue := runningRecheck
+	for _, node := range nodesOf(st.Results) {
+		idx := indexesOf(st.Results, node)
+		after, err := r.stepNode(ctx, run, st, node, idx)
+		if err != nil || after < 0 {
+			return 0, err
+		}
+		if after > 0 && after < requeue {
+			requeue = after
+		}
+	}
+	count(st)
+	if allFinal(st.Results) {
+		phase, reason, msg := v1alpha1.StressRunSucceeded, "Passed", fmt.Sprintf("%d node(s) passed", st.Passed)
+		if st.Failed > 0 {
+			phase, reason, msg = v1alpha1.StressRunFailed, "NodesFailed", fmt.Sprintf("%d node(s) failed: %s", st.Failed, strings.Join(failedNodes(st.Results), ", "))
+		}
+		r.finish(run, st, phase, reason, msg)
+		return 0, nil
+	}
+	return requeue, nil
+}
+
+// stepNode moves one node on as far as it can now: a test that passed is followed at
+// once by the next one's pod. It returns how soon the node's deadline wants a look
+// (0: none), or -1 when the run was ended.
+func (r *Reconciler) stepNode(ctx context.Context, run *v1alpha1.StressRun, st *v1alpha1.StressRunStatus, node string, idx []int) (time.Duration, error) {
+	for {
+		next := -1
+		for _, i := range idx {
+			if !st.Results[i].Outcome.Final() {
+				next = i
+				break
+			}
+		}
+		if next < 0 {
+			return 0, nil
+		}
+		res := &st.Results[next]
+		switch res.Outcome {
+		case v1alpha1.StressOutcomePending:
+			if err := r.createPod(ctx, run, res); err != nil {
+				if isPermanent(err) {
+					return -1, r.abort(ctx, run, st, "CannotCreatePods", fmt.Sprintf("creating the test pod of node %s in namespace %s: %v", node, r.Namespace, err))
+				}
+				return 0, err
+			}
+			return r.deadline(run, res), nil
+		case v1alpha1.StressOutcomeRunning:
+			var pod corev1.Pod
+			err := r.Pods.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: res.Pod}, &pod)
+			switch {
+			case apierrors.IsNotFound(err):
+				// Not in the cache yet, or deleted by someone: create it again (its
+				// name is fixed, so a pod that exists is found, never doubled).
+				if err := r.createPod(ctx, run, res); err != nil && !isPermanent(err) {
+					return 0, err
+				}
+				return r.deadline(run, res), nil
+			case err != nil:
+				return 0, err
+			}
+			outcome, code, msg := PodOutcome(&pod)
+			now := r.now()
+			if outcome.Final() {
+				res.Outcome, res.ExitCode, res.Message, res.FinishTime = outcome, code, msg, &now
+			} else if left := r.deadline(run, res); left > 0 {
+				return left, nil
+			} else {
+				res.Outcome, res.Message, res.FinishTime = v1alpha1.StressOutcomeFailed, fmt.Sprintf("did not finish within %s", Timeout(run)), &now
+				if err := r.deletePod(ctx, res.Pod); err != nil {
+					return 0, err
+				}
+			}
+		}
+		if res.Outcome == v1alpha1.StressOutcomeFailed {
+			for _, i := range idx {
+				if !st.Results[i].Outcome.Final() {
+					st.Results[i].Outcome, st.Results[i].Message = v1alpha1.StressOutcomeNotRun, fmt.Sprintf("test %s failed first", res.Test)
+				}
+			}
+		}
+		if nodeDone(st.Results, idx) {
+			return 0, r.judge(ctx, run, st, node, idx)
+		}
+	}
+}
+
+// deadline is how long the running test of res has left, by the run's clock: pods
+// carry activeDeadlineSeconds too, but a node without a kubelet to enforce it must
+// not hold the run for ever.
+func (r *Reconciler) deadline(run *v1alpha1.StressRun, res *v1alpha1.StressNodeResult) time.Duration {
+	if res.StartTime == nil {
+		return Timeout(run)
+	}
+	return res.StartTime.Add(Timeout(run)).Sub(r.now().Time)
+}
+
+func (r *Reconciler) createPod(ctx context.Context, run *v1alpha1.StressRun, res *v1alpha1.StressNodeResult) error {
+	node, err := r.Kube.CoreV1().Nodes().Get(ctx, res.Node, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	pod := TestPod(run, r.Namespace, node, string(res.Test), r.Accelerators)
+	if _, err := r.Kube.CoreV1().Pods(r.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	if res.Outcome == v1alpha1.StressOutcomePending {
+		now := r.now()
+		res.Outcome, res.Pod, res.StartTime = v1alpha1.StressOutcomeRunning, pod.Name, &now
+	}
+	return nil
+}
+
+// isPermanent: an error that trying again does not cure (the namespace is missing,
+// the pod is refused).
+func isPermanent(err error) bool {
+	return apierrors.IsNotFound(err) || apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err)
+}
+
+func (r *Reconciler) deletePod(ctx context.Context, name string) error {
+	err := r.Kube.CoreV1().Pods(r.Namespace).Delete(ctx, name, metav1.DeleteOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// cleanUp deletes the pods whose result is recorded and not to be kept: passed tests
+// (unless keepPods) and aborted ones. Failed tests' pods stay for their logs. It runs
+// only on what the status already holds, so a pod is never deleted before its result
+// is stored.
+func (r *Reconciler) cleanUp(ctx context.Context, run *v1alpha1.StressRun) error {
+	for _, res := range run.Status.Results {
+		drop := res.Outcome == v1alpha1.StressOutcomeAborted || res.Outcome == v1alpha1.StressOutcomePassed && !run.Spec.KeepPods
+		if res.Pod == "" || !drop {
+			continue
+		}
+		var pod corev1.Pod
+		err := r.Pods.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: res.Pod}, &pod)
+		if apierrors.IsNotFound(err) || err == nil && pod.DeletionTimestamp != nil {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if err := r.deletePod(ctx, res.Pod); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// abort ends the run: tests not final are Aborted (their pods deleted on the next
+// call, once that is recorded); nodes are not judged on them.
+func (r *Reconciler) abort(ctx context.Context, run *v1alpha1.StressRun, st *v1alpha1.StressRunStatus, reason, msg string) error {
+	for i := range st.Results {
+		if !st.Results[i].Outcome.Final() {
+			st.Results[i].Outcome, st.Results[i].Message = v1alpha1.StressOutcomeAborted, msg
+		}
+	}
+	count(st)
+	phase := v1alpha1.StressRunAborted
+	if reason != "Aborted" {
+		phase = v1alpha1.StressRunFailed
+	}
+	r.finish(run, st, phase, reason, msg)
+	return nil
+}
+
+func (r *Reconciler) finish(run *v1alpha1.StressRun, st *v1alpha1.StressRunStatus, phase v1alpha1.StressRunPhase, reason, msg string) {
+	now := r.now()
+	st.Phase, st.CompletionTime = phase, &now
+	if meta.FindStatusCondition(st.Conditions, ConditionStarted) == nil {
+		setCondition(st, run.Generation, ConditionStarted, metav1.ConditionFalse, reason, msg)
+	}
+	setCondition(st, run.Generation, ConditionComplete, metav1.ConditionTrue, reason, msg)
+}
+
+// judge labels a node whose tests are all final: degraded when one failed, healthy
+// when all passed; a node with an aborted test is not judged.
+func (r *Reconciler) judge(ctx context.Context, run *v1alpha1.StressRun, st *v1alpha1.StressRunStatus, node string, idx []int) error {
+	var tests []string
+	failed, detail := false, "exit 0"
+	for _, i := range idx {
+		res := st.Results[i]
+		tests = append(tests, string(res.Test))
+		switch res.Outcome {
+		case v1alpha1.StressOutcomeAborted:
+			return nil
+		case v1alpha1.StressOutcomeFailed:
+			failed, detail = true, string(res.Test)+": "+res.Message
+		}
+	}
+	result := "passed"
+	if failed {
+		result = "failed"
+	}
+	summary := fmt.Sprintf("%s %s at %s %s: %s", strings.Join(tests, ","), result, r.now().UTC().Format(time.RFC3339), RunMark(run.Name), detail)
+	return RecordNode(ctx, r.Kube, r.Recorder, node, run.Name, summary, failed)
+}
+
+// count fills the node counts.
+func count(st *v1alpha1.StressRunStatus) {
+	st.Total, st.Passed, st.Failed, st.Skipped = 0, 0, 0, 0
+	for _, node := range nodesOf(st.Results) {
+		idx := indexesOf(st.Results, node)
+		first := st.Results[idx[0]]
+		if first.Outcome == v1alpha1.StressOutcomeSkipped {
+			st.Skipped++
+			continue
+		}
+		st.Total++
+		passed, failed := true, false
+		for _, i := range idx {
+			passed = passed && st.Results[i].Outcome == v1alpha1.StressOutcomePassed
+			failed = failed || st.Results[i].Outcome == v1alpha1.StressOutcomeFailed
+		}
+		switch {
+		case failed:
+			st.Failed++
+		case passed:
+			st.Passed++
+		}
+	}
+}
+
+func nodesOf(rs []v1alpha1.StressNodeResult) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, r := range rs {
+		if !seen[r.Node] {
+			seen[r.Node] = true
+			out = append(out, r.Node)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func indexesOf(rs []v1alpha1.StressNodeResult, node string) []int {
+	var out []int
+	for i := range rs {
+		if rs[i].Node == node {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+func nodeDone(rs []v1alpha1.StressNodeResult, idx []int) bool {
+	for _, i := range idx {
+		if !rs[i].Outcome.Final() {
+			return false
+		}
+	}
+	return true
+}
+
+func allFinal(rs []v1alpha1.StressNodeResult) bool {
+	for _, r := range rs {
+		if !r.Outcome.Final() {
+			return false
+		}
+	}
+	return true
+}
+
+// countNodes counts the nodes tested (skipped false) or skipped.
+func countNodes(rs []v1alpha1.StressNodeResult, skipped bool) int {
+	n := 0
+	for _, node := range nodesOf(rs) {
+		if (rs[indexesOf(rs, node)[0]].Outcome == v1alpha1.StressOutcomeSkipped) == skipped {
+			n++
+		}
+	}
+	return n
+}
+
+// FailedNodes are the nodes of a run that failed a test.
+func FailedNodes(st *v1alpha1.StressRunStatus) []string { return failedNodes(st.Results) }
+
+func failedNodes(rs []v1alpha1.StressNodeResult) []string {
+	var out []string
+	for _, node := range nodesOf(rs) {
+		for _, i := range indexesOf(rs, node) {
+			if rs[i].Outcome == v1alpha1.StressOutcomeFailed {
+				out = append(out, node)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// PodsOf reads pods straight from kube: the Pods reader of a Reconciler that runs
+// without a cache (the plugin's).
+func PodsOf(kube kubernetes.Interface) client.Reader { return podReader{kube} }
+
+type podReader struct{ kube kubernetes.Interface }
+
+func (p podReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return fmt.Errorf("pods only, not %T", obj)
+	}
+	got, err := p.kube.CoreV1().Pods(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	*pod = *got
+	return nil
+}
+
+func (p podReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	pods, ok := list.(*corev1.PodList)
+	if !ok {
+		return fmt.Errorf("pods only, not %T", list)
+	}
+	o := (&client.ListOptions{}).ApplyOptions(opts)
+	got, err := p.kube.CoreV1().Pods(o.Namespace).List(ctx, *o.AsListOptions())
+	if err != nil {
+		return err
+	}
+	*pods = *got
+	return nil
+}
