@@ -106,12 +106,12 @@ chains() {
 
 up() {
   local name=${1:-} kubeconfig=${2:-}
-  [ -n "$name" ] && [ -n "$kubeconfig" ] || die "usage: $0 up NAME KUBECONFIG"
+  if [ -z "$name" ] || [ -z "$kubeconfig" ]; then die "usage: $0 up NAME KUBECONFIG"; fi
   local dir pki ip server port
   dir=$(statedir "$name")
   pki="$KWOK_WORKDIR/clusters/$name/pki"
   [ -f "$pki/admin.crt" ] || die "cluster $name has no PKI at $pki: start it with hack/cluster.sh up $name KUBECONFIG --real-node"
-  [ -f "$images/test-images.tar" ] && [ -f "$images/litepool-webhook.tar" ] || die "no images in $images: run make image"
+  if ! [ -f "$images/test-images.tar" ] || ! [ -f "$images/litepool-webhook.tar" ]; then die "no images in $images: run make image"; fi
   if alive "$dir/kubelet.pid" && alive "$dir/containerd.pid"; then
     say "node $node_name is already running"
     return 0
@@ -279,14 +279,14 @@ down() {
 
   # Mounts: the kubelet's volumes, containerd's rootfs and shm, CNI's network namespaces.
   local m
-  for m in $(awk -v d="$dir/" '{print $5}' /proc/self/mountinfo | grep -E "^($dir/|/run/netns/cni-)" | sort -r); do
+  while read -r m; do
     umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
-  done
+  done < <(awk '{print $5}' /proc/self/mountinfo | grep -E "^($dir/|/run/netns/cni-)" | sort -r)
   rm -f /run/netns/cni-* 2>/dev/null || true
   # cgroups: kubepods (the kubelet's) and k8s.io (containerd's), deepest first.
   local cg
   for cg in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/*/k8s.io; do
-    [ -d "$cg" ] && find "$cg" -depth -type d -exec rmdir {} + 2>/dev/null || true
+    if [ -d "$cg" ]; then find "$cg" -depth -type d -exec rmdir {} + 2>/dev/null || true; fi
   done
   if [ -f "$dir/host/saved" ]; then
     local l

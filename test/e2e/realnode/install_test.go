@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
@@ -138,6 +140,14 @@ func testInstall(t *testing.T, overlay string) {
 	for _, d := range ds {
 		want += ptrOr(d.Spec.Replicas)
 	}
+	// The image's id is the digest of its config: read from the archive make image wrote.
+	ref, err := name.NewTag(webhookImage)
+	require.NoError(t, err)
+	img, err := tarball.ImageFromPath(filepath.Join(framework.Root, "_output", "images", "litepool-webhook.tar"), &ref)
+	require.NoError(t, err)
+	cfgName, err := img.ConfigName()
+	require.NoError(t, err)
+	imageID := cfgName.String()
 	running := 0
 	for _, p := range pods.Items {
 		if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
@@ -148,7 +158,8 @@ func testInstall(t *testing.T, overlay string) {
 		require.Len(t, p.Status.ContainerStatuses, 1, p.Name)
 		cs := p.Status.ContainerStatuses[0]
 		assert.True(t, cs.Ready, "%s ready", p.Name)
-		assert.Equal(t, webhookImage, cs.Image, "%s runs the image make image built", p.Name)
+		assert.Equal(t, webhookImage, p.Spec.Containers[0].Image, "%s: the overlay's image", p.Name)
+		assert.Equal(t, imageID, cs.ImageID, "%s runs the image make image built", p.Name)
 		assert.NotEmpty(t, cs.ContainerID, "%s is a real container", p.Name)
 		assert.Regexp(t, `^containerd://[0-9a-f]{64}$`, cs.ContainerID)
 	}
