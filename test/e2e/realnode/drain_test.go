@@ -59,6 +59,7 @@ func testDrain(t *testing.T) {
 		pod = pods.Items[0]
 		return pod.Status.Phase == corev1.PodRunning && len(pod.Status.ContainerStatuses) == 1 && pod.Status.ContainerStatuses[0].Ready, nil
 	}), "the linger pod never ran: %+v", pod.Status)
+	require.Zero(t, pod.Status.ContainerStatuses[0].RestartCount, "the linger container runs until it is killed: %+v", pod.Status.ContainerStatuses[0])
 	assert.Equal(t, node, pod.Spec.NodeName)
 	defer func() {
 		_ = c.Litepool(t, "uncordon", node)
@@ -80,7 +81,9 @@ func testDrain(t *testing.T) {
 		w, err := kube.CoreV1().Pods(drainNS).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + pod.Name, ResourceVersion: pod.ResourceVersion})
 		require.NoError(t, err)
 		defer w.Stop()
-		var last *corev1.Pod
+		// evicted is the pod as the eviction left it (deletionTimestamp: the eviction
+		// plus the grace period); last is its final status from the kubelet.
+		var evicted, last *corev1.Pod
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
@@ -88,6 +91,9 @@ func testDrain(t *testing.T) {
 				if p, ok := ev.Object.(*corev1.Pod); ok {
 					if ev.Type == watch.Deleted {
 						return
+					}
+					if evicted == nil && p.DeletionTimestamp != nil {
+						evicted = p
 					}
 					last = p
 				}
@@ -100,17 +106,17 @@ func testDrain(t *testing.T) {
 		case <-time.After(time.Minute):
 			t.Fatal("the pod was never deleted")
 		}
-		require.NotNil(t, last)
-		require.NotNil(t, last.DeletionTimestamp)
-		require.NotNil(t, last.DeletionGracePeriodSeconds)
-		assert.Equal(t, grace, *last.DeletionGracePeriodSeconds, "evicted with the pod's own grace period")
+		require.NotNil(t, evicted)
+		require.NotNil(t, evicted.DeletionGracePeriodSeconds)
+		assert.Equal(t, grace, *evicted.DeletionGracePeriodSeconds, "evicted with the pod's own grace period")
 		require.Len(t, last.Status.ContainerStatuses, 1)
 		term := last.Status.ContainerStatuses[0].State.Terminated
 		require.NotNil(t, term, "the kubelet reported the container's end: %+v", last.Status.ContainerStatuses[0].State)
 		assert.Equal(t, int32(137), term.ExitCode, "SIGTERM was ignored: SIGKILL at the end of the grace period")
 		// deletionTimestamp is the eviction plus the grace period: the container ran
 		// until then (the API's timestamps have second precision).
-		assert.False(t, term.FinishedAt.Add(time.Second).Before(last.DeletionTimestamp.Time),
-			"container finished at %s, before its grace period ended at %s", term.FinishedAt, last.DeletionTimestamp)
+		assert.Zero(t, last.Status.ContainerStatuses[0].RestartCount, "the container ran once, from start to SIGKILL")
+		assert.False(t, term.FinishedAt.Add(time.Second).Before(evicted.DeletionTimestamp.Time),
+			"container finished at %s, before its grace period ended at %s", term.FinishedAt, evicted.DeletionTimestamp)
 	})
 }
