@@ -45,7 +45,9 @@ func main() {
 		}
 	case "linger":
 		signal.Ignore(syscall.SIGTERM, syscall.SIGINT)
-		select {}
+		for {
+			time.Sleep(time.Hour)
+		}
 	case "exit":
 		code := 1
 		if len(os.Args) > 2 {
