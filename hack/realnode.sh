@@ -116,6 +116,10 @@ up() {
     say "node $node_name is already running"
     return 0
   fi
+  # One real node per host: the kubelet's ports and the bridge are host-wide.
+  if ip link show "$bridge" >/dev/null 2>&1 && ! [ -f "$dir/host/saved" ]; then
+    die "another real node runs on this host (the bridge $bridge exists): stop it first (hack/realnode.sh down ITS-CLUSTER)"
+  fi
   packages
   build
   ip=$(node_ip)
