@@ -1,16 +1,18 @@
 # syntax=docker/dockerfile:1
 #
 # The litepool image: litepool-webhook (the entrypoint) and kubectl-litepool (for jobs
-# that run the plugin in the cluster, e.g. `stress schedule`'s CronJob), on distroless
-# static, as a non-root user. deploy/webhook refers to it by the kustomize image name
+# that run the plugin in the cluster, e.g. `stress schedule`'s CronJob), static, with no
+# base image, as a non-root user. `make image` builds the same image without a container
+# engine (hack/image, go-containerregistry); test/dist/dockerfile_test.go checks that
+# this file and hack/image's definition agree: files, user, entrypoint, ports, labels. deploy/webhook refers to it by the kustomize image name
 # litepool-webhook; `kustomize edit set image litepool-webhook=REGISTRY/NAME:TAG` points
 # the Deployment at your build.
 #
 #   docker build -t ghcr.io/runwhere-ai/litepool-webhook:v0.1.0 --build-arg VERSION=v0.1.0 .
 #   docker buildx build --platform linux/amd64,linux/arm64 ...   (cross-compiled, no emulation)
 #
-# test/dist/dockerfile_test.go checks that this file builds the programs `make build`
-# builds, from the same packages, into a non-root final stage.
+# test/dist/dockerfile_test.go also checks that this file builds the programs `make
+# build` builds, from the same packages, into a non-root final stage.
 
 ARG GO_VERSION=1.26
 
@@ -30,9 +32,10 @@ RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache
     GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath -ldflags "${LDFLAGS}" -o /out/litepool-webhook ./cmd/webhook && \
     GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath -ldflags "${LDFLAGS}" -o /out/kubectl-litepool ./cmd/kubectl-litepool
 
-# distroless static: no shell, no package manager, CA certificates and tzdata only;
-# the nonroot tag runs as uid/gid 65532.
-FROM gcr.io/distroless/static-debian12:nonroot
+# No base: no shell, no package manager, no CA certificates (the programs only talk to
+# the API server, with the service account's CA). uid/gid 65532 is distroless's nonroot,
+# which deploy/webhook's runAsUser names.
+FROM scratch
 ARG VERSION=v0.1.0-dev
 LABEL org.opencontainers.image.title="litepool" \
       org.opencontainers.image.description="litepool admission webhook and kubectl plugin" \

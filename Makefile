@@ -35,7 +35,7 @@ test-unit: ## unit tests (fake clientsets, pure functions, fuzz seeds)
 	hack/fuzz.sh $(FUZZTIME)
 
 .PHONY: test-e2e
-test-e2e: build control-plane ## e2e tests against the local control plane; never skipped
+test-e2e: build control-plane image kubelet ## e2e tests against the local control plane (and a real node); never skipped
 	go test -count=1 -timeout 40m -p 2 ./test/e2e/...
 
 .PHONY: cluster
@@ -52,6 +52,31 @@ DEV_WEBHOOK  := --kubeconfig _output/dev/kubeconfig --dir _output/dev/webhook
 cluster-down: ## stop the local cluster, the local webhook and every process they started
 	$(LOCALWEBHOOK) stop $(DEV_WEBHOOK)
 	hack/cluster.sh down litepool-dev
+
+# The litepool image and the real-node test images, built without a container engine
+# (hack/image): static binaries, no base image, archives for `ctr images import` or
+# `docker load`.
+IMAGE_BIN := _output/image/bin
+
+.PHONY: image
+image: ## litepool's image (release and e2e tags) and the real-node test images into _output/images
+	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o $(IMAGE_BIN)/litepool-webhook ./cmd/webhook
+	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o $(IMAGE_BIN)/kubectl-litepool ./cmd/kubectl-litepool
+	CGO_ENABLED=0 go build -trimpath -o $(IMAGE_BIN)/litepool-testbin ./hack/image/testbin
+	go run ./hack/image/build --bin $(IMAGE_BIN) --out _output/images --version $(VERSION)
+
+.PHONY: kubelet
+kubelet: ## kubelet v1.36.3 for the real node, built like the control plane
+	hack/realnode.sh build
+
+.PHONY: realnode-up
+realnode-up: build control-plane image kubelet ## the local cluster with a real node (containerd, kubelet) beside kwok's
+	hack/cluster.sh up litepool-dev _output/dev/kubeconfig --real-node
+	hack/cluster.sh fixtures _output/dev/kubeconfig
+
+.PHONY: realnode-down
+realnode-down: ## stop the real node and give the host back as it was (the cluster keeps running)
+	hack/realnode.sh down litepool-dev
 
 .PHONY: demo
 demo: cluster ## the first command a newcomer runs: cluster, webhook, pools

@@ -4,6 +4,9 @@
 # binary runtime. No Docker.
 #
 #   hack/cluster.sh up [NAME] [KUBECONFIG]   start (or reuse) cluster NAME, write its kubeconfig
+#   hack/cluster.sh up NAME KUBECONFIG --real-node
+#                                            the same, with a real node beside kwok's
+#                                            (hack/realnode.sh: kubelet, containerd)
 #   hack/cluster.sh fixtures KUBECONFIG      load the sample AI cluster (nodes, pods, CRD, pools)
 #   hack/cluster.sh down [NAME]              stop it and every process it started
 #
@@ -23,8 +26,18 @@ running() { # running NAME: the cluster exists and its API server answers
 }
 
 up() {
-  local name=${1:-litepool-dev} kubeconfig=${2:-$root/_output/dev/kubeconfig}
+  local name=${1:-litepool-dev} kubeconfig=${2:-$root/_output/dev/kubeconfig} real=${3:-}
+  [ -z "$real" ] || [ "$real" = --real-node ] || die "unknown flag $real (want --real-node)"
   "$root/hack/build-control-plane.sh"
+  local config="$root/hack/kwokctl-config.yaml"
+  if [ -n "$real" ]; then
+    config=$(realnode_config "$name")
+    # A cluster started without the real node's API server flags cannot take it.
+    if running "$name" && ! [ -f "$KWOK_WORKDIR/clusters/$name/.real-node" ]; then
+      echo "cluster $name runs without --real-node: starting it afresh"
+      "$kwokctl" delete cluster --name "$name" >/dev/null 2>&1 || true
+    fi
+  fi
   mkdir -p "$KWOK_WORKDIR"
   if running "$name"; then
     echo "cluster $name is already running"
@@ -42,7 +55,36 @@ up() {
   mkdir -p "$(dirname "$kubeconfig")"
   "$kwokctl" get kubeconfig --name "$name" >"$kubeconfig"
   kubectl --kubeconfig "$kubeconfig" wait --for=create --timeout=60s serviceaccount/default -n default >/dev/null 2>&1 || true
+  if [ -n "$real" ]; then
+    touch "$KWOK_WORKDIR/clusters/$name/.real-node"
+    "$root/hack/realnode.sh" up "$name" "$kubeconfig"
+  fi
   echo "kubeconfig: $kubeconfig"
+}
+
+# realnode_config NAME: hack/kwokctl-config.yaml plus what a real kubelet needs of the
+# API server (docs/install.md, "Real node"): it calls webhook Services' endpoints
+# directly (no kube-proxy), reaches the kubelet by its InternalIP with the admin pair,
+# and serves the kubernetes Service IP, which pods dial and hack/realnode.sh DNATs.
+realnode_config() {
+  local name=$1 pki="$KWOK_WORKDIR/clusters/$1/pki" out="$KWOK_WORKDIR/$1-realnode.yaml" ip
+  ip=$(ip -4 route get 1.1.1.1 2>/dev/null | awk '{for (i = 1; i < NF; i++) if ($i == "src") {print $(i + 1); exit}}')
+  mkdir -p "$KWOK_WORKDIR"
+  {
+    cat "$root/hack/kwokctl-config.yaml"
+    cat <<YAML
+- name: kube-apiserver
+  extraArgs:
+  - {key: enable-aggregator-routing, value: "true"}
+  - {key: kubelet-client-certificate, value: "$pki/admin.crt"}
+  - {key: kubelet-client-key, value: "$pki/admin.key"}
+  - {key: kubelet-preferred-address-types, value: "InternalIP,Hostname"}
+  - {key: service-cluster-ip-range, value: "10.0.0.0/24"}
+options:
+  kubeApiserverCertSANs: ["10.0.0.1", "$ip"]
+YAML
+  } >"$out"
+  echo "$out"
 }
 
 # create NAME: kwokctl picks free ports itself; two clusters starting at once (e2e
@@ -62,7 +104,7 @@ create() {
 create_once() {
   local name=$1
   "$kwokctl" create cluster --name "$name" --runtime binary \
-      --config "$root/hack/kwokctl-config.yaml" \
+      --config "${config:-$root/hack/kwokctl-config.yaml}" \
       --kube-apiserver-binary "$bin/kube-apiserver" \
       --kube-controller-manager-binary "$bin/kube-controller-manager" \
       --kube-scheduler-binary "$bin/kube-scheduler" \
@@ -99,6 +141,8 @@ fixtures() {
 
 down() {
   local name=${1:-litepool-dev}
+  # The real node first, while the API server still answers its kubelet.
+  [ -d "$root/_output/realnode/$name" ] && "$root/hack/realnode.sh" down "$name"
   [ -x "$kwokctl" ] || { echo "no kwokctl built: nothing to stop"; return 0; }
   if "$kwokctl" get clusters 2>/dev/null | grep -qx "$name"; then
     "$kwokctl" delete cluster --name "$name" >/dev/null 2>&1

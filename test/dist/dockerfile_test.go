@@ -15,14 +15,17 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/runwhere-ai/litepool/hack/image"
 )
 
-// There is no container engine on the machines this runs on, so the image is not
-// built here. These tests read the Dockerfile instead (with the small parser below:
-// BuildKit's own parser would bring BuildKit's module graph into go.mod) and check what
-// can be checked without building: the image builds the same programs from the same
-// packages as `make build`, statically, into a distroless non-root final stage whose
-// entrypoint is the webhook.
+// There is no container engine on the machines this runs on, so the Dockerfile is not
+// built here: `make image` builds the image without one (hack/image). These tests read
+// the Dockerfile instead (with the small parser below: BuildKit's own parser would
+// bring BuildKit's module graph into go.mod) and check what can be checked without
+// building: the image builds the same programs from the same packages as `make build`,
+// statically, into a non-root final stage with no base whose files, user, entrypoint,
+// ports and labels are hack/image's (the definition make image builds).
 
 type instruction struct {
 	cmd  string // upper case: FROM, RUN, COPY, ...
@@ -129,7 +132,7 @@ func TestDockerfile(t *testing.T) {
 			assert.Contains(t, readFile(t, "Makefile"), x)
 			assert.Contains(t, runs, x, "the image reports its version as make build's binaries do")
 		}
-		assert.Contains(t, strings.Join(build.all("ENV"), " "), "CGO_ENABLED=0", "static binaries: distroless static has no libc")
+		assert.Contains(t, strings.Join(build.all("ENV"), " "), "CGO_ENABLED=0", "static binaries: the image has no libc")
 	})
 
 	t.Run("go version of go.mod", func(t *testing.T) {
@@ -142,13 +145,13 @@ func TestDockerfile(t *testing.T) {
 	})
 
 	t.Run("small non-root final stage", func(t *testing.T) {
-		assert.Regexp(t, `^gcr\.io/distroless/static(-debian\d+)?:nonroot$`, final.base)
+		assert.Equal(t, "scratch", final.base, "no base image, as make image builds it")
 		users := final.all("USER")
 		require.NotEmpty(t, users, "the final stage sets its user")
 		user := users[len(users)-1]
 		assert.NotRegexp(t, `^(0|root)(:|$)`, user)
 		assert.Equal(t, "65532:65532", user, "distroless's nonroot user")
-		assert.Empty(t, final.all("RUN"), "distroless has no shell to RUN with")
+		assert.Empty(t, final.all("RUN"), "scratch has no shell to RUN with")
 	})
 
 	t.Run("ships both programs, runs the webhook", func(t *testing.T) {
@@ -167,9 +170,65 @@ func TestDockerfile(t *testing.T) {
 		entry := final.all("ENTRYPOINT")
 		require.Len(t, entry, 1)
 		var argv []string
-		require.NoError(t, json.Unmarshal([]byte(entry[0]), &argv), "exec form: no shell in distroless")
+		require.NoError(t, json.Unmarshal([]byte(entry[0]), &argv), "exec form: no shell in the image")
 		assert.Equal(t, []string{"/usr/local/bin/litepool-webhook"}, argv)
 		assert.Contains(t, strings.Join(final.all("COPY"), " "), "LICENSE")
+	})
+
+	// make image builds the image from hack/image's definition: the Dockerfile must
+	// build the same one.
+	t.Run("the image make image builds", func(t *testing.T) {
+		spec := image.Litepool("/bin", root, "${VERSION}")
+		var want []string
+		for _, f := range spec.Files {
+			want = append(want, f.Dst)
+		}
+		var copied []string
+		for _, c := range final.all("COPY") {
+			f := strings.Fields(c)
+			dest := f[len(f)-1]
+			for _, src := range f[:len(f)-1] {
+				if strings.HasPrefix(src, "--") {
+					continue
+				}
+				if strings.HasSuffix(dest, "/") {
+					copied = append(copied, filepath.Join(dest, filepath.Base(src)))
+				} else {
+					copied = append(copied, dest)
+				}
+			}
+		}
+		sort.Strings(want)
+		sort.Strings(copied)
+		assert.Equal(t, want, copied, "files")
+		users := final.all("USER")
+		require.NotEmpty(t, users)
+		assert.Equal(t, spec.User, users[len(users)-1], "user")
+		var argv []string
+		require.NoError(t, json.Unmarshal([]byte(final.all("ENTRYPOINT")[0]), &argv))
+		assert.Equal(t, spec.Entrypoint, argv, "entrypoint")
+		assert.Empty(t, final.all("CMD"), "no CMD, as in hack/image")
+		assert.Nil(t, spec.Cmd)
+		var ports []string
+		for _, e := range final.all("EXPOSE") {
+			for _, p := range strings.Fields(e) {
+				if !strings.Contains(p, "/") {
+					p += "/tcp"
+				}
+				ports = append(ports, p)
+			}
+		}
+		sort.Strings(ports)
+		assert.Equal(t, spec.Ports, ports, "exposed ports")
+		labels := map[string]string{}
+		for _, l := range final.all("LABEL") {
+			for _, m := range regexp.MustCompile(`(\S+?)="([^"]*)"`).FindAllStringSubmatch(l, -1) {
+				labels[m[1]] = m[2]
+			}
+		}
+		assert.Equal(t, spec.Labels, labels, "labels")
+		assert.Empty(t, final.all("ENV"), "BuildKit gives a scratch image PATH only, as hack/image does")
+		assert.Equal(t, []string{image.DefaultPath}, spec.Env)
 	})
 
 	t.Run("build context", func(t *testing.T) {

@@ -1,0 +1,138 @@
+package realnode
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/policy"
+	"github.com/runwhere-ai/litepool/pkg/poolclient"
+	"github.com/runwhere-ai/litepool/pkg/stress"
+	"github.com/runwhere-ai/litepool/pkg/upgrade"
+	"github.com/runwhere-ai/litepool/test/e2e/framework"
+)
+
+const (
+	jobs     = "realnode-jobs" // installer Jobs and stress pods
+	realPool = "rn-real"       // the real node's pool
+)
+
+// testRealContainers: the plugin drives a stress run and driver upgrades of the real
+// node (no controller runs: litepool was uninstalled before), whose kubelet runs the
+// test pods and installer Jobs from the images make image built; their exit codes are
+// what litepool reads.
+func testRealContainers(t *testing.T) {
+	c := framework.C
+	kube := c.Kube
+	// delete -k took the CRD with it: pools come back with it.
+	res := c.Kubectl(t, "", "apply", "-f", filepath.Join(framework.Root, "deploy", "webhook", "crd"))
+	require.Equal(t, 0, res.ExitCode, res.Stderr)
+	res = c.Kubectl(t, "", "wait", "--for=condition=Established", "--timeout=60s", "crd/pools.runwhere.ai")
+	require.Equal(t, 0, res.ExitCode, res.Stderr)
+	require.NoError(t, wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		_, err := poolclient.New(c.Dynamic).Create(ctx, &v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: realPool},
+			Spec: v1alpha1.PoolSpec{Type: v1alpha1.PoolTypeDevelopment, Description: "the real node"}}, metav1.CreateOptions{})
+		return err == nil || apierrors.IsAlreadyExists(err), nil
+	}))
+	_, err := kube.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(`{"metadata":{"labels":{"runwhere.ai/pool":"`+realPool+`"}}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+
+	// The installers write their node's driver label with their pod's service account.
+	_, err = kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: jobs}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = kube.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "realnode-installer"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "patch"}}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "realnode-installer"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "realnode-installer"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "default", Namespace: jobs}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.NoError(t, wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		_, err := kube.CoreV1().ServiceAccounts(jobs).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, nil
+	}))
+
+	t.Run("a stress test that exits 1 leaves the node degraded", func(t *testing.T) {
+		res := c.Litepool(t, "stress", "run", "--pool", realPool, "--image", stressFailing, "--tests", "npu",
+			"--namespace", jobs, "--timeout", "3m", "--in-cluster=false")
+		assert.NotEqual(t, 0, res.ExitCode, "a failed node fails the run:\n%s\n%s", res.Stdout, res.Stderr)
+		got := framework.Node(t, node)
+		assert.Equal(t, policy.HealthDegraded, got.Labels[policy.LabelHealth], "stdout:\n%s\nstderr:\n%s", res.Stdout, res.Stderr)
+		assert.Contains(t, got.Annotations[policy.AnnotationStressResult], "exit 1 (Error)")
+		pod := onlyPod(t, stress.LabelComponent+"="+stress.Component)
+		assert.Equal(t, corev1.PodFailed, pod.Status.Phase)
+		assertExited(t, pod, 1)
+	})
+
+	upgradeNode := func(version, image string) framework.Result {
+		return c.Litepool(t, "upgrade", "driver", "--node", node, "--version", version, "--installer-image", image,
+			"--installer-namespace", jobs, "--wait-timeout", "0", "--install-timeout", "3m", "--validate-timeout", "1m",
+			"--force", "--yes", "--in-cluster=false")
+	}
+
+	t.Run("an installer that succeeds: the node's driver version reads the target", func(t *testing.T) {
+		res := upgradeNode("1.2.3", installerOK)
+		require.Equal(t, 0, res.ExitCode, "stdout:\n%s\nstderr:\n%s", res.Stdout, res.Stderr)
+		got := framework.Node(t, node)
+		assert.Equal(t, "1.2.3", policy.DriverVersion(got))
+		assert.Equal(t, "1.2.3", got.Labels[policy.LabelDriverVersion], "written by the installer container itself")
+		assert.Equal(t, string(policy.UpgradeDone), got.Annotations[policy.AnnotationUpgradeState])
+		assert.False(t, got.Spec.Unschedulable, "uncordoned after the upgrade")
+		pod := onlyPod(t, upgrade.LabelComponent+"="+upgrade.Component)
+		assert.Equal(t, corev1.PodSucceeded, pod.Status.Phase)
+		assertExited(t, pod, 0)
+		require.NoError(t, kube.BatchV1().Jobs(jobs).DeleteCollection(ctx, metav1.DeleteOptions{PropagationPolicy: ptrTo(metav1.DeletePropagationForeground)},
+			metav1.ListOptions{LabelSelector: upgrade.LabelComponent + "=" + upgrade.Component}))
+		require.NoError(t, wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+			pods, err := kube.CoreV1().Pods(jobs).List(ctx, metav1.ListOptions{LabelSelector: upgrade.LabelComponent + "=" + upgrade.Component})
+			return err == nil && len(pods.Items) == 0, nil
+		}))
+	})
+
+	t.Run("an installer that exits non-zero: the node is failed", func(t *testing.T) {
+		res := upgradeNode("1.2.4", installerFailing)
+		assert.NotEqual(t, 0, res.ExitCode, "stdout:\n%s\nstderr:\n%s", res.Stdout, res.Stderr)
+		got := framework.Node(t, node)
+		assert.Equal(t, string(policy.UpgradeFailed), got.Annotations[policy.AnnotationUpgradeState])
+		assert.Contains(t, got.Annotations[policy.AnnotationUpgradeMessage], "failed in install")
+		assert.Equal(t, "1.2.3", policy.DriverVersion(got), "the driver did not change")
+		assert.True(t, got.Spec.Unschedulable, "a failed node stays cordoned")
+		pod := onlyPod(t, upgrade.LabelComponent+"="+upgrade.Component)
+		assert.Equal(t, corev1.PodFailed, pod.Status.Phase)
+		assertExited(t, pod, 3)
+	})
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// onlyPod is the one pod of jobs matching selector; it must have run on the real node.
+func onlyPod(t *testing.T, selector string) corev1.Pod {
+	t.Helper()
+	pods, err := framework.C.Kube.CoreV1().Pods(jobs).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	require.NoError(t, err)
+	require.Len(t, pods.Items, 1, selector)
+	p := pods.Items[0]
+	assert.Equal(t, node, p.Spec.NodeName)
+	return p
+}
+
+// assertExited: the pod's one container ran in containerd and exited with code.
+func assertExited(t *testing.T, p corev1.Pod, code int32) {
+	t.Helper()
+	require.Len(t, p.Status.ContainerStatuses, 1, p.Name)
+	cs := p.Status.ContainerStatuses[0]
+	assert.Regexp(t, `^containerd://[0-9a-f]{64}$`, cs.ContainerID, "a real container")
+	require.NotNil(t, cs.State.Terminated, "%s: %+v", p.Name, cs.State)
+	assert.Equal(t, code, cs.State.Terminated.ExitCode, p.Name)
+}
