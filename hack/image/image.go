@@ -61,7 +61,7 @@ func Litepool(binDir, root, version string) Spec {
 		User:       User,
 		Entrypoint: []string{"/usr/local/bin/litepool-webhook"},
 		// webhook (HTTPS), metrics, health probes: the flags' defaults in cmd/webhook.
-		Ports: []string{"8080/tcp", "8081/tcp", "9443/tcp"},
+		Ports: []string{"8081/tcp", "8443/tcp", "9443/tcp"},
 		Labels: map[string]string{
 			"org.opencontainers.image.title":       "litepool",
 			"org.opencontainers.image.description": "litepool admission webhook and kubectl plugin",

@@ -42,7 +42,7 @@ func TestLitepoolImage(t *testing.T) {
 	assert.Equal(t, "linux", cf.OS)
 	assert.Equal(t, "65532:65532", cf.Config.User)
 	assert.Equal(t, []string{"/usr/local/bin/litepool-webhook"}, cf.Config.Entrypoint)
-	assert.Equal(t, map[string]struct{}{"8080/tcp": {}, "8081/tcp": {}, "9443/tcp": {}}, cf.Config.ExposedPorts)
+	assert.Equal(t, map[string]struct{}{"8081/tcp": {}, "8443/tcp": {}, "9443/tcp": {}}, cf.Config.ExposedPorts)
 	assert.Equal(t, "v1.2.3", cf.Config.Labels["org.opencontainers.image.version"])
 
 	layers, err := img.Layers()
