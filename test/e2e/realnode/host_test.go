@@ -125,7 +125,7 @@ func iptablesState(tool string, dump []byte) []string {
 			table = l[1:]
 		case strings.HasPrefix(l, ":"):
 			f := strings.Fields(l[1:])
-			if len(f) >= 2 && !(f[1] == "ACCEPT") {
+			if len(f) >= 2 && f[1] != "ACCEPT" {
 				out = append(out, fmt.Sprintf("%s %s chain %s %s", tool, table, f[0], f[1]))
 			}
 		case strings.HasPrefix(l, "-A "):

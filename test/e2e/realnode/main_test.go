@@ -8,6 +8,7 @@ package realnode
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"testing"
 
@@ -36,7 +37,7 @@ var (
 func TestMain(m *testing.M) {
 	var err error
 	if hostBefore, err = snapshotHost(); err != nil {
-		os.Stderr.WriteString("FATAL: e2e: reading the host's state: " + err.Error() + "\n")
+		fmt.Fprintf(os.Stderr, "FATAL: e2e: reading the host's state: %v\n", err)
 		os.Exit(1)
 	}
 	framework.MainRealNode(m, cluster)
