@@ -72,6 +72,10 @@ type options struct {
 	leaderElectionNamespace           string
 	metricsSecure                     bool
 	metricsCertDir                    string
+	// shutdownDrain is how long a terminating webhook keeps serving, closing each
+	// kept-alive connection with its next answer (drain.go); closing is set meanwhile.
+	shutdownDrain time.Duration
+	closing       *atomic.Bool
 }
 
 const (
@@ -90,6 +94,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "", "address of Go's /debug/pprof endpoints (empty: off)")
 	fs.StringVar(&o.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "the webhook's namespace: its Service, certificate Secret and the ConfigMaps that reserve node departures (default $POD_NAMESPACE)")
+	fs.DurationVar(&o.shutdownDrain, "shutdown-drain", 0, "after SIGTERM, keep serving this long and close kept-alive connections with each answer, so that no admission request in flight is lost (deploy/webhook: 5s, within the pod's grace period)")
 	fs.DurationVar(&o.departureTTL, "departure-ttl", admission.DefaultDepartureTTL, "how long a granted node departure counts against its pool's minNodes (longer than the informer caches' lag)")
 	fs.BoolVar(&o.enableHTTP2, "enable-http2", false, "serve HTTP/2 (off: one HTTP/2 connection would pin all of the API server's calls to one replica, and HTTP/2 rapid reset, CVE-2023-44487)")
 	fs.StringVar(&o.serviceName, "service-name", "litepool-webhook", "Service the API server calls (the certificate's DNS name)")
@@ -138,7 +143,9 @@ func main() {
 		return
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zopts)))
-	if err := run(ctrl.SetupSignalHandler(), o); err != nil {
+	ctx, closing := drainingSignalHandler(o.shutdownDrain)
+	o.closing = closing
+	if err := run(ctx, o); err != nil {
 		ctrl.Log.Error(err, "litepool-webhook stopped")
 		os.Exit(1)
 	}
@@ -261,7 +268,7 @@ func addWebhook(ctx context.Context, mgr manager.Manager, o options, scheme *run
 		return fmt.Errorf("creating the API client: %w", err)
 	}
 	srv := webhook.NewServer(webhook.Options{Host: o.host, Port: o.port, CertDir: o.certDir, TLSOpts: tlsOpts})
-	admission.Register(srv, admission.Catalog{Reader: mgr.GetCache()},
+	admission.Register(drainingServer{Server: srv, closing: o.closing}, admission.Catalog{Reader: mgr.GetCache()},
 		&admission.Departures{Client: live, Namespace: o.namespace, TTL: o.departureTTL}, accel)
 
 	certReady := make(chan struct{})
