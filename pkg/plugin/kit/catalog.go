@@ -117,6 +117,22 @@ func (k *Catalog) Pool(name string) (policy.PoolInfo, bool) {
 	return info, info.Object != nil || info.Members > 0
 }
 
+// RemainingAfter implements policy.DepartureCounter as the webhook counts: the members
+// pool keeps once node has left, all of them and the Ready ones (N3's floor counts
+// Ready members).
+func (k *Catalog) RemainingAfter(pool, node string) (members, ready int) {
+	list, err := k.Members(pool)
+	k.fail(err)
+	var names, readyNames []string
+	for i := range list {
+		names = append(names, list[i].Name)
+		if policy.IsNodeReady(&list[i]) {
+			readyNames = append(readyNames, list[i].Name)
+		}
+	}
+	return policy.RemainingAfterDeparture(names, nil, node), policy.RemainingAfterDeparture(readyNames, nil, node)
+}
+
 // PoolNames implements policy.PoolCatalog: Pool objects and pools made of node labels.
 // It reads every node, so the rules ask for it only to write a denial.
 func (k *Catalog) PoolNames() []string {

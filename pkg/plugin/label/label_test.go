@@ -46,7 +46,8 @@ func node(name, pool, gpu string) *corev1.Node {
 	if pool != "" {
 		labels[policy.LabelPool] = pool
 	}
-	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
 }
 
 func pool(name, gpu string, minNodes int32, exclusive bool) *v1alpha1.Pool {
@@ -88,6 +89,8 @@ func TestLabelNode(t *testing.T) {
 			[]string{"AddedToPool: node a3 added to pool train-a100 (kubectl litepool label)"}},
 		{"joins a pool of labels", []string{"a3", "runwhere.ai/pool=lbl-pool"}, "node/a3 labeled\n",
 			"a3", "lbl-pool", nil, []string{"AddedToPool: node a3 added to pool lbl-pool (kubectl litepool label)"}},
+		{"the last node of a pool of labels leaves: the pool is gone", []string{"l1", "runwhere.ai/pool-"}, "node/l1 labeled\n",
+			"l1", "", nil, []string{"RemovedFromPool: node l1 removed from pool lbl-pool (kubectl litepool label)"}},
 		{"a label that does not move the node", []string{"a2", "runwhere.ai/health=healthy"}, "node/a2 labeled\n",
 			"a2", "train-a100", nil, nil},
 		{"nothing to change", []string{"a2", "runwhere.ai/pool=train-a100"}, "node/a2 not labeled\n",
@@ -146,11 +149,9 @@ func TestLabelNodeRefusals(t *testing.T) {
 		{"N3: leaving with workload pods", "N3", []string{"a1", "runwhere.ai/pool-"},
 			`[N3] node "a1" cannot leave pool "train-a100": it runs 1 workload pod(s) (ai-team/job-0); drain it first (kubectl litepool drain a1) or wait for them to finish`},
 		{"N3: below minNodes", "N3", []string{"a2", "runwhere.ai/pool-"},
-			`[N3] node "a2" cannot leave pool "train-a100": the pool would have 2 node(s), below its minNodes 3; lower spec.minNodes first or add a node`},
-		{"N3: the last node of a pool of labels", "N3", []string{"l1", "runwhere.ai/pool-"},
-			`[N3] node "l1" cannot leave pool "lbl-pool": it is the last node of a pool of labels only (minNodes 1); to dissolve the pool, annotate the node runwhere.ai/force="<who>: <why>" (kubectl litepool delete pool lbl-pool --force does) or add a node first`},
+			`[N3] node "a2" cannot leave pool "train-a100": the pool would have 2 Ready node(s), below its minNodes 3; lower spec.minNodes first or add a node (a NotReady member may leave)`},
 		{"N3 is not overridden by a force annotation through label", "N3", []string{"a4", "runwhere.ai/pool=infer-a10", "runwhere.ai/gpu-type=A10-24G", "--overwrite"},
-			`[N3] node "a4" cannot leave pool "train-a100": the pool would have 2 node(s), below its minNodes 3; lower spec.minNodes first or add a node`},
+			`[N3] node "a4" cannot leave pool "train-a100": the pool would have 2 Ready node(s), below its minNodes 3; lower spec.minNodes first or add a node (a NotReady member may leave)`},
 		{"N2: joining a pool of another model", "N2", []string{"g1", "runwhere.ai/pool=train-a100"},
 			`[N2] node "g1" (gpu-type A10-24G) cannot join pool "train-a100": the pool takes only A100-80G nodes; choose a node labelled runwhere.ai/gpu-type=A100-80G or a pool for A10-24G nodes`},
 		{"N2: joining a pool of labels of another model", "N2", []string{"g1", "runwhere.ai/pool=lbl-pool"},

@@ -54,7 +54,10 @@ func startOne(t *testing.T, kube kubernetes.Interface) {
 func TestFloorCountsReadyMembers(t *testing.T) {
 	kube := framework.C.Kube
 	const pool = "floor-ready"
-	t.Cleanup(func() { cleanNodes(kube, "cap-"); _ = poolclient.New(framework.C.Dynamic).Delete(context.Background(), pool, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		cleanNodes(kube, "cap-")
+		_ = poolclient.New(framework.C.Dynamic).Delete(context.Background(), pool, metav1.DeleteOptions{})
+	})
 	startOne(t, kube)
 	_, err := poolclient.New(framework.C.Dynamic).Create(ctx, &v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: pool},
 		Spec: v1alpha1.PoolSpec{Type: v1alpha1.PoolTypeTraining, MinNodes: 2}}, metav1.CreateOptions{})

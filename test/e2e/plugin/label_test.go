@@ -69,7 +69,7 @@ func TestLabelNodeRefusesBadInputAndChangesNothing(t *testing.T) {
 		{"leaving with workload pods", []string{"a100-node-1", "runwhere.ai/pool-"},
 			`error: [N3] node "a100-node-1" cannot leave pool "train-a100": it runs 1 workload pod(s) (ai-team/llama-train-0); drain it first (kubectl litepool drain a100-node-1) or wait for them to finish`},
 		{"below minNodes", []string{"a100-node-3", "runwhere.ai/pool=train-snt9b", "runwhere.ai/gpu-type=Snt9B", "--overwrite"},
-			`error: [N3] node "a100-node-3" cannot leave pool "train-a100": the pool would have 2 node(s), below its minNodes 3; lower spec.minNodes first or add a node`},
+			`error: [N3] node "a100-node-3" cannot leave pool "train-a100": the pool would have 2 Ready node(s), below its minNodes 3; lower spec.minNodes first or add a node (a NotReady member may leave)`},
 		{"unknown node", []string{"no-such-node", "runwhere.ai/health=healthy"},
 			`Error from server (NotFound): nodes "no-such-node" not found`},
 	}

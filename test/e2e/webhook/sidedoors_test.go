@@ -29,7 +29,7 @@ import (
 const (
 	sdPool, sdOpenPool, sdNS = "sd-excl", "sd-open", "sd-team"
 	sdLabelled, sdMember     = "sd-node-1", "sd-node-3" // sd-excl: joined by plain kubectl label, and created in it
-	sdOpenNode               = "sd-node-2"             // sd-open, made exclusive by kubectl patch
+	sdOpenNode               = "sd-node-2"              // sd-open, made exclusive by kubectl patch
 )
 
 // startWithControllers runs the webhook with its controllers (the exclusive taints and
