@@ -99,7 +99,7 @@ func (c nodeCluster) Pool(name string) (PoolInfo, bool) {
 	return info, info.Members > 0
 }
 
-func (c nodeCluster) PoolNames() []string           { return nil }
+func (c nodeCluster) PoolNames() []string          { return nil }
 func (c nodeCluster) WorkloadPods(string) []string { return nil }
 
 // apply admits a change of node's labels (nil value: removed) as a patch would make it
