@@ -122,10 +122,12 @@ func TestGpuctlRequestSequences(t *testing.T) {
 		addNode(t, "seq-label-a10", map[string]string{policy.LabelNVIDIAProduct: "NVIDIA-A10"})
 		addNode(t, "seq-label-a100", map[string]string{policy.LabelNVIDIAProduct: "NVIDIA-A100-SXM4-80GB"})
 		require.NoError(t, labelNode("seq-label-a10", "runwhere.ai/pool", "seq-gfd-pool"))
+		// The pool's members are now labelled a10-24g (gpu-type) and NVIDIA-A10 (GFD only):
+		// one model, named by the first of its names.
 		err := labelNode("seq-label-a100", "runwhere.ai/pool", "seq-gfd-pool")
 		require.Error(t, err)
 		assert.Equal(t, []string{"N2"}, policy.RulesOfStatus(err))
-		assert.Equal(t, `admission webhook "nodes.runwhere.ai" denied the request: [N2] node "seq-label-a100" (its device plugin reports nvidia.com/gpu.product=NVIDIA-A100-SXM4-80GB) cannot join pool "seq-gfd-pool": the pool takes only a10-24g nodes; choose a node of model a10-24g or a pool for NVIDIA-A100-SXM4-80GB nodes`, err.Error())
+		assert.Equal(t, `admission webhook "nodes.runwhere.ai" denied the request: [N2] node "seq-label-a100" (its device plugin reports nvidia.com/gpu.product=NVIDIA-A100-SXM4-80GB) cannot join pool "seq-gfd-pool": the pool takes only NVIDIA-A10 nodes; choose a node of model NVIDIA-A10 or a pool for NVIDIA-A100-SXM4-80GB nodes`, err.Error())
 		assert.Equal(t, []string{""}, nodeLabels(t, "seq-label-a100", "runwhere.ai/pool"))
 	})
 
@@ -143,7 +145,9 @@ func TestGpuctlRequestSequences(t *testing.T) {
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "busybox", Resources: corev1.ResourceRequirements{Requests: res, Limits: res}}}}},
 			metav1.CreateOptions{})
 		require.NoError(t, err)
-		want := "NAMESPACE        QUOTA       CPU          MEMORY     GPU\nseq-quota-team   gpu-quota   1500m/8      3Gi/16Gi   0/4\n"
+		// The pod requests 2 GPUs, but Kubernetes neither counts nor enforces the bare
+		// nvidia.com/gpu: its status.used stays 0, as shown.
+		want := "NAMESPACE        QUOTA       CPU       MEMORY     GPU\nseq-quota-team   gpu-quota   1500m/8   3Gi/16Gi   0/4\n"
 		var last framework.Result
 		poll(t, "the quota's use", func() (bool, error) {
 			last = framework.C.Litepool(t, "get", "quota", "-n", ns)
