@@ -146,7 +146,7 @@ func TestGpuctlRequestSequences(t *testing.T) {
 			metav1.CreateOptions{})
 		require.NoError(t, err)
 		// The pod requests 2 GPUs, but Kubernetes neither counts nor enforces the bare
-		// nvidia.com/gpu: its status.used stays 0, as shown.
+		// nvidia.com/gpu: status.used has no entry for it, shown as 0.
 		want := "NAMESPACE        QUOTA       CPU       MEMORY     GPU\nseq-quota-team   gpu-quota   1500m/8   3Gi/16Gi   0/4\n"
 		var last framework.Result
 		poll(t, "the quota's use", func() (bool, error) {
