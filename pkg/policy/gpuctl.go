@@ -172,87 +172,26 @@ const (
 )
 
 // CheckDeclaredGPUType is N2 for a gpu-type a pool file declares for a node: it must not
-// contradict what the node's device plugin reports, so that a file never mislabels a
-// node. For NVIDIA the declared model (the part before the first - or _) must be a word
-// of nvidia.com/gpu.product, and a memory size both give (80G, 80GB) must agree; for
-// Ascend the declared type must name the chip family the Ascend labels report (910 or
-// 310, including ModelArts' Snt9/Snt3 names). A node without such labels, and an empty
-// gpu-type (a CPU node in gpuctl's files), are not judged.
+// contradict what the node's device plugin reports (nvidia.com/gpu.product, the Ascend
+// chip labels), compared by model (SameGPUModel), so that a file never mislabels a node.
+// A node without such labels, and an empty gpu-type (a CPU node in gpuctl's files), are
+// not judged.
 func CheckDeclaredGPUType(node *corev1.Node, declared string) error {
 	if declared == "" {
 		return nil
 	}
-	if product := node.Labels[LabelNVIDIAProduct]; product != "" && !nvidiaModelMatches(declared, product) {
-		return Violationf("N2", "node %q: the pool file declares gpu-type %q but its device plugin reports %s=%s: declare the model the node has, or leave the node out",
-			node.Name, declared, LabelNVIDIAProduct, product)
-	}
-	if family, label := ascendFamily(node); family != "" && !ascendTypeMatches(declared, family) {
-		return Violationf("N2", "node %q: the pool file declares gpu-type %q but its device plugin reports %s=%s (Ascend %s): declare an Ascend %s type (e.g. Snt%c, Ascend%s), or leave the node out",
-			node.Name, declared, label, node.Labels[label], family, family, family[0], family)
-	}
-	return nil
-}
-
-var (
-	nonAlnum    = regexp.MustCompile(`[^A-Z0-9]+`)
-	memoryToken = regexp.MustCompile(`^([0-9]+)GB?$`)
-)
-
-func words(s string) []string {
-	return strings.FieldsFunc(nonAlnum.ReplaceAllString(strings.ToUpper(s), " "), func(r rune) bool { return r == ' ' })
-}
-
-// nvidiaModelMatches compares a declared type (A100-80G, RTX4090-24G) with a product
-// name (NVIDIA-A100-SXM4-80GB, NVIDIA-GeForce-RTX-4090).
-func nvidiaModelMatches(declared, product string) bool {
-	want, have := words(declared), words(product)
-	if len(want) == 0 {
-		return false
-	}
-	found := false
-	for i := range have { // a word, or adjacent words run together (RTX-4090 = RTX4090)
-		joined := ""
-		for j := i; j < len(have) && !found; j++ {
-			joined += have[j]
-			found = joined == want[0]
-		}
-	}
-	return found && memoryAgrees(want[1:], have)
-}
-
-func memoryAgrees(want, have []string) bool {
-	size := func(ws []string) string {
-		for _, w := range ws {
-			if m := memoryToken.FindStringSubmatch(w); m != nil {
-				return m[1]
-			}
-		}
-		return ""
-	}
-	a, b := size(want), size(have)
-	return a == "" || b == "" || a == b
-}
-
-// ascendFamily is the Ascend chip family (910, 310) the node's labels report, and the
-// label that says it.
-func ascendFamily(node *corev1.Node) (family, label string) {
-	for _, l := range []string{LabelNPUChipName, LabelAscendFamily} {
-		v := strings.ToUpper(node.Labels[l])
-		if l == LabelAscendFamily && !strings.HasPrefix(v, "HUAWEI-ASCEND") {
+	for _, s := range NodeModelStatements(node) {
+		if s.Label == LabelGPUType || SameGPUModel(declared, s.Value) {
 			continue
 		}
-		for _, f := range []string{"910", "310"} {
-			if strings.Contains(v, f) {
-				return f, l
-			}
+		if family := ascendFamilyOf(s.Value); family != "" {
+			return Violationf("N2", "node %q: the pool file declares gpu-type %q but its device plugin reports %s (Ascend %s): declare an Ascend %s type (e.g. Snt%c, Ascend%s), or leave the node out",
+				node.Name, declared, s, family, family, family[0], family)
 		}
+		return Violationf("N2", "node %q: the pool file declares gpu-type %q but its device plugin reports %s: declare the model the node has, or leave the node out",
+			node.Name, declared, s)
 	}
-	return "", ""
-}
-
-func ascendTypeMatches(declared, family string) bool {
-	d := strings.ToUpper(declared)
-	return strings.Contains(d, family) || strings.HasPrefix(d, "SNT"+family[:1])
+	return nil
 }
 
 // DecodeErrorMessage turns a strict YAML/JSON decoding error into words for the user:

@@ -150,3 +150,20 @@ func gpuctlResourceQuota(info *gpuctlQuotaInfo, ns string, q *gpuctlUserQuota, g
 	}
 	return rq, nil
 }
+
+// UnenforcedQuotaKey says whether a ResourceQuota's hard key is one the API server
+// accepts but Kubernetes does not enforce: an extended resource named bare
+// (nvidia.com/gpu, as gpuctl writes it) or under limits. (extended resources cannot be
+// overcommitted, so quota limits them only by their requests). enforced is the key
+// that would be: requests.<resource>.
+func UnenforcedQuotaKey(key corev1.ResourceName) (enforced corev1.ResourceName, unenforced bool) {
+	name := string(key)
+	if strings.HasPrefix(name, corev1.DefaultResourceRequestsPrefix) || strings.HasPrefix(name, "count/") {
+		return "", false
+	}
+	name = strings.TrimPrefix(name, "limits.")
+	if validExtendedResource(name) != nil {
+		return "", false
+	}
+	return corev1.ResourceName(corev1.DefaultResourceRequestsPrefix + name), true
+}

@@ -18,22 +18,31 @@ func MinNodes(spec v1alpha1.PoolSpec) int {
 }
 
 // CheckJoin is rule N2: a node may join a pool only if its accelerator model is the
-// pool's. A pool with no accelerator type (a CPU pool, or one not yet pinned) takes any
-// node.
+// pool's, judged by what the node carries (its labels after the request that makes it
+// join): every model its labels state (NodeModelStatements) must be the pool's model
+// (SameGPUModel, so a10-24g joins a pool of NVIDIA-A10). A node that offers
+// accelerators but states no model yet is not refused: gpuctl labels the pool and the
+// gpu-type in two requests, and the gpu-type that follows is judged when it comes. A
+// node that offers no accelerator and states no model is a CPU node. A pool with no
+// accelerator type (a CPU pool, or one not yet pinned) takes any node.
 func CheckJoin(pool *v1alpha1.Pool, node *corev1.Node) error {
 	want := pool.Spec.Accelerator.Type
 	if want == "" {
 		return nil
 	}
-	got := GPUType(node)
-	if got == want {
-		return nil
+	bad := NodeContradicts(node, want)
+	if bad == nil {
+		if len(NodeModelStatements(node)) > 0 || offersAccelerators(node) {
+			return nil
+		}
+		bad = &ModelStatement{Label: LabelGPUType, Value: "none"}
 	}
-	if got == "" {
-		got = "none"
+	if bad.Label != LabelGPUType {
+		return Violationf("N2", "node %q (its device plugin reports %s) cannot join pool %q: the pool takes only %s nodes; choose a node of model %s or a pool for %s nodes",
+			node.Name, bad, pool.Name, want, want, bad.Value)
 	}
-	return Violationf("N2", "node %q (gpu-type %s) cannot join pool %q: the pool takes only %s nodes; choose a node labelled %s=%s or a pool for %s nodes",
-		node.Name, got, pool.Name, want, LabelGPUType, want, got)
+	return Violationf("N2", "node %q (%s) cannot join pool %q: the pool takes only %s nodes; choose a node labelled %s=%s or a pool for %s nodes",
+		node.Name, bad, pool.Name, want, LabelGPUType, want, bad.Value)
 }
 
 // Leave is what rule N3 knows of one node's departure from its pool.

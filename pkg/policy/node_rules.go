@@ -120,7 +120,8 @@ func checkForceFormat(node, old *corev1.Node) error {
 }
 
 // checkJoin is rule N2 for a node that enters a pool, or changes its accelerator model
-// while in one. A pool made only of labels takes the one model its members share.
+// while in one. A pool made only of labels takes the one model its members share
+// (compared by model, PoolInfo.AcceleratorType).
 func checkJoin(node, old *corev1.Node, pools NodeCatalog, d *NodeDecision) error {
 	name := node.Labels[LabelPool]
 	if name == "" || name == DefaultPool {
@@ -140,9 +141,12 @@ func checkJoin(node, old *corev1.Node, pools NodeCatalog, d *NodeDecision) error
 	}
 	p := info.Object
 	if p == nil {
-		if !joining {
-			return nil // a label-only pool's model is its members'; one changing is not a join
+		if !joining && info.Members < 2 {
+			return nil // a pool of labels with this node alone: its model is the node's
 		}
+		// A member's new model is judged against its pool's: gpuctl labels the pool and
+		// the gpu-type in two requests, in either order, and the second must not let a
+		// node of another model in.
 		p = &v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.PoolSpec{Accelerator: v1alpha1.AcceleratorSpec{Type: info.AcceleratorType()}}}
 	}
 	if err := CheckJoin(p, node); err != nil {

@@ -36,15 +36,22 @@ func (p PoolInfo) Spec() v1alpha1.PoolSpec {
 }
 
 // AcceleratorType is the accelerator model the pool takes: the Pool object's, or for a
-// pool of labels only, the one model all its members share (empty when they differ).
+// pool of labels only, the one model all its members share, compared by model
+// (SameGPUModel: members labelled a10-24g and NVIDIA-A10 share one) and named by the
+// first of their names; empty when they differ.
 func (p PoolInfo) AcceleratorType() string {
 	if p.Object != nil {
 		return p.Object.Spec.Accelerator.Type
 	}
-	if len(p.GPUTypes) == 1 {
-		return p.GPUTypes[0]
+	if len(p.GPUTypes) == 0 {
+		return ""
 	}
-	return ""
+	for _, t := range p.GPUTypes[1:] {
+		if !SameGPUModel(t, p.GPUTypes[0]) {
+			return ""
+		}
+	}
+	return p.GPUTypes[0]
 }
 
 // PoolCatalog answers what the rules ask about pools. The webhook backs it with its
@@ -267,7 +274,8 @@ func CheckPodWorkload(pod *corev1.Pod, info PoolInfo) (warning string, err error
 }
 
 // CheckPodAccelerator is rule P5: a runwhere.ai/gpu-type the pod asks for (label,
-// nodeSelector or required node affinity) must be the pool's accelerator model, and an
+// nodeSelector or required node affinity) must be the pool's accelerator model
+// (compared by model, SameGPUModel), and an
 // accelerator resource it requests (one of accel) must be the one the pool provides.
 func CheckPodAccelerator(pod *corev1.Pod, info PoolInfo, accel Accelerators) error {
 	var errs []error
@@ -275,7 +283,7 @@ func CheckPodAccelerator(pod *corev1.Pod, info PoolInfo, accel Accelerators) err
 		// gpuctl's pods ask with runwhere.ai/gpuType; it means the same as gpu-type.
 		for _, key := range []string{LabelGPUType, LabelGPUTypeCamel} {
 			for _, req := range requestedValues(pod, key, true) {
-				if !req.allows(want) {
+				if !req.allowsModel(want) {
 					errs = append(errs, Violationf("P5", "%s %s does not match pool %q, whose nodes are %s=%s: ask for %s=%s or use a pool of the gpu-type you need",
 						req.origin, req.expr(key), info.Name, LabelGPUType, want, key, want))
 				}
@@ -420,6 +428,19 @@ func (r requested) allows(v string) bool {
 	default: // DoesNotExist, Gt, Lt: no pool node satisfies it
 		return false
 	}
+}
+
+// allowsModel is allows for an accelerator model: a value names it when it is the same
+// model (SameGPUModel), not only the same string.
+func (r requested) allowsModel(v string) bool {
+	same := func(x string) bool { return SameGPUModel(x, v) }
+	switch r.op {
+	case corev1.NodeSelectorOpIn:
+		return slices.ContainsFunc(r.values, same)
+	case corev1.NodeSelectorOpNotIn:
+		return !slices.ContainsFunc(r.values, same)
+	}
+	return r.allows(v)
 }
 
 // expr writes the constraint on key as a selector expression: key=v, key in (a, b), ...

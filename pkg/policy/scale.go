@@ -52,6 +52,12 @@ func PlanScaleUp(pool *v1alpha1.Pool, nodes []*corev1.Node, count int) ([]*corev
 			mismatched = append(mismatched, fmt.Sprintf("%s (%s)", n.Name, orNone(GPUType(n))))
 			continue
 		}
+		if pool.Spec.Accelerator.Type != "" && len(NodeModelStatements(n)) == 0 {
+			// N2 lets a node that states no model join (its gpu-type may follow), but a
+			// pick is made only among nodes known to be of the pool's model.
+			mismatched = append(mismatched, fmt.Sprintf("%s (no gpu-type)", n.Name))
+			continue
+		}
 		fit = append(fit, n)
 	}
 	sort.Slice(fit, func(i, j int) bool { return fit[i].Name < fit[j].Name })
@@ -143,9 +149,9 @@ func CheckScaleDownNodes(pool *v1alpha1.Pool, members []ScaleCandidate, remove [
 	return CheckScaleDown(pool, len(members), len(members)-len(remove))
 }
 
-// ApplyJoin changes node as joining pool does: the pool label, and the exclusive taint
-// when the pool is exclusive. pool must be the pool's object (or one synthesized for a
-// pool that exists only as labels).
+// ApplyJoin changes node as joining pool does: the pool label, the exclusive taint of
+// an exclusive pool, and the accelerator model under both keys jobs select on
+// (ApplyGPUTypeLabels).
 func ApplyJoin(pool *v1alpha1.Pool, node *corev1.Node) {
 	if node.Labels == nil {
 		node.Labels = map[string]string{}
@@ -154,11 +160,33 @@ func ApplyJoin(pool *v1alpha1.Pool, node *corev1.Node) {
 	if pool.Spec.Exclusive {
 		SetTaint(node, ExclusiveTaint(pool.Name))
 	}
+	ApplyGPUTypeLabels(pool.Spec.Accelerator.Type, node)
+}
+
+// ApplyGPUTypeLabels writes a pool member's accelerator model where pods select it:
+// runwhere.ai/gpu-type (kept when the node already names its model there; N2 has
+// judged it the pool's) and gpuctl's runwhere.ai/gpuType with the same value, which
+// gpuctl's jobs that name a GPU type select on. poolType is the pool's model, written
+// when the node names none; a CPU pool's members (no model) get neither.
+func ApplyGPUTypeLabels(poolType string, node *corev1.Node) {
+	t := node.Labels[LabelGPUType]
+	if t == "" {
+		t = poolType
+	}
+	if t == "" {
+		return
+	}
+	if node.Labels == nil {
+		node.Labels = map[string]string{}
+	}
+	node.Labels[LabelGPUType] = t
+	node.Labels[LabelGPUTypeCamel] = t
 }
 
 // ApplyLeave changes node as leaving its pool does: the pool and node-pool labels go,
-// with the labels and taints its node pool gave it and any exclusive-pool taint. pool
-// may be nil for a pool that exists only as labels.
+// with the labels and taints its node pool gave it, any exclusive-pool taint and the
+// runwhere.ai/gpuType jobs of the pool select on (the node keeps runwhere.ai/gpu-type,
+// its model wherever it goes). pool may be nil for a pool that exists only as labels.
 func ApplyLeave(pool *v1alpha1.Pool, node *corev1.Node) {
 	if pool != nil {
 		if np := FindNodePool(pool, node.Labels[LabelNodePool]); np != nil {
@@ -167,6 +195,7 @@ func ApplyLeave(pool *v1alpha1.Pool, node *corev1.Node) {
 	}
 	delete(node.Labels, LabelPool)
 	delete(node.Labels, LabelNodePool)
+	delete(node.Labels, LabelGPUTypeCamel)
 	RemoveTaints(node, func(t corev1.Taint) bool { return t.Key == LabelPool })
 }
 

@@ -105,7 +105,7 @@ func TestJoinAndLeave(t *testing.T) {
 
 	ApplyJoin(p, n)
 	ApplyNodePool(&p.Spec.NodePools[0], n)
-	assert.Equal(t, map[string]string{LabelGPUType: "A100-80G", LabelPool: "train-a100", LabelNodePool: "np1", "team": "llm"}, n.Labels)
+	assert.Equal(t, map[string]string{LabelGPUType: "A100-80G", LabelGPUTypeCamel: "A100-80G", LabelPool: "train-a100", LabelNodePool: "np1", "team": "llm"}, n.Labels)
 	assert.Equal(t, []corev1.Taint{
 		{Key: "keep", Effect: corev1.TaintEffectNoExecute},
 		{Key: LabelPool, Value: "train-a100", Effect: corev1.TaintEffectNoSchedule},
@@ -121,6 +121,44 @@ func TestJoinAndLeave(t *testing.T) {
 	ApplyLeave(p, n)
 	assert.Equal(t, map[string]string{LabelGPUType: "A100-80G"}, n.Labels)
 	assert.Equal(t, []corev1.Taint{{Key: "keep", Effect: corev1.TaintEffectNoExecute}}, n.Spec.Taints)
+}
+
+// Every way a node joins a pool goes through ApplyJoin, and every way it leaves through
+// ApplyLeave: gpuctl's jobs that name a GPU type select runwhere.ai/gpuType.
+func TestJoinWritesGPUTypeLabels(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		poolType  string
+		labels    map[string]string
+		joined    map[string]string
+		afterLeft map[string]string
+	}{
+		{name: "node without gpu-type takes the pool's model", poolType: "A100-80G",
+			labels:    map[string]string{LabelNVIDIAProduct: "NVIDIA-A100-SXM4-80GB"},
+			joined:    map[string]string{LabelNVIDIAProduct: "NVIDIA-A100-SXM4-80GB", LabelPool: "p", LabelGPUType: "A100-80G", LabelGPUTypeCamel: "A100-80G"},
+			afterLeft: map[string]string{LabelNVIDIAProduct: "NVIDIA-A100-SXM4-80GB", LabelGPUType: "A100-80G"}},
+		{name: "node's own gpu-type is kept and copied", poolType: "NVIDIA-A10",
+			labels:    map[string]string{LabelGPUType: "a10-24g"},
+			joined:    map[string]string{LabelPool: "p", LabelGPUType: "a10-24g", LabelGPUTypeCamel: "a10-24g"},
+			afterLeft: map[string]string{LabelGPUType: "a10-24g"}},
+		{name: "a stale gpuType follows gpu-type", poolType: "A10",
+			labels:    map[string]string{LabelGPUType: "A10", LabelGPUTypeCamel: "H100"},
+			joined:    map[string]string{LabelPool: "p", LabelGPUType: "A10", LabelGPUTypeCamel: "A10"},
+			afterLeft: map[string]string{LabelGPUType: "A10"}},
+		{name: "CPU pool, CPU node: no model labels",
+			labels:    nil,
+			joined:    map[string]string{LabelPool: "p"},
+			afterLeft: map[string]string{}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := pool("p", c.poolType, 1)
+			n := node("n1", c.labels)
+			ApplyJoin(p, n)
+			assert.Equal(t, c.joined, n.Labels)
+			ApplyLeave(p, n)
+			assert.Equal(t, c.afterLeft, n.Labels)
+		})
+	}
 }
 
 func TestValidateNodePool(t *testing.T) {

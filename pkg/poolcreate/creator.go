@@ -164,29 +164,13 @@ func checkGpuctlNode(p *v1alpha1.Pool, gn policy.GpuctlNode, node *corev1.Node) 
 		return err
 	}
 	after := node.DeepCopy()
-	setGPUTypeIfAbsent(after, gn.GPUType)
+	policy.ApplyJoin(p, after)
 	return policy.CheckJoin(p, after)
 }
 
-// gpuTypeKeys are the node labels a gpuctl file's gpu-type is written to: litepool's,
-// and gpuctl's runwhere.ai/gpuType, which gpuctl's pods select on (gpuctl's own pool
-// create writes only gpu-type, so its pods that name a GPU type could not schedule).
+// gpuTypeKeys are the node labels a join writes the gpu-type to (policy.ApplyJoin):
+// litepool's, and gpuctl's runwhere.ai/gpuType, which gpuctl's pods select on.
 var gpuTypeKeys = []string{policy.LabelGPUType, policy.LabelGPUTypeCamel}
-
-func setGPUTypeIfAbsent(n *corev1.Node, gpuType string) {
-	if gpuType == "" {
-		return
-	}
-	for _, key := range gpuTypeKeys {
-		if _, ok := n.Labels[key]; ok {
-			continue
-		}
-		if n.Labels == nil {
-			n.Labels = map[string]string{}
-		}
-		n.Labels[key] = gpuType
-	}
-}
 
 // Apply creates the pools (and quotas) and labels the nodes, undoing what it did if a
 // write fails.
@@ -294,7 +278,6 @@ func (c *Creator) join(ctx context.Context, p *v1alpha1.Pool, gn policy.GpuctlNo
 		if err := checkGpuctlNode(p, gn, n); err != nil { // it may have changed since the check
 			return err
 		}
-		setGPUTypeIfAbsent(n, gn.GPUType)
 		policy.ApplyJoin(p, n)
 		return nil
 	})

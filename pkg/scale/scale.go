@@ -60,42 +60,103 @@ type Scaler struct {
 	Confirm func(Plan) error
 }
 
-// Up adds the named nodes, or count nodes the plan picks, to pool, which has current
-// members.
+// errAlreadyIn is a join that finds its node already in the pool: another change (a
+// concurrent scale, or the operator) put it there first.
+var errAlreadyIn = errors.New("already in the pool")
+
+// Up adds the named nodes, or nodes the plan picks until the pool has current+count
+// members, to pool, which has current members. A node found already in the pool is
+// reported and left there, and a scale by count that finds its target reached (a
+// concurrent scale added the nodes) stops there: both succeed and say so, as two
+// concurrent `scale --nodes N` both reach N.
 func (s *Scaler) Up(ctx context.Context, pool *v1alpha1.Pool, current int, named []string, count int) error {
-	picked, err := s.pickUp(ctx, pool, named, count)
-	if err != nil {
-		return err
-	}
+	target := current + count
 	var joined []string
 	progress := &upProgress{pool: pool.Name}
 	interrupt.InFlight.Set(progress.describe)
 	defer interrupt.InFlight.Clear()
-	for _, n := range picked {
-		node, err := nodeops.UpdateNode(ctx, s.Kube, n.Name, s.DryRun, func(n *corev1.Node) error {
-			if err := policy.CheckScaleUpCandidate(pool, n); err != nil { // it may have changed since the plan
+	have := current
+	// Every round plans from what the cluster shows now; a round ends early when the
+	// pool reached its target. Rounds are bounded: each one joins a node or finds one
+	// joined by someone else, or fails to plan.
+	for round := 0; round <= count+len(named); round++ {
+		picked, err := s.pickUp(ctx, pool, named, target-have)
+		if err != nil {
+			return s.undoJoins(ctx, pool, joined, err)
+		}
+		progressed := false
+		for i, n := range picked {
+			if len(named) == 0 && (round > 0 || i > 0) {
+				if have, err = s.members(ctx, pool, have); err != nil {
+					return s.undoJoins(ctx, pool, joined, err)
+				}
+				if have >= target {
+					break
+				}
+			}
+			node, err := nodeops.UpdateNode(ctx, s.Kube, n.Name, s.DryRun, func(n *corev1.Node) error {
+				if policy.PoolOf(n) == pool.Name {
+					return errAlreadyIn
+				}
+				if err := policy.CheckScaleUpCandidate(pool, n); err != nil { // it may have changed since the plan
+					return err
+				}
+				policy.ApplyJoin(pool, n)
+				return nil
+			})
+			if errors.Is(err, errAlreadyIn) {
+				progressed = true
+				if err := s.Printer.Print(n, "already in pool "+pool.Name); err != nil {
+					return err
+				}
+				continue
+			}
+			if err != nil {
+				if ctx.Err() != nil {
+					err = fmt.Errorf("%v", interrupt.StoppedBecause(ctx, err))
+				}
+				return s.undoJoins(ctx, pool, joined, fmt.Errorf("adding node %q to pool %q: %w", n.Name, pool.Name, err))
+			}
+			progressed = true
+			joined = append(joined, n.Name)
+			progress.joined(n.Name)
+			s.poolEvent(ctx, node, pool.Name, false, "AddedToPool", "node %s added to pool %s", n.Name, pool.Name)
+			if err := s.Printer.Print(node, "added to pool "+pool.Name); err != nil {
 				return err
 			}
-			policy.ApplyJoin(pool, n)
-			return nil
-		})
-		if err != nil {
-			if ctx.Err() != nil {
-				err = fmt.Errorf("%v", interrupt.StoppedBecause(ctx, err))
-			}
-			return s.undoJoins(ctx, pool, joined, fmt.Errorf("adding node %q to pool %q: %w", n.Name, pool.Name, err))
 		}
-		joined = append(joined, n.Name)
-		progress.joined(n.Name)
-		s.poolEvent(ctx, node, pool.Name, false, "AddedToPool", "node %s added to pool %s", n.Name, pool.Name)
-		if err := s.Printer.Print(node, "added to pool "+pool.Name); err != nil {
-			return err
+		if len(named) > 0 || s.DryRun != cmdutil.DryRunNone { // a dry run wrote nothing to count
+			have = current + len(joined)
+			break
+		}
+		if have, err = s.members(ctx, pool, have); err != nil {
+			return s.undoJoins(ctx, pool, joined, err)
+		}
+		if have >= target || !progressed {
+			break
 		}
 	}
-	return s.Printer.Print(pool, fmt.Sprintf("scaled from %d to %d node(s)", current, current+len(picked)))
+	if len(joined) == 0 {
+		return s.Printer.Print(pool, fmt.Sprintf("already has %d node(s)", have))
+	}
+	return s.Printer.Print(pool, fmt.Sprintf("scaled from %d to %d node(s)", current, have))
 }
 
-// pickUp checks the named nodes, or plans count nodes from the default pool.
+// members counts the pool's members now; under a dry run nothing was written, and the
+// count is what the caller had.
+func (s *Scaler) members(ctx context.Context, pool *v1alpha1.Pool, had int) (int, error) {
+	if s.DryRun != cmdutil.DryRunNone {
+		return had, nil
+	}
+	list, err := s.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: policy.LabelPool + "=" + pool.Name})
+	if err != nil {
+		return 0, err
+	}
+	return len(list.Items), nil
+}
+
+// pickUp checks the named nodes (a node already in the pool is picked: Up reports it),
+// or plans count nodes from the default pool.
 func (s *Scaler) pickUp(ctx context.Context, pool *v1alpha1.Pool, named []string, count int) ([]*corev1.Node, error) {
 	if len(named) == 0 {
 		list, err := s.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "!" + policy.LabelPool})
@@ -112,7 +173,7 @@ func (s *Scaler) pickUp(ctx context.Context, pool *v1alpha1.Pool, named []string
 	var errs []error
 	for _, name := range dedupe(named) {
 		n, err := s.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err == nil {
+		if err == nil && policy.PoolOf(n) != pool.Name {
 			err = policy.CheckScaleUpCandidate(pool, n)
 		}
 		if err != nil {

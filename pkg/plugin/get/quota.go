@@ -2,6 +2,8 @@ package get
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strings"
@@ -105,6 +107,11 @@ func (o *GetQuotaOptions) Run(ctx context.Context) error {
 		_, err := o.ErrOut.Write([]byte("No gpuctl quotas found in " + where + ".\n"))
 		return err
 	}
+	for _, w := range quotaWarnings(items) {
+		if _, err := io.WriteString(o.ErrOut, w); err != nil {
+			return err
+		}
+	}
 	return kit.Print(o.Print, o.Out, items, false, QuotaTable(o.clients.Accelerators))
 }
 
@@ -129,30 +136,82 @@ func quotaTable(quotas []corev1.ResourceQuota, accel policy.Accelerators) *metav
 		gpu := quotaAccelerator(q, accel)
 		t.Rows = append(t.Rows, metav1.TableRow{
 			Cells: []any{q.Namespace, q.Labels[policy.LabelQuota],
-				usedOfHard(q, corev1.ResourceRequestsCPU), usedOfHard(q, corev1.ResourceRequestsMemory), usedOfHard(q, gpu),
-				q.Name, kit.None(strings.TrimPrefix(string(gpu), corev1.DefaultResourceRequestsPrefix))},
+				quotaCell(q, corev1.ResourceCPU), quotaCell(q, corev1.ResourceMemory), quotaCell(q, gpu),
+				q.Name, kit.None(string(gpu))},
 			Object: runtime.RawExtension{Object: q},
 		})
 	}
 	return t
 }
 
-// quotaAccelerator is the requests.<accelerator> limit of a quota, or "".
+// quotaAccelerator is the accelerator resource (of accel) a quota limits, under any of
+// its keys (requests.<r>, <r>, limits.<r>), or "".
 func quotaAccelerator(q *corev1.ResourceQuota, accel policy.Accelerators) corev1.ResourceName {
 	for _, rn := range slices.Sorted(maps.Keys(q.Spec.Hard)) {
-		if name, ok := strings.CutPrefix(string(rn), corev1.DefaultResourceRequestsPrefix); ok && accel.Is(corev1.ResourceName(name)) {
-			return rn
+		if name := resourceOfQuotaKey(rn); accel.Is(name) {
+			return name
 		}
 	}
 	return ""
 }
 
-// usedOfHard writes one limit as used/hard ("4/16"), "-" when the quota sets none.
-func usedOfHard(q *corev1.ResourceQuota, rn corev1.ResourceName) string {
-	hard, ok := q.Spec.Hard[rn]
-	if rn == "" || !ok {
+// resourceOfQuotaKey is the resource a quota key limits: requests.cpu, cpu and
+// limits.cpu all limit cpu.
+func resourceOfQuotaKey(key corev1.ResourceName) corev1.ResourceName {
+	name := strings.TrimPrefix(string(key), corev1.DefaultResourceRequestsPrefix)
+	return corev1.ResourceName(strings.TrimPrefix(name, "limits."))
+}
+
+// quotaCell writes what a quota limits of one resource, as used/hard the way the API
+// server reports them (status.used): its requests (requests.<r>, or the bare <r> that
+// gpuctl writes, when requests.<r> is not set) and, when set, its limits
+// ("2500m/16, limits 4/32"); "-" when the quota limits the resource under no key.
+func quotaCell(q *corev1.ResourceQuota, rn corev1.ResourceName) string {
+	if rn == "" {
 		return "-"
 	}
-	used := q.Status.Used[rn] // none yet: the zero quantity, 0
-	return used.String() + "/" + hard.String()
+	var parts []string
+	for _, key := range []corev1.ResourceName{corev1.DefaultResourceRequestsPrefix + rn, rn} {
+		if s, ok := usedOfHard(q, key); ok {
+			parts = append(parts, s)
+			break
+		}
+	}
+	if s, ok := usedOfHard(q, "limits."+rn); ok {
+		parts = append(parts, "limits "+s)
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// usedOfHard writes one limit as used/hard ("4/16"); false when the quota sets none.
+func usedOfHard(q *corev1.ResourceQuota, key corev1.ResourceName) (string, bool) {
+	hard, ok := q.Spec.Hard[key]
+	if !ok {
+		return "", false
+	}
+	used := q.Status.Used[key] // none yet: the zero quantity, 0
+	return used.String() + "/" + hard.String(), true
+}
+
+// quotaWarnings are kubectl-style warnings for the keys of the quotas that Kubernetes
+// accepts but does not enforce (policy.UnenforcedQuotaKey), each naming the key that
+// would be enforced.
+func quotaWarnings(quotas []corev1.ResourceQuota) []string {
+	var out []string
+	for i := range quotas {
+		q := &quotas[i]
+		for _, key := range slices.Sorted(maps.Keys(q.Spec.Hard)) {
+			enforced, bad := policy.UnenforcedQuotaKey(key)
+			if !bad {
+				continue
+			}
+			hard := q.Spec.Hard[key]
+			out = append(out, fmt.Sprintf("Warning: resourcequota %s/%s: %s is not enforced by Kubernetes, which limits an extended resource only by its requests, so pods may use more than %s; set %s instead\n",
+				q.Namespace, q.Name, key, hard.String(), enforced))
+		}
+	}
+	return out
 }

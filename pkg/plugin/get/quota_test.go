@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/runwhere-ai/litepool/pkg/plugin/kit"
+	"github.com/runwhere-ai/litepool/pkg/plugin/kit/kittest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -47,6 +48,27 @@ team-a      team-quota   2500m/16   8Gi/64Gi   3/4   team-quota-team-a   nvidia.
 team-b      team-quota   0/8        0/32Gi     -     team-quota-team-b   <none>
 `, run("wide", "team-quota"))
 	assert.Contains(t, run("yaml", "npu-quota"), "requests.huawei.com/Ascend910: \"16\"")
+}
+
+// gpuctl's own client writes the bare keys cpu, memory and nvidia.com/gpu; users add
+// limits.*. Each is shown as the API server reports it, and the key Kubernetes does
+// not enforce is named on stderr with the one it would.
+func TestGetQuotaGpuctlKeys(t *testing.T) {
+	f := kittest.NewFactory(t,
+		gpuctlRQ("team-a", "gpu-quota", rl("cpu", "64", "memory", "256Gi", "nvidia.com/gpu", "16"),
+			rl("cpu", "9", "memory", "34Gi", "nvidia.com/gpu", "0")),
+		gpuctlRQ("team-b", "gpu-quota", rl("requests.cpu", "8", "limits.cpu", "16", "limits.memory", "64Gi", "limits.nvidia.com/gpu", "2"),
+			rl("requests.cpu", "1", "limits.cpu", "2", "limits.memory", "4Gi")),
+	)
+	r := kittest.Run(f, NewCmdGetQuota, "", "-o", "wide")
+	require.NoError(t, r.Err)
+	assert.Equal(t, `NAMESPACE   QUOTA       CPU                MEMORY            GPU          NAME               GPU RESOURCE
+team-a      gpu-quota   9/64               34Gi/256Gi        0/16         gpu-quota-team-a   nvidia.com/gpu
+team-b      gpu-quota   1/8, limits 2/16   limits 4Gi/64Gi   limits 0/2   gpu-quota-team-b   nvidia.com/gpu
+`, r.Out)
+	assert.Equal(t, `Warning: resourcequota team-a/gpu-quota-team-a: nvidia.com/gpu is not enforced by Kubernetes, which limits an extended resource only by its requests, so pods may use more than 16; set requests.nvidia.com/gpu instead
+Warning: resourcequota team-b/gpu-quota-team-b: limits.nvidia.com/gpu is not enforced by Kubernetes, which limits an extended resource only by its requests, so pods may use more than 2; set requests.nvidia.com/gpu instead
+`, r.ErrOut)
 }
 
 func rl(kv ...string) corev1.ResourceList {

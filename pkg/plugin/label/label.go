@@ -256,8 +256,8 @@ func (m *membershipChange) apply(o *LabelNodeOptions, cat *kit.Catalog, n *corev
 	if err != nil {
 		return err
 	}
-	if from != nil {
-		policy.ApplyLeave(from, n)
+	if m.fromName != policy.DefaultPool {
+		policy.ApplyLeave(from, n) // from is nil for a pool of labels
 	}
 	o.setLabels(n)
 	if m.toName != policy.DefaultPool {

@@ -240,6 +240,9 @@ func (o *NodePoolOptions) change(ctx context.Context, pool *v1alpha1.Pool, np *v
 			return nil
 		}
 		policy.ApplyNodePool(np, n)
+		// A member placed in a node pool also carries the model labels a join writes
+		// (it may have joined before litepool wrote runwhere.ai/gpuType, or by hand).
+		policy.ApplyGPUTypeLabels(pool.Spec.Accelerator.Type, n)
 		return nil
 	})
 	if err != nil {

@@ -12,8 +12,8 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/kubectl/pkg/util/templates"
 
-	"github.com/runwhere-ai/litepool/pkg/plugin/kit"
 	"github.com/runwhere-ai/litepool/pkg/nodeops"
+	"github.com/runwhere-ai/litepool/pkg/plugin/kit"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 	"github.com/runwhere-ai/litepool/pkg/scale"
 )
@@ -23,6 +23,7 @@ type ScaleOptions struct {
 	kit.Mutation
 	Pool       string
 	Nodes      int
+	NodesSet   bool // --nodes was given (0 is a size)
 	Add        []string
 	Remove     []string
 	DeleteNode bool
@@ -34,7 +35,7 @@ type ScaleOptions struct {
 
 // NewCmdScale is `kubectl litepool scale POOL --nodes N | --add NODE... | --remove NODE...`.
 func NewCmdScale(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &ScaleOptions{Mutation: kit.NewMutation(), IOStreams: streams, Nodes: -1}
+	o := &ScaleOptions{Mutation: kit.NewMutation(), IOStreams: streams}
 	cmd := &cobra.Command{
 		Use:   "scale POOL (--nodes N | --add NODE... | --remove NODE...)",
 		Short: "Grow or shrink a pool safely",
@@ -80,10 +81,11 @@ func NewCmdScale(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Comma
 		ValidArgsFunction: kit.CompletePoolNames(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Pool = args[0]
+			o.NodesSet = cmd.Flags().Changed("nodes")
 			return kit.RunMutation(f, cmd, &o.Mutation, &o.clients, o)
 		},
 	}
-	cmd.Flags().IntVar(&o.Nodes, "nodes", -1, "The number of nodes the pool should have")
+	cmd.Flags().IntVar(&o.Nodes, "nodes", 0, "The number of nodes the pool should have (0 or more)")
 	cmd.Flags().StringSliceVar(&o.Add, "add", nil, "Nodes of the default pool to add (repeatable, or comma-separated)")
 	cmd.Flags().StringSliceVar(&o.Remove, "remove", nil, "Member nodes to remove (repeatable, or comma-separated)")
 	cmd.Flags().BoolVar(&o.DeleteNode, "delete-node", false, "Delete the Node objects of removed nodes")
@@ -103,8 +105,11 @@ func (o *ScaleOptions) Validate() error {
 	if err := o.Mutation.Validate(); err != nil {
 		return err
 	}
+	if o.NodesSet && o.Nodes < 0 {
+		return fmt.Errorf("invalid --nodes %d: it is the number of nodes the pool should have, 0 or more (a scale-down stops at the pool's minNodes)", o.Nodes)
+	}
 	given := 0
-	for _, b := range []bool{o.Nodes >= 0, len(o.Add) > 0, len(o.Remove) > 0} {
+	for _, b := range []bool{o.NodesSet, len(o.Add) > 0, len(o.Remove) > 0} {
 		if b {
 			given++
 		}

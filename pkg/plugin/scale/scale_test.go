@@ -93,6 +93,56 @@ func TestScaleUp(t *testing.T) {
 	}
 }
 
+// A scale-up that finds its work done by another change (a concurrent scale, as two
+// `scale --nodes 4` run at once) succeeds and says so: a node found already in the pool
+// is reported and left there, and a scale by count stops once the pool has its size.
+func TestScaleUpFindsOthersWork(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		others  []string // nodes another scale puts in the pool as ours reads f1
+		out     string
+		after   map[string]string
+		ourJoin []string
+	}{
+		{"named node already in the pool", []string{"train", "--add", "t1"}, nil,
+			"node/t1 already in pool train\npool.runwhere.ai/train already has 2 node(s)\n",
+			map[string]string{"f1": "pool=", "f2": "pool=", "t1": "pool=train", "t2": "pool=train"}, nil},
+		{"another scale took the first pick", []string{"train", "--nodes", "4"}, []string{"f1"},
+			"node/f1 already in pool train\nnode/f2 added to pool train\npool.runwhere.ai/train scaled from 2 to 4 node(s)\n",
+			map[string]string{"f1": "pool=train", "f2": "pool=train", "t1": "pool=train", "t2": "pool=train"},
+			[]string{"AddedToPool: node f2 added to pool train"}},
+		{"another scale reached the target", []string{"train", "--nodes", "4"}, []string{"f1", "f2"},
+			"node/f1 already in pool train\npool.runwhere.ai/train already has 4 node(s)\n",
+			map[string]string{"f1": "pool=train", "f2": "pool=train", "t1": "pool=train", "t2": "pool=train"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := cluster(t, nil)
+			done := false
+			f.Kube.PrependReactor("get", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				if done || a.(k8stesting.GetAction).GetName() != "f1" {
+					return false, nil, nil
+				}
+				done = true
+				for _, name := range tc.others {
+					obj, err := f.Kube.Tracker().Get(corev1.SchemeGroupVersion.WithResource("nodes"), "", name)
+					require.NoError(t, err)
+					n := obj.(*corev1.Node)
+					n.Labels[policy.LabelPool] = "train"
+					require.NoError(t, f.Kube.Tracker().Update(corev1.SchemeGroupVersion.WithResource("nodes"), n, ""))
+				}
+				return false, nil, nil
+			})
+			r := kittest.Run(f, NewCmdScale, "", tc.args...)
+			require.NoError(t, r.Err)
+			assert.Equal(t, tc.out, r.Out)
+			assert.Empty(t, r.ErrOut)
+			assert.Equal(t, tc.after, state(t, f, "t1", "t2", "f1", "f2"))
+			assert.Equal(t, tc.ourJoin, f.Events(t))
+		})
+	}
+}
+
 // A join that fails puts back the nodes that had joined: the pool is as before.
 func TestScaleUpRollsBack(t *testing.T) {
 	f := cluster(t, nil)
@@ -110,10 +160,10 @@ func TestScaleUpRefusals(t *testing.T) {
 		err  string
 	}{
 		{[]string{"train", "--add", "f3"}, "pool \"train\" was not scaled:\n[N2] node \"f3\" (gpu-type L40S) cannot join pool \"train\": the pool takes only A100-80G nodes; choose a node labelled runwhere.ai/gpu-type=A100-80G or a pool for L40S nodes"},
-		{[]string{"train", "--add", "t1"}, "pool \"train\" was not scaled:\n[S1] node \"t1\" is already in pool \"train\""},
 		{[]string{"train", "--nodes", "9"}, "[S1] pool \"train\" needs 7 more node(s) but the default pool has 2 Running node(s) of gpu-type A100-80G (f1, f2); these default-pool nodes do not match it: f3 (L40S); add A100-80G nodes to the cluster or ask for fewer"},
 		{[]string{"default", "--nodes", "1"}, "the default pool cannot be scaled: it is the nodes that belong to no pool; scale the pool you want the nodes in or out of"},
 		{[]string{"train", "--nodes", "3", "--add", "f1"}, "give exactly one of --nodes N, --add NODE... or --remove NODE..."},
+		{[]string{"train", "--nodes", "-1"}, "invalid --nodes -1: it is the number of nodes the pool should have, 0 or more (a scale-down stops at the pool's minNodes)"},
 		{[]string{"nope", "--nodes", "1"}, `pools.runwhere.ai "nope" not found`},
 	} {
 		f := cluster(t, nil)

@@ -76,12 +76,23 @@ func TestScaleUpRefusals(t *testing.T) {
 			"error: give exactly one of --nodes N, --add NODE... or --remove NODE..."},
 		{"two ways given", []string{"train-a100", "--nodes", "4", "--add", "a100-node-4"},
 			"error: give exactly one of --nodes N, --add NODE... or --remove NODE..."},
+		{"negative size", []string{"train-a100", "--nodes", "-1"},
+			"error: invalid --nodes -1: it is the number of nodes the pool should have, 0 or more (a scale-down stops at the pool's minNodes)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			assert.Equal(t, tt.want+"\n", fails(t, append([]string{"scale"}, tt.args...)...))
 		})
 	}
+	assertUnchanged(t, before)
+}
+
+// A node already in the pool is no error: the scale finds its work done and says so.
+func TestScaleUpNodeAlreadyInPool(t *testing.T) {
+	restoreAfter(t)
+	before := snapshot(t)
+	assert.Equal(t, "node/a100-node-1 already in pool train-a100\npool.runwhere.ai/train-a100 already has 3 node(s)\n",
+		must(t, "scale", "train-a100", "--add", "a100-node-1"))
 	assertUnchanged(t, before)
 }
 
