@@ -19,8 +19,8 @@ import (
 	"k8s.io/kubectl/pkg/util/templates"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
-	"github.com/runwhere-ai/litepool/pkg/plugin/kit"
 	"github.com/runwhere-ai/litepool/pkg/compat"
+	"github.com/runwhere-ai/litepool/pkg/plugin/kit"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
@@ -95,15 +95,6 @@ func NewCmdCheckCompat(f kit.Factory, streams genericiooptions.IOStreams) *cobra
 
 			# Against a site's own matrix kept in a ConfigMap
 			kubectl litepool check compat --pool train-a100 --compat-configmap litepool-system/compat-matrix`),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(f, args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&o.Pool, "pool", "", "Pool whose nodes and declared software to check")
@@ -118,11 +109,12 @@ func NewCmdCheckCompat(f kit.Factory, streams genericiooptions.IOStreams) *cobra
 	o.Output.AddFlags(cmd)
 	o.Compat.AddFlags(cmd)
 	_ = cmd.RegisterFlagCompletionFunc("pool", kit.CompletePoolNames(f))
-	return cmd
+	return kit.Bind(cmd, f, o)
 }
 
-// Complete builds the clients.
-func (o *CheckCompatOptions) Complete(f kit.Factory, args []string) (err error) {
+// Complete refuses arguments and builds the clients when the command reads the
+// cluster (--pool, --compat-configmap).
+func (o *CheckCompatOptions) Complete(f kit.Factory, _ *cobra.Command, args []string) (err error) {
 	if len(args) > 0 {
 		return fmt.Errorf("check compat takes no arguments (got %q): name the pool with --pool", strings.Join(args, " "))
 	}

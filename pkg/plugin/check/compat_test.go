@@ -10,8 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
-	"github.com/runwhere-ai/litepool/pkg/plugin/kit/kittest"
 	"github.com/runwhere-ai/litepool/pkg/compat"
+	"github.com/runwhere-ai/litepool/pkg/plugin/kit/kittest"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 

@@ -9,8 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
-	"github.com/runwhere-ai/litepool/pkg/plugin/kit"
 	"github.com/runwhere-ai/litepool/pkg/inventory"
+	"github.com/runwhere-ai/litepool/pkg/plugin/kit"
 )
 
 func samplePools() []v1alpha1.Pool {

@@ -11,8 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
-	"github.com/runwhere-ai/litepool/pkg/plugin/kit"
 	"github.com/runwhere-ai/litepool/pkg/events"
+	"github.com/runwhere-ai/litepool/pkg/plugin/kit"
 )
 
 // The factory names Events from their generateName, as the API server does: the bare
