@@ -29,7 +29,7 @@ import (
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
-// Cordon is litepool operation holder cordoning a node. The first time the operation
+// Cordon cordons a node for the litepool operation holder. The first time the operation
 // takes the node it records, in its own annotation, whether the node was cordoned
 // before litepool (policy.ApplyCordon), so that Uncordon leaves a node someone else
 // cordoned, or another operation still holds, as it found it.
@@ -41,7 +41,7 @@ func Cordon(ctx context.Context, client kubernetes.Interface, holder policy.Cord
 	return node, err
 }
 
-// Uncordon is operation holder letting a node go (policy.ApplyRelease): it forgets its
+// Uncordon lets a node go for operation holder (policy.ApplyRelease): it forgets its
 // memory and makes the node schedulable unless the node was cordoned before or another
 // operation still holds it. It reports whether the node stays cordoned and the
 // operations still holding it.

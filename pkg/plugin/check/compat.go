@@ -141,8 +141,8 @@ func (o *CheckCompatOptions) Validate() error {
 
 // CompatCheck is one checked chain and what it was checked for.
 type CompatCheck struct {
-	Subject string              `json:"subject"`
-	Nodes   []string            `json:"nodes,omitempty"`
+	Subject string        `json:"subject"`
+	Nodes   []string      `json:"nodes,omitempty"`
 	Result  compat.Result `json:"result"`
 }
 
