@@ -1,7 +1,9 @@
-// Package compat loads the compatibility matrix the version-chain checks read
-// (policy.CheckCompat): the one embedded in the plugin (a copy of the project's
-// compat-matrix.yaml, every row with its source), or an operator's own from a file or a
-// ConfigMap, for sites that qualify versions of their own.
+// Package compat checks version chains (hardware → driver → firmware → CANN →
+// torch_npu → image; GPU → driver → CUDA → PyTorch → image) against the compatibility
+// matrix (Check, rule C1), and loads that matrix: the one embedded in the plugin (a copy
+// of the project's compat-matrix.yaml, every row with its source), or an operator's own
+// from a file or a ConfigMap, for sites that qualify versions of their own. The checks
+// are pure functions of the matrix and the chain; only Source.Load reads anything.
 package compat
 
 import (
@@ -14,8 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
-
-	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
 //go:embed compat-matrix.yaml
@@ -25,14 +25,14 @@ var embedded []byte
 const ConfigMapKey = "compat-matrix.yaml"
 
 // Embedded returns the matrix shipped in the binary.
-func Embedded() (*policy.CompatMatrix, error) { return Parse(embedded, "embedded matrix") }
+func Embedded() (*Matrix, error) { return Parse(embedded, "embedded matrix") }
 
 // EmbeddedYAML is the embedded matrix as shipped.
 func EmbeddedYAML() []byte { return embedded }
 
 // Parse decodes a matrix. origin names where it came from, for errors.
-func Parse(data []byte, origin string) (*policy.CompatMatrix, error) {
-	var m policy.CompatMatrix
+func Parse(data []byte, origin string) (*Matrix, error) {
+	var m Matrix
 	if err := yaml.Unmarshal(data, &m); err != nil {
 		return nil, fmt.Errorf("compatibility matrix %s: %w", origin, err)
 	}
@@ -85,7 +85,7 @@ func splitRef(ref string) (ns, name string, err error) {
 }
 
 // Load reads the matrix from the source.
-func (s Source) Load(ctx context.Context, kube kubernetes.Interface) (*policy.CompatMatrix, error) {
+func (s Source) Load(ctx context.Context, kube kubernetes.Interface) (*Matrix, error) {
 	switch {
 	case s.File != "":
 		data, err := os.ReadFile(s.File)

@@ -1,7 +1,8 @@
-// Package controller is litepool's in-cluster controller, run by litepool-webhook on
-// the replica that holds the leader lease: it keeps every Pool's status and the
-// per-pool metrics, computed with the same code as `kubectl litepool get pools`
-// (pkg/inventory) from the manager's informer cache.
+// Package controller is litepool's in-cluster controllers, run by litepool-webhook on
+// the replica that holds the leader lease: every Pool's status and the per-pool
+// metrics, computed with the same code as `kubectl litepool get pools` (pkg/inventory)
+// from the manager's informer cache; and the driver rollouts and stress runs that
+// `upgrade driver` and `stress run` hand over to the cluster.
 package controller
 
 import (

@@ -14,7 +14,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
 )
 
 // Component is the reporting component of litepool's events.
@@ -24,6 +26,9 @@ const Component = "litepool"
 type Recorder struct {
 	Client kubernetes.Interface
 	DryRun bool
+	// Clock stamps the events: the command's or controller's clock, so that a test's
+	// fake clock is the time its events carry. Nil is the real clock.
+	Clock clock.PassiveClock
 }
 
 // Ref names the object an event is about.
@@ -70,12 +75,12 @@ func (r *Recorder) record(ctx context.Context, ref Ref, eventType, reason, messa
 	if ns == "" {
 		ns = metav1.NamespaceDefault // cluster-scoped objects' events live in default, as the kubelet's do
 	}
-	t := time.Now()
+	t := r.now()
 	now := metav1.NewTime(t)
 	ev := &corev1.Event{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: ref.Name + ".", Namespace: ns},
 		InvolvedObject: corev1.ObjectReference{Kind: ref.Kind, Namespace: ref.Namespace, Name: ref.Name,
-			APIVersion: ref.APIVersion, UID: typesUID(ref.UID)},
+			APIVersion: ref.APIVersion, UID: types.UID(ref.UID)},
 		Reason: reason, Message: message, Type: eventType,
 		Source:         corev1.EventSource{Component: Component},
 		FirstTimestamp: now, LastTimestamp: now, Count: 1,
@@ -86,8 +91,15 @@ func (r *Recorder) record(ctx context.Context, ref Ref, eventType, reason, messa
 	}
 	if rel := ref.Related; rel != nil {
 		ev.Related = &corev1.ObjectReference{Kind: rel.Kind, Namespace: rel.Namespace, Name: rel.Name,
-			APIVersion: rel.APIVersion, UID: typesUID(rel.UID)}
+			APIVersion: rel.APIVersion, UID: types.UID(rel.UID)}
 	}
 	_, err := r.Client.CoreV1().Events(ns).Create(ctx, ev, metav1.CreateOptions{})
 	return err
+}
+
+func (r *Recorder) now() time.Time {
+	if r.Clock == nil {
+		return time.Now()
+	}
+	return r.Clock.Now()
 }

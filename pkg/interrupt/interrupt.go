@@ -16,6 +16,7 @@ import (
 
 	"github.com/runwhere-ai/litepool/pkg/policy"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // rollbackTimeout bounds a put-back that runs after the command was interrupted.
@@ -64,22 +65,26 @@ func StoppedBecause(ctx context.Context, cause error) any {
 	return cause
 }
 
-// staleAdmissionTimeout bounds how long a write refused for pods that are already gone
-// is retried.
-const staleAdmissionTimeout = 5 * time.Second
+// staleAdmissionRetries paces and bounds the retries of a write refused for pods that
+// are already gone: every 250ms, 20 times, so 5s at most. A count, not a deadline, so
+// that no wall-clock reading decides when to stop.
+var staleAdmissionRetries = wait.Backoff{Duration: 250 * time.Millisecond, Factor: 1, Steps: 20}
 
 // RetryStaleAdmission runs write, and again while the webhook refuses it under rule N3
 // for workload pods on the node: after a drain the pods are gone from the API server,
 // but the webhook answers from an informer cache that may not have seen them go yet.
-// Any other answer, and the last one after staleAdmissionTimeout, is returned.
+// Any other answer, the last one once the retries are spent, or the last one when ctx
+// ends, is returned.
 func RetryStaleAdmission(ctx context.Context, write func() error) error {
+	backoff := staleAdmissionRetries
 	err := write()
-	deadline := time.Now().Add(staleAdmissionTimeout)
-	for isStalePodsDenial(err) && time.Now().Before(deadline) {
+	for isStalePodsDenial(err) && backoff.Steps > 0 {
+		t := time.NewTimer(backoff.Step())
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return err
-		case <-time.After(250 * time.Millisecond):
+		case <-t.C:
 		}
 		err = write()
 	}

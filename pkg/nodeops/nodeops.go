@@ -29,23 +29,24 @@ import (
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
-// Cordon is litepool operation holder cordoning a node. The first time the operation
+// Cordon cordons a node for the litepool operation holder. The first time the operation
 // takes the node it records, in its own annotation, whether the node was cordoned
 // before litepool (policy.ApplyCordon), so that Uncordon leaves a node someone else
 // cordoned, or another operation still holds, as it found it.
 func Cordon(ctx context.Context, client kubernetes.Interface, holder policy.CordonHolder, name string, dryRun cmdutil.DryRunStrategy) (*corev1.Node, error) {
-	return UpdateNode(ctx, client, name, dryRun, func(n *corev1.Node) error {
+	node, _, err := ModifyNode(ctx, client, name, dryRun, func(n *corev1.Node) error {
 		policy.ApplyCordon(holder, n)
 		return nil
 	})
+	return node, err
 }
 
-// Uncordon is operation holder letting a node go (policy.ApplyRelease): it forgets its
+// Uncordon lets a node go for operation holder (policy.ApplyRelease): it forgets its
 // memory and makes the node schedulable unless the node was cordoned before or another
 // operation still holds it. It reports whether the node stays cordoned and the
 // operations still holding it.
 func Uncordon(ctx context.Context, client kubernetes.Interface, holder policy.CordonHolder, name string, dryRun cmdutil.DryRunStrategy) (stayedCordoned bool, heldBy []string, err error) {
-	_, err = UpdateNode(ctx, client, name, dryRun, func(n *corev1.Node) error {
+	_, _, err = ModifyNode(ctx, client, name, dryRun, func(n *corev1.Node) error {
 		heldBy, stayedCordoned = policy.ApplyRelease(holder, n)
 		return nil
 	})
@@ -55,20 +56,22 @@ func Uncordon(ctx context.Context, client kubernetes.Interface, holder policy.Co
 // ForceUncordon makes a node schedulable whatever its history (the `uncordon` command:
 // an operator's explicit word).
 func ForceUncordon(ctx context.Context, client kubernetes.Interface, name string, dryRun cmdutil.DryRunStrategy) (*corev1.Node, error) {
-	return UpdateNode(ctx, client, name, dryRun, func(n *corev1.Node) error {
+	node, _, err := ModifyNode(ctx, client, name, dryRun, func(n *corev1.Node) error {
 		policy.ApplyOperatorUncordon(n)
 		return nil
 	})
+	return node, err
 }
 
 // OperatorCordon marks a node unschedulable on an operator's explicit word (the cordon
 // and drain commands). It records nothing for itself, but every litepool operation
 // that holds the node now remembers it as cordoned, so none uncordons it when it ends.
 func OperatorCordon(ctx context.Context, client kubernetes.Interface, name string, dryRun cmdutil.DryRunStrategy) (*corev1.Node, error) {
-	return UpdateNode(ctx, client, name, dryRun, func(n *corev1.Node) error {
+	node, _, err := ModifyNode(ctx, client, name, dryRun, func(n *corev1.Node) error {
 		policy.ApplyOperatorCordon(n)
 		return nil
 	})
+	return node, err
 }
 
 // RetryOnConflict is client-go's retry.RetryOnConflict, except that it returns fn's
@@ -87,16 +90,11 @@ func RetryOnConflict(fn func() error) error {
 	return err
 }
 
-// UpdateNode reads a node, lets change modify it and writes it back when anything
-// changed, under optimistic concurrency (the update carries the resourceVersion read;
-// a conflict reads again). Under client dry run it returns the changed node unsent.
-func UpdateNode(ctx context.Context, client kubernetes.Interface, name string, dryRun cmdutil.DryRunStrategy, change func(*corev1.Node) error) (*corev1.Node, error) {
-	node, _, err := ChangeNode(ctx, client, name, dryRun, change)
-	return node, err
-}
-
-// ChangeNode is UpdateNode that also says whether change changed anything.
-func ChangeNode(ctx context.Context, client kubernetes.Interface, name string, dryRun cmdutil.DryRunStrategy, change func(*corev1.Node) error) (*corev1.Node, bool, error) {
+// ModifyNode reads a node, lets change modify it and writes it back when anything
+// changed, under optimistic concurrency (the update carries the resourceVersion read; a
+// conflict reads again). It returns the node as written (under client dry run, as it
+// would have been, unsent) and whether change changed anything.
+func ModifyNode(ctx context.Context, client kubernetes.Interface, name string, dryRun cmdutil.DryRunStrategy, change func(*corev1.Node) error) (*corev1.Node, bool, error) {
 	var out *corev1.Node
 	var changed bool
 	err := RetryOnConflict(func() error {
@@ -118,6 +116,14 @@ func ChangeNode(ctx context.Context, client kubernetes.Interface, name string, d
 		return err
 	})
 	return out, changed, err
+}
+
+// UpdateNode is ModifyNode without the changed flag.
+//
+// Old name, kept only for pkg/scale until its rewrite lands: use ModifyNode.
+func UpdateNode(ctx context.Context, client kubernetes.Interface, name string, dryRun cmdutil.DryRunStrategy, change func(*corev1.Node) error) (*corev1.Node, error) {
+	node, _, err := ModifyNode(ctx, client, name, dryRun, change)
+	return node, err
 }
 
 // ServerDryRun is the DryRun field of a write's options under a dry-run strategy:

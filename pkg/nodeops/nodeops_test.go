@@ -77,6 +77,6 @@ func TestRetryOnConflictKeepsACancelledContextAnError(t *testing.T) {
 	cancel()
 	kube := fake.NewSimpleClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}})
 	kube.PrependReactor("get", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) { return true, nil, ctx.Err() })
-	_, err := UpdateNode(ctx, kube, "n1", cmdutil.DryRunNone, func(n *corev1.Node) error { n.Spec.Unschedulable = true; return nil })
+	_, _, err := ModifyNode(ctx, kube, "n1", cmdutil.DryRunNone, func(n *corev1.Node) error { n.Spec.Unschedulable = true; return nil })
 	assert.ErrorIs(t, err, context.Canceled, "an interrupted update is not a success")
 }

@@ -1,6 +1,7 @@
 // Package policy holds every litepool rule and the model it is stated in: label keys,
 // pool names, pool and workload types, accelerator accounting, node and pool status,
-// scale-down safety, admission rules, compatibility and the upgrade state machine.
+// scale-down safety, admission rules and the upgrade state machine. (The version-chain
+// compatibility checks, rule C1, live with their matrix in pkg/compat.)
 //
 // Everything here is a pure function over API objects: no client, no I/O. The plugin
 // calls these functions before it changes anything and the webhook calls the same ones

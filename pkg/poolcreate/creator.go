@@ -248,7 +248,7 @@ func (c *Creator) adopt(ctx context.Context, p *v1alpha1.Pool, undo *[]func(cont
 	}
 	taint := policy.ExclusiveTaint(p.Name)
 	for _, m := range members.Items {
-		node, changed, err := nodeops.ChangeNode(ctx, c.Kube, m.Name, c.DryRun, func(n *corev1.Node) error {
+		node, changed, err := nodeops.ModifyNode(ctx, c.Kube, m.Name, c.DryRun, func(n *corev1.Node) error {
 			policy.SetTaint(n, taint)
 			return nil
 		})
@@ -258,7 +258,7 @@ func (c *Creator) adopt(ctx context.Context, p *v1alpha1.Pool, undo *[]func(cont
 		if changed {
 			name := m.Name
 			*undo = append(*undo, func(ctx context.Context) error {
-				_, _, err := nodeops.ChangeNode(ctx, c.Kube, name, c.DryRun, func(n *corev1.Node) error {
+				_, _, err := nodeops.ModifyNode(ctx, c.Kube, name, c.DryRun, func(n *corev1.Node) error {
 					policy.RemoveTaints(n, func(t corev1.Taint) bool { return t == taint })
 					return nil
 				})
@@ -274,7 +274,7 @@ func (c *Creator) adopt(ctx context.Context, p *v1alpha1.Pool, undo *[]func(cont
 
 // join makes a gpuctl file's node a member of the pool.
 func (c *Creator) join(ctx context.Context, p *v1alpha1.Pool, gn policy.GpuctlNode) (*corev1.Node, bool, error) {
-	node, changed, err := nodeops.ChangeNode(ctx, c.Kube, gn.Name, c.DryRun, func(n *corev1.Node) error {
+	node, changed, err := nodeops.ModifyNode(ctx, c.Kube, gn.Name, c.DryRun, func(n *corev1.Node) error {
 		if err := checkGpuctlNode(p, gn, n); err != nil { // it may have changed since the check
 			return err
 		}
@@ -291,7 +291,7 @@ func (c *Creator) join(ctx context.Context, p *v1alpha1.Pool, gn policy.GpuctlNo
 // unjoin undoes join: the node leaves the pool and loses the gpu-type labels create set.
 func (c *Creator) unjoin(ctx context.Context, p *v1alpha1.Pool, gn policy.GpuctlNode) error {
 	before := c.nodeBefore(gn.Name)
-	_, _, err := nodeops.ChangeNode(ctx, c.Kube, gn.Name, c.DryRun, func(n *corev1.Node) error {
+	_, _, err := nodeops.ModifyNode(ctx, c.Kube, gn.Name, c.DryRun, func(n *corev1.Node) error {
 		policy.ApplyLeave(p, n)
 		if before != nil {
 			for _, key := range gpuTypeKeys {

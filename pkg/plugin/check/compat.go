@@ -1,5 +1,6 @@
-// Package check is `kubectl litepool check`: the compatibility matrix checks. Its
-// matrix flags, chains and printing are exported for `upgrade driver`'s pre-flight.
+// Package check is `kubectl litepool check`: the compatibility matrix checks
+// (pkg/compat). Its matrix flags and printing are exported for `upgrade driver`'s
+// pre-flight.
 package check
 
 import (
@@ -19,8 +20,8 @@ import (
 	"k8s.io/kubectl/pkg/util/templates"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
-	"github.com/runwhere-ai/litepool/pkg/plugin/kit"
 	"github.com/runwhere-ai/litepool/pkg/compat"
+	"github.com/runwhere-ai/litepool/pkg/plugin/kit"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
@@ -52,7 +53,7 @@ func (c *CompatSourceFlags) AddFlags(cmd *cobra.Command) {
 // CheckCompatOptions is `check compat`.
 type CheckCompatOptions struct {
 	Pool   string
-	Chain  policy.SoftwareChain
+	Chain  compat.Chain
 	Output *kit.DataOutput
 	Compat CompatSourceFlags
 
@@ -95,15 +96,6 @@ func NewCmdCheckCompat(f kit.Factory, streams genericiooptions.IOStreams) *cobra
 
 			# Against a site's own matrix kept in a ConfigMap
 			kubectl litepool check compat --pool train-a100 --compat-configmap litepool-system/compat-matrix`),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(f, args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&o.Pool, "pool", "", "Pool whose nodes and declared software to check")
@@ -118,11 +110,12 @@ func NewCmdCheckCompat(f kit.Factory, streams genericiooptions.IOStreams) *cobra
 	o.Output.AddFlags(cmd)
 	o.Compat.AddFlags(cmd)
 	_ = cmd.RegisterFlagCompletionFunc("pool", kit.CompletePoolNames(f))
-	return cmd
+	return kit.Bind(cmd, f, o)
 }
 
-// Complete builds the clients.
-func (o *CheckCompatOptions) Complete(f kit.Factory, args []string) (err error) {
+// Complete refuses arguments and builds the clients when the command reads the
+// cluster (--pool, --compat-configmap).
+func (o *CheckCompatOptions) Complete(f kit.Factory, _ *cobra.Command, args []string) (err error) {
 	if len(args) > 0 {
 		return fmt.Errorf("check compat takes no arguments (got %q): name the pool with --pool", strings.Join(args, " "))
 	}
@@ -140,7 +133,7 @@ func (o *CheckCompatOptions) Validate() error {
 	if err := o.Output.Validate(); err != nil {
 		return err
 	}
-	if o.Pool == "" && o.Chain == (policy.SoftwareChain{}) {
+	if o.Pool == "" && o.Chain == (compat.Chain{}) {
 		return fmt.Errorf("nothing to check: give --pool POOL, or versions (--hardware, --driver, --firmware, --cann, --torch-npu, --pytorch, --cuda, --image)")
 	}
 	return nil
@@ -148,9 +141,9 @@ func (o *CheckCompatOptions) Validate() error {
 
 // CompatCheck is one checked chain and what it was checked for.
 type CompatCheck struct {
-	Subject string              `json:"subject"`
-	Nodes   []string            `json:"nodes,omitempty"`
-	Result  policy.CompatResult `json:"result"`
+	Subject string        `json:"subject"`
+	Nodes   []string      `json:"nodes,omitempty"`
+	Result  compat.Result `json:"result"`
 }
 
 // Run checks and prints.
@@ -168,10 +161,10 @@ func (o *CheckCompatOptions) Run(ctx context.Context) error {
 		}
 		for _, pc := range chains {
 			chain := overlayChain(pc.Chain, o.Chain)
-			checks = append(checks, CompatCheck{Subject: "pool " + o.Pool, Nodes: pc.Nodes, Result: policy.CheckCompat(m, chain)})
+			checks = append(checks, CompatCheck{Subject: "pool " + o.Pool, Nodes: pc.Nodes, Result: compat.Check(m, chain)})
 		}
 	} else {
-		checks = append(checks, CompatCheck{Subject: "versions given", Result: policy.CheckCompat(m, o.Chain)})
+		checks = append(checks, CompatCheck{Subject: "versions given", Result: compat.Check(m, o.Chain)})
 	}
 	if err := o.print(checks); err != nil {
 		return err
@@ -201,7 +194,7 @@ func compatKube(c *kit.Clients) kubernetes.Interface {
 
 // poolChain is the chain of a group of a pool's nodes.
 type poolChain struct {
-	Chain policy.SoftwareChain
+	Chain compat.Chain
 	Nodes []string
 }
 
@@ -235,8 +228,7 @@ func poolChains(ctx context.Context, c *kit.Clients, name string) ([]poolChain, 
 	}
 	var out []poolChain
 	for key, members := range groups {
-		chain := ChainOf(declared)
-		chain.Hardware = key[0]
+		chain := compat.Chain{Hardware: key[0], SoftwareSpec: declared}
 		if key[1] != "" {
 			chain.Driver = key[1]
 		}
@@ -265,14 +257,8 @@ func poolDeclared(ctx context.Context, c *kit.Clients, name string) (v1alpha1.So
 	return p.Spec.Software, p.Spec.Accelerator.Type, nil
 }
 
-// ChainOf is the chain a pool declares in spec.software.
-func ChainOf(s v1alpha1.SoftwareSpec) policy.SoftwareChain {
-	return policy.SoftwareChain{Driver: s.Driver, Firmware: s.Firmware, CANN: s.CANN, TorchNPU: s.TorchNPU,
-		PyTorch: s.PyTorch, CUDA: s.CUDA, Image: s.Image}
-}
-
 // overlayChain replaces base's values with the ones given.
-func overlayChain(base, given policy.SoftwareChain) policy.SoftwareChain {
+func overlayChain(base, given compat.Chain) compat.Chain {
 	set := func(dst *string, v string) {
 		if v != "" {
 			*dst = v

@@ -10,8 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
-	"github.com/runwhere-ai/litepool/pkg/plugin/kit/kittest"
 	"github.com/runwhere-ai/litepool/pkg/compat"
+	"github.com/runwhere-ai/litepool/pkg/plugin/kit/kittest"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
@@ -36,8 +36,8 @@ func TestCheckCompatJSONIsTheChecks(t *testing.T) {
 	require.NoError(t, r.Err)
 	m, err := compat.Source{}.Load(t.Context(), nil)
 	require.NoError(t, err)
-	want, err := json.MarshalIndent([]CompatCheck{{Subject: "versions given", Result: policy.CheckCompat(m,
-		policy.SoftwareChain{Hardware: "Snt9B", Driver: "24.1.0.3", Firmware: "7.5.0.5.220"})}}, "", "  ")
+	want, err := json.MarshalIndent([]CompatCheck{{Subject: "versions given", Result: compat.Check(m,
+		compat.Chain{Hardware: "Snt9B", SoftwareSpec: v1alpha1.SoftwareSpec{Driver: "24.1.0.3", Firmware: "7.5.0.5.220"}})}}, "", "  ")
 	require.NoError(t, err)
 	assert.Equal(t, string(want)+"\n", r.Out)
 }
@@ -80,6 +80,7 @@ func TestCheckCompatRefusesBadInput(t *testing.T) {
 }
 
 func TestOverlayChain(t *testing.T) {
-	got := overlayChain(policy.SoftwareChain{Hardware: "Snt9B", Driver: "23.0.6", CANN: "8.2.RC1"}, policy.SoftwareChain{Driver: "24.1.0.3"})
-	assert.Equal(t, policy.SoftwareChain{Hardware: "Snt9B", Driver: "24.1.0.3", CANN: "8.2.RC1"}, got)
+	got := overlayChain(compat.Chain{Hardware: "Snt9B", SoftwareSpec: v1alpha1.SoftwareSpec{Driver: "23.0.6", CANN: "8.2.RC1"}},
+		compat.Chain{SoftwareSpec: v1alpha1.SoftwareSpec{Driver: "24.1.0.3"}})
+	assert.Equal(t, compat.Chain{Hardware: "Snt9B", SoftwareSpec: v1alpha1.SoftwareSpec{Driver: "24.1.0.3", CANN: "8.2.RC1"}}, got)
 }

@@ -2,6 +2,7 @@
 package completion
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -30,7 +31,7 @@ type CompletionOptions struct {
 }
 
 // NewCmdCompletion is `kubectl litepool completion bash|zsh|fish|powershell`.
-func NewCmdCompletion(_ kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+func NewCmdCompletion(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
 	o := &CompletionOptions{IOStreams: streams}
 	cmd := &cobra.Command{
 		Use:                   "completion " + strings.Join(completionShells, "|"),
@@ -64,22 +65,13 @@ func NewCmdCompletion(_ kit.Factory, streams genericiooptions.IOStreams) *cobra.
 			# PowerShell
 			kubectl litepool completion powershell | Out-String | Invoke-Expression`),
 		ValidArgs: completionShells,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(cmd, args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run()
-		},
 	}
 	cmd.Flags().BoolVar(&o.NoDescriptions, "no-descriptions", false, "Complete without the one-line description of each candidate")
-	return cmd
+	return kit.Bind(cmd, f, o)
 }
 
 // Complete takes the shell and the root command.
-func (o *CompletionOptions) Complete(cmd *cobra.Command, args []string) error {
+func (o *CompletionOptions) Complete(_ kit.Factory, cmd *cobra.Command, args []string) error {
 	if len(args) != 1 {
 		return fmt.Errorf("completion takes one shell, one of %s; got %d arguments", strings.Join(completionShells, ", "), len(args))
 	}
@@ -98,7 +90,7 @@ func (o *CompletionOptions) Validate() error {
 }
 
 // Run writes the script with cobra's generators, for the executable kubectl-litepool.
-func (o *CompletionOptions) Run() error {
+func (o *CompletionOptions) Run(context.Context) error {
 	use := o.root.Use
 	o.root.Use = executableName
 	defer func() { o.root.Use = use }()

@@ -10,8 +10,8 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/kubectl/pkg/util/templates"
 
-	"github.com/runwhere-ai/litepool/pkg/plugin/kit"
 	"github.com/runwhere-ai/litepool/pkg/nodeops"
+	"github.com/runwhere-ai/litepool/pkg/plugin/kit"
 )
 
 // CordonOptions is `cordon` and `uncordon`.
@@ -64,12 +64,15 @@ func newCordonCommand(f kit.Factory, streams genericiooptions.IOStreams, uncordo
 	o := NewCordonOptions(streams, uncordon)
 	cmd.Args = cobra.MinimumNArgs(1)
 	cmd.ValidArgsFunction = kit.CompleteNodeNames(f)
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		o.Names = args
-		return kit.RunMutation(f, cmd, &o.Mutation, &o.clients, o)
-	}
 	o.Mutation.AddFlags(cmd, false)
-	return cmd
+	return kit.Bind(cmd, f, o)
+}
+
+// Complete reads the node names and builds the clients.
+func (o *CordonOptions) Complete(f kit.Factory, cmd *cobra.Command, args []string) (err error) {
+	o.Names = args
+	o.clients, err = o.CompleteClients(f, cmd)
+	return err
 }
 
 // Run cordons or uncordons each node; it stops at the first node that does not exist.

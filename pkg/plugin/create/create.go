@@ -69,21 +69,25 @@ func NewCmdCreate(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Comm
 
 			# A Pool object from standard input
 			kubectl litepool create -f - < pool.yaml`),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return fmt.Errorf("unexpected arguments %v: name files with -f", args)
-			}
-			if len(o.Filenames) == 0 {
-				return fmt.Errorf("must specify one of -f: kubectl litepool create -f FILE")
-			}
-			return kit.RunMutation(f, cmd, &o.Mutation, &o.clients, o)
-		},
 	}
+	kit.Bind(cmd, f, o)
 	cmd.Flags().StringSliceVarP(&o.Filenames, "filename", "f", nil, "Files, directories or - (standard input) holding the pools to create")
 	cmd.Flags().BoolVarP(&o.Recursive, "recursive", "R", false, "Process the directory used in -f recursively")
 	cmd.Flags().StringVar(&o.GPUResource, "gpu-resource", "nvidia.com/gpu", "The accelerator resource the gpu limits of gpuctl quota files count")
 	o.Mutation.AddFlags(cmd, false)
 	return cmd
+}
+
+// Complete refuses arguments (files come with -f) and builds the clients.
+func (o *CreateOptions) Complete(f kit.Factory, cmd *cobra.Command, args []string) (err error) {
+	if len(args) > 0 {
+		return fmt.Errorf("unexpected arguments %v: name files with -f", args)
+	}
+	if len(o.Filenames) == 0 {
+		return fmt.Errorf("must specify one of -f: kubectl litepool create -f FILE")
+	}
+	o.clients, err = o.CompleteClients(f, cmd)
+	return err
 }
 
 // Validate checks -o.

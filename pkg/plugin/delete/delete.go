@@ -21,11 +21,11 @@ import (
 	"k8s.io/kubectl/pkg/util/templates"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
-	"github.com/runwhere-ai/litepool/pkg/plugin/kit"
 	"github.com/runwhere-ai/litepool/pkg/events"
 	"github.com/runwhere-ai/litepool/pkg/interrupt"
 	"github.com/runwhere-ai/litepool/pkg/inventory"
 	"github.com/runwhere-ai/litepool/pkg/nodeops"
+	"github.com/runwhere-ai/litepool/pkg/plugin/kit"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
@@ -86,14 +86,17 @@ func NewCmdDeletePool(f kit.Factory, streams genericiooptions.IOStreams) *cobra.
 			kubectl litepool delete pool train-a100 --force --yes`),
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: kit.CompletePoolNames(f),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.Name = args[0]
-			return kit.RunMutation(f, cmd, &o.Mutation, &o.clients, o)
-		},
 	}
 	cmd.Flags().BoolVar(&o.Force, "force", false, "Delete the pool although workload pods run on its nodes; the pods keep running")
 	o.Mutation.AddFlags(cmd, true)
-	return cmd
+	return kit.Bind(cmd, f, o)
+}
+
+// Complete reads the pool name and builds the clients.
+func (o *DeletePoolOptions) Complete(f kit.Factory, cmd *cobra.Command, args []string) (err error) {
+	o.Name = args[0]
+	o.clients, err = o.CompleteClients(f, cmd)
+	return err
 }
 
 // Validate checks -o.
@@ -244,7 +247,7 @@ func (o *DeletePoolOptions) deleteObject(ctx context.Context, pool *v1alpha1.Poo
 // release interrupted between the two is found again by releaseUnfinished.
 func (o *DeletePoolOptions) release(ctx context.Context, pool *v1alpha1.Pool, member *corev1.Node) error {
 	ours := fmt.Sprintf("%s: %s", kit.WhoAmI(), o.forceReason())
-	node, changed, err := kit.UpdateNode(ctx, o.clients, member.Name, o.DryRun, func(n *corev1.Node) error {
+	node, changed, err := nodeops.ModifyNode(ctx, o.clients.Kube, member.Name, o.DryRun, func(n *corev1.Node) error {
 		policy.ApplyLeave(pool, n)
 		if n.Annotations[policy.AnnotationForce] == "" { // ours from an interrupted run, or someone's own: kept
 			if n.Annotations == nil {
@@ -257,7 +260,7 @@ func (o *DeletePoolOptions) release(ctx context.Context, pool *v1alpha1.Pool, me
 	if err != nil {
 		return err
 	}
-	_, unforced, err := kit.UpdateNode(ctx, o.clients, member.Name, o.DryRun, func(n *corev1.Node) error {
+	_, unforced, err := nodeops.ModifyNode(ctx, o.clients.Kube, member.Name, o.DryRun, func(n *corev1.Node) error {
 		if _, why, err := policy.ParseForce(n.Annotations[policy.AnnotationForce]); err == nil && why == o.forceReason() {
 			delete(n.Annotations, policy.AnnotationForce)
 		}

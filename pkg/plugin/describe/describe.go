@@ -19,8 +19,8 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/kubectl/pkg/util/templates"
 
-	"github.com/runwhere-ai/litepool/pkg/plugin/kit"
 	"github.com/runwhere-ai/litepool/pkg/events"
+	"github.com/runwhere-ai/litepool/pkg/plugin/kit"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
@@ -62,26 +62,31 @@ type Options struct {
 	genericiooptions.IOStreams
 }
 
-// runE reads the names and builds the clients, then describes each name in turn, a
-// blank line apart, stopping at the first error.
-func (o *Options) runE(f kit.Factory, describe func(ctx context.Context, name string) error) func(*cobra.Command, []string) error {
-	return func(cmd *cobra.Command, args []string) error {
-		o.Names = args
-		c, err := f.Clients()
-		if err != nil {
+// Complete reads the names and builds the clients.
+func (o *Options) Complete(f kit.Factory, _ *cobra.Command, args []string) error {
+	o.Names = args
+	c, err := f.Clients()
+	if err != nil {
+		return err
+	}
+	o.clients, o.describer = c, newDescriber(f, c)
+	return nil
+}
+
+// Validate has nothing to check: cobra has checked that names were given.
+func (o *Options) Validate() error { return nil }
+
+// each describes each name in turn, a blank line apart, stopping at the first error.
+func (o *Options) each(ctx context.Context, describe func(ctx context.Context, name string) error) error {
+	for i, name := range o.Names {
+		if i > 0 {
+			fmt.Fprintln(o.Out)
+		}
+		if err := describe(ctx, name); err != nil {
 			return err
 		}
-		o.clients, o.describer = c, newDescriber(f, c)
-		for i, name := range o.Names {
-			if i > 0 {
-				fmt.Fprintln(o.Out)
-			}
-			if err := describe(cmd.Context(), name); err != nil {
-				return err
-			}
-		}
-		return nil
 	}
+	return nil
 }
 
 // Indentation levels of describe output.

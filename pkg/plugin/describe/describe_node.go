@@ -16,9 +16,8 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/kubectl/pkg/util/templates"
 
-	"github.com/runwhere-ai/litepool/pkg/plugin/get"
-	"github.com/runwhere-ai/litepool/pkg/plugin/kit"
 	"github.com/runwhere-ai/litepool/pkg/inventory"
+	"github.com/runwhere-ai/litepool/pkg/plugin/kit"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
@@ -41,10 +40,12 @@ func NewCmdDescribeNode(f kit.Factory, streams genericiooptions.IOStreams) *cobr
 			kubectl litepool describe node a100-node-1`),
 		Args:              cobra.MinimumNArgs(1),
 		ValidArgsFunction: kit.CompleteNodeNames(f),
-		RunE:              o.runE(f, o.describe),
 	}
-	return cmd
+	return kit.Bind(cmd, f, o)
 }
+
+// Run describes each name in turn.
+func (o *DescribeNodeOptions) Run(ctx context.Context) error { return o.each(ctx, o.describe) }
 
 // describe describes one node.
 func (o *DescribeNodeOptions) describe(ctx context.Context, name string) error {
@@ -103,7 +104,7 @@ func (d Describer) Node(out io.Writer, node *corev1.Node, pods []corev1.Pod, evs
 			}
 		}
 		writeMap(w, "Litepool Annotations", annotations)
-		writeLines(w, "Taints", get.TaintStrings(node.Spec.Taints))
+		writeLines(w, "Taints", kit.TaintStrings(node.Spec.Taints))
 		if len(pods) == 0 {
 			w.Write(level0, "Pods:\t<none>\n")
 		} else {

@@ -13,9 +13,8 @@ import (
 	"k8s.io/kubectl/pkg/util/templates"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
-	"github.com/runwhere-ai/litepool/pkg/plugin/get"
-	"github.com/runwhere-ai/litepool/pkg/plugin/kit"
 	"github.com/runwhere-ai/litepool/pkg/inventory"
+	"github.com/runwhere-ai/litepool/pkg/plugin/kit"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
@@ -42,10 +41,12 @@ func NewCmdDescribePool(f kit.Factory, streams genericiooptions.IOStreams) *cobr
 			kubectl litepool describe pool default`),
 		Args:              cobra.MinimumNArgs(1),
 		ValidArgsFunction: kit.CompletePoolNames(f),
-		RunE:              o.runE(f, o.describePool),
 	}
-	return cmd
+	return kit.Bind(cmd, f, o)
 }
+
+// Run describes each name in turn.
+func (o *DescribePoolOptions) Run(ctx context.Context) error { return o.each(ctx, o.describePool) }
 
 // describePool describes one pool.
 func (o *DescribePoolOptions) describePool(ctx context.Context, name string) error {
@@ -80,7 +81,7 @@ func describePoolBody(w prefixWriter, pool *v1alpha1.Pool, sum *inventory.Pool) 
 			}
 		}
 	} else {
-		w.Write(level0, "Type:\t%s\n", get.PoolTypeCell(pool))
+		w.Write(level0, "Type:\t%s\n", kit.PoolTypeCell(pool))
 		w.Write(level0, "Description:\t%s\n", kit.None(spec.Description))
 		writeMap(w, "Tags", spec.Tags)
 		w.Write(level0, "Workloads:\t%s\n", joinTypes(policy.AcceptedWorkloads(spec)))
@@ -103,7 +104,7 @@ func describePoolBody(w prefixWriter, pool *v1alpha1.Pool, sum *inventory.Pool) 
 }
 
 func describeNodePools(w prefixWriter, pool *v1alpha1.Pool, sum *inventory.Pool) {
-	rows := get.NodePoolRows([]v1alpha1.Pool{*pool}, sum.Nodes)
+	rows := kit.NodePoolRows([]v1alpha1.Pool{*pool}, sum.Nodes)
 	if len(rows) == 0 {
 		w.Write(level0, "Node Pools:\t<none>\n")
 		return
@@ -133,7 +134,7 @@ func describeMembers(w prefixWriter, sum *inventory.Pool) {
 }
 
 func acceleratorDescription(p *v1alpha1.Pool) string {
-	model := get.AcceleratorCell(p)
+	model := kit.AcceleratorCell(p)
 	if r := p.Status.AcceleratorResource; r != "" {
 		return fmt.Sprintf("%s (%s)", model, r)
 	}

@@ -12,9 +12,9 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/kubectl/pkg/util/templates"
 
-	"github.com/runwhere-ai/litepool/pkg/plugin/kit"
 	"github.com/runwhere-ai/litepool/pkg/interrupt"
 	"github.com/runwhere-ai/litepool/pkg/nodeops"
+	"github.com/runwhere-ai/litepool/pkg/plugin/kit"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
@@ -62,14 +62,17 @@ func NewCmdDrain(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Comma
 			kubectl litepool drain a100-node-3 --ignore-daemonsets --dry-run=server`),
 		Args:              cobra.MinimumNArgs(1),
 		ValidArgsFunction: kit.CompleteNodeNames(f),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.Names = args
-			return kit.RunMutation(f, cmd, &o.Mutation, &o.clients, o)
-		},
 	}
 	kit.AddDrainFlags(cmd, &o.Drain)
 	o.Mutation.AddFlags(cmd, false)
-	return cmd
+	return kit.Bind(cmd, f, o)
+}
+
+// Complete reads the node names and builds the clients.
+func (o *DrainOptions) Complete(f kit.Factory, cmd *cobra.Command, args []string) (err error) {
+	o.Names = args
+	o.clients, err = o.CompleteClients(f, cmd)
+	return err
 }
 
 // Run cordons and drains each node in turn; it stops at the first failure. A drain
@@ -130,7 +133,7 @@ func (o *DrainOptions) putBack(ctx context.Context, name string, cordoned bool, 
 		return fmt.Errorf("drain of node %q %s; the node stays cordoned, as it was before", name, why)
 	}
 	var heldBy []string
-	node, _, err := kit.UpdateNode(ctx, o.clients, name, o.DryRun, func(n *corev1.Node) error {
+	node, _, err := nodeops.ModifyNode(ctx, o.clients.Kube, name, o.DryRun, func(n *corev1.Node) error {
 		if heldBy = policy.HeldBy(n); len(heldBy) == 0 {
 			n.Spec.Unschedulable = false
 		}

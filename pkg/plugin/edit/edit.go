@@ -22,9 +22,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
-	"github.com/runwhere-ai/litepool/pkg/plugin/kit"
 	"github.com/runwhere-ai/litepool/pkg/events"
 	"github.com/runwhere-ai/litepool/pkg/nodeops"
+	"github.com/runwhere-ai/litepool/pkg/plugin/kit"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
@@ -97,14 +97,6 @@ func NewCmdEditPool(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Co
 			KUBE_EDITOR=nano kubectl litepool edit pool train-a100`),
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: kit.CompletePoolNames(f),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.Name = args[0]
-			o.set = map[string]bool{}
-			for _, name := range []string{"description", "tag", "min-nodes", "type", "exclusive"} {
-				o.set[name] = cmd.Flags().Changed(name)
-			}
-			return kit.RunMutation(f, cmd, &o.Mutation, &o.clients, o)
-		},
 	}
 	cmd.Flags().StringVar(&o.Description, "description", "", "New description")
 	cmd.Flags().StringArrayVar(&o.Tags, "tag", nil, "Set a tag (KEY=VALUE) or remove one (KEY-); repeatable")
@@ -112,7 +104,18 @@ func NewCmdEditPool(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Co
 	cmd.Flags().StringVar(&o.Type, "type", "", "Pool type: Training, Inference, Development or Compute")
 	cmd.Flags().BoolVar(&o.Exclusive, "exclusive", false, "Taint member nodes so that only the pool's pods run on them")
 	o.Mutation.AddFlags(cmd, false)
-	return cmd
+	return kit.Bind(cmd, f, o)
+}
+
+// Complete reads the pool name and which flags were given, and builds the clients.
+func (o *EditPoolOptions) Complete(f kit.Factory, cmd *cobra.Command, args []string) (err error) {
+	o.Name = args[0]
+	o.set = map[string]bool{}
+	for _, name := range []string{"description", "tag", "min-nodes", "type", "exclusive"} {
+		o.set[name] = cmd.Flags().Changed(name)
+	}
+	o.clients, err = o.CompleteClients(f, cmd)
+	return err
 }
 
 // write updates the pool. A conflict that only the Pool's status explains (the
@@ -309,7 +312,7 @@ func stripComments(b []byte) []byte {
 // retaint adds or removes the exclusive taint on the pool's members.
 func (o *EditPoolOptions) retaint(ctx context.Context, p *v1alpha1.Pool, members []corev1.Node) error {
 	for _, m := range members {
-		node, changed, err := kit.UpdateNode(ctx, o.clients, m.Name, o.DryRun, func(n *corev1.Node) error {
+		node, changed, err := nodeops.ModifyNode(ctx, o.clients.Kube, m.Name, o.DryRun, func(n *corev1.Node) error {
 			if p.Spec.Exclusive {
 				policy.SetTaint(n, policy.ExclusiveTaint(p.Name))
 			} else {

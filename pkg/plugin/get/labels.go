@@ -44,28 +44,29 @@ func NewCmdGetLabels(f kit.Factory, streams genericiooptions.IOStreams) *cobra.C
 			kubectl litepool get labels gpu-node-6 --key=runwhere.ai/pool`),
 		Args:              cobra.MinimumNArgs(1),
 		ValidArgsFunction: kit.CompleteNodeNames(f),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.Nodes = args
-			if o.Key != "" {
-				key, err := policy.UserLabelKey(o.Key)
-				if err != nil {
-					return err
-				}
-				o.Key = key
-			}
-			c, err := f.Clients()
-			if err != nil {
-				return err
-			}
-			o.clients = c
-			return o.Run(cmd.Context())
-		},
 	}
+	kit.Bind(cmd, f, o)
 	cmd.Flags().StringVar(&o.Key, "key", "", "Show only this label (a full runwhere.ai/ key)")
 	cmd.Flags().BoolVar(&o.All, "all", false, "Show every label, not only litepool's")
 	cmd.Flags().BoolVar(&o.Print.NoHeaders, "no-headers", false, "Don't print headers")
 	return cmd
 }
+
+// Complete reads the node names and --key (checked and written in full) and builds
+// the clients.
+func (o *GetLabelsOptions) Complete(f kit.Factory, _ *cobra.Command, args []string) (err error) {
+	o.Nodes = args
+	if o.Key != "" {
+		if o.Key, err = policy.UserLabelKey(o.Key); err != nil {
+			return err
+		}
+	}
+	o.clients, err = f.Clients()
+	return err
+}
+
+// Validate has nothing to check that Complete did not.
+func (o *GetLabelsOptions) Validate() error { return nil }
 
 // LabelRow is one label of one node.
 type LabelRow struct{ Node, Key, Value string }

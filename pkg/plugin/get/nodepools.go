@@ -3,11 +3,8 @@ package get
 import (
 	"context"
 	"fmt"
-	"sort"
-	"strings"
 
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -51,15 +48,19 @@ func NewCmdGetNodePools(f kit.Factory, streams genericiooptions.IOStreams) *cobr
 
 			# The node pools of one pool, with their labels and taints
 			kubectl litepool get nodepools --pool train-a100 -o wide`),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.Names = args
-			return kit.Run(f, cmd, &o.clients, o)
-		},
 	}
+	kit.Bind(cmd, f, o)
 	o.Print.AddFlags(cmd)
 	cmd.Flags().StringVar(&o.Pool, "pool", "", "Only node pools of this pool")
 	_ = cmd.RegisterFlagCompletionFunc("pool", kit.CompletePoolNames(f))
 	return cmd
+}
+
+// Complete reads the node pool names and builds the clients.
+func (o *GetNodePoolsOptions) Complete(f kit.Factory, _ *cobra.Command, args []string) (err error) {
+	o.Names = args
+	o.clients, err = f.Clients()
+	return err
 }
 
 // Validate checks -o.
@@ -81,7 +82,7 @@ func (o *GetNodePoolsOptions) Run(ctx context.Context) error {
 			return kit.PoolNotFound(o.Pool)
 		}
 	}
-	rows := NodePoolRows(objects, inv.Nodes)
+	rows := kit.NodePoolRows(objects, inv.Nodes)
 	if len(o.Names) > 0 {
 		rows, err = selectNodePools(rows, o.Names)
 		if err != nil {
@@ -97,7 +98,7 @@ func (o *GetNodePoolsOptions) Run(ctx context.Context) error {
 	}
 	views := make([]unstructured.Unstructured, len(rows))
 	for i := range rows {
-		views[i] = rows[i].view()
+		views[i] = nodePoolView(&rows[i])
 	}
 	return kit.Print(o.Print, o.Out, views, len(o.Names) == 1, nil)
 }
@@ -111,8 +112,8 @@ func filterPools(pools []v1alpha1.Pool, name string) []v1alpha1.Pool {
 	return nil
 }
 
-func selectNodePools(rows []NodePoolRow, names []string) ([]NodePoolRow, error) {
-	var out []NodePoolRow
+func selectNodePools(rows []kit.NodePoolRow, names []string) ([]kit.NodePoolRow, error) {
+	var out []kit.NodePoolRow
 	for _, name := range names {
 		found := false
 		for _, r := range rows {
@@ -128,83 +129,8 @@ func selectNodePools(rows []NodePoolRow, names []string) ([]NodePoolRow, error) 
 	return out, nil
 }
 
-// NodePoolRow is one node pool: declared in a pool's spec, or seen only as node labels.
-type NodePoolRow struct {
-	Pool    string
-	Name    string
-	Defined bool
-	Labels  map[string]string
-	Taints  []corev1.Taint
-	Nodes   []*inventory.Node
-}
-
-// NodePoolRows gathers node pools from Pool specs and node labels, by pool then name.
-func NodePoolRows(pools []v1alpha1.Pool, nodes []*inventory.Node) []NodePoolRow {
-	type key struct{ pool, name string }
-	rows := map[key]*NodePoolRow{}
-	for _, p := range pools {
-		for _, np := range p.Spec.NodePools {
-			rows[key{p.Name, np.Name}] = &NodePoolRow{Pool: p.Name, Name: np.Name, Defined: true, Labels: np.Labels, Taints: np.Taints}
-		}
-	}
-	for _, n := range nodes {
-		if n.NodePool == "" {
-			continue
-		}
-		k := key{n.Pool, n.NodePool}
-		r := rows[k]
-		if r == nil {
-			r = &NodePoolRow{Pool: n.Pool, Name: n.NodePool}
-			rows[k] = r
-		}
-		r.Nodes = append(r.Nodes, n)
-	}
-	out := make([]NodePoolRow, 0, len(rows))
-	for _, r := range rows {
-		out = append(out, *r)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Pool != out[j].Pool {
-			return out[i].Pool < out[j].Pool
-		}
-		return out[i].Name < out[j].Name
-	})
-	return out
-}
-
-func (r *NodePoolRow) figures() (phase string, total, used int64) {
-	states := make([]policy.NodeState, len(r.Nodes))
-	for i, n := range r.Nodes {
-		states[i] = n.State
-		if n.Ready { // as for pools: used and free count the nodes the total counts
-			total += n.Total
-			used += n.Used
-		}
-	}
-	return policy.PoolPhase(states), total, used
-}
-
-func (r *NodePoolRow) LabelsCell() string {
-	if !r.Defined {
-		return "<labels only>"
-	}
-	keys := kit.SortedKeys(r.Labels)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = k + "=" + r.Labels[k]
-	}
-	return kit.None(strings.Join(parts, ","))
-}
-
-func (r *NodePoolRow) TaintsCell() string {
-	if !r.Defined {
-		return "<labels only>"
-	}
-	return kit.JoinOrNone(TaintStrings(r.Taints))
-}
-
 // NodePoolTable is the table of `get nodepools`; -o wide adds labels and taints.
-func NodePoolTable(rows []NodePoolRow) *metav1.Table {
+func NodePoolTable(rows []kit.NodePoolRow) *metav1.Table {
 	t := &metav1.Table{ColumnDefinitions: []metav1.TableColumnDefinition{
 		kit.Column("Pool", "string", false),
 		kit.Column("Node Pool", "string", false),
@@ -218,7 +144,7 @@ func NodePoolTable(rows []NodePoolRow) *metav1.Table {
 	}}
 	for i := range rows {
 		r := &rows[i]
-		phase, total, used := r.figures()
+		phase, total, used := r.Figures()
 		t.Rows = append(t.Rows, metav1.TableRow{
 			Cells: []any{r.Pool, r.Name, phase, int64(len(r.Nodes)), total, used, max(total-used, 0), r.LabelsCell(), r.TaintsCell()},
 		})
@@ -226,9 +152,9 @@ func NodePoolTable(rows []NodePoolRow) *metav1.Table {
 	return t
 }
 
-// view is the NodePool view printed by -o json|yaml|name|jsonpath.
-func (r *NodePoolRow) view() unstructured.Unstructured {
-	phase, total, used := r.figures()
+// nodePoolView is the NodePool view printed by -o json|yaml|name|jsonpath.
+func nodePoolView(r *kit.NodePoolRow) unstructured.Unstructured {
+	phase, total, used := r.Figures()
 	nodes := make([]any, len(r.Nodes))
 	for i, n := range r.Nodes {
 		nodes[i] = n.Name
@@ -257,13 +183,4 @@ func (r *NodePoolRow) view() unstructured.Unstructured {
 		"status": map[string]any{"phase": phase, "nodeCount": int64(len(r.Nodes)), "nodes": nodes,
 			"acceleratorTotal": total, "acceleratorUsed": used, "acceleratorFree": max(total-used, 0)},
 	}}
-}
-
-// TaintStrings writes taints as kubectl does: key=value:Effect.
-func TaintStrings(taints []corev1.Taint) []string {
-	out := make([]string, len(taints))
-	for i, t := range taints {
-		out[i] = t.ToString()
-	}
-	return out
 }

@@ -58,16 +58,20 @@ func NewCmdGetNodes(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Co
 			# Nodes with the most free accelerators first
 			kubectl litepool get nodes --sort-by=gpu-free`),
 		ValidArgsFunction: kit.CompleteNodeNames(f),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.Names = args
-			return kit.Run(f, cmd, &o.clients, o)
-		},
 	}
+	kit.Bind(cmd, f, o)
 	o.Print.AddFlags(cmd)
 	cmd.Flags().StringVar(&o.Pool, "pool", "", "Only nodes of this pool (\"default\": nodes of no pool)")
 	cmd.Flags().StringVar(&o.SortBy, "sort-by", "name", fmt.Sprintf("Sort by one of: %v (figures largest first)", nodeSortKeys))
 	_ = cmd.RegisterFlagCompletionFunc("pool", kit.CompletePoolNames(f))
 	return cmd
+}
+
+// Complete reads the node names and builds the clients.
+func (o *GetNodesOptions) Complete(f kit.Factory, _ *cobra.Command, args []string) (err error) {
+	o.Names = args
+	o.clients, err = f.Clients()
+	return err
 }
 
 // Validate checks the flags.

@@ -39,7 +39,7 @@ func PoolTable(pools []v1alpha1.Pool) *metav1.Table {
 		p := &pools[i]
 		s := p.Status
 		cells := []any{p.Name, s.Phase, s.AcceleratorTotal, s.AcceleratorUsed, s.AcceleratorFree, s.NodeCount,
-			PoolTypeCell(p), AcceleratorCell(p), kit.None(string(s.AcceleratorResource)),
+			kit.PoolTypeCell(p), kit.AcceleratorCell(p), kit.None(string(s.AcceleratorResource)),
 			s.HealthyNodes, s.FaultyNodes, kit.JoinOrNone(s.DriverVersions)}
 		if withMIG {
 			var cell []string
@@ -69,21 +69,4 @@ func nodeMIGCell(ms []inventory.MIGSlices) string {
 		cell = append(cell, migCell(m.Resource, m.Used, m.Total))
 	}
 	return kit.JoinOrNone(cell)
-}
-
-func PoolTypeCell(p *v1alpha1.Pool) string {
-	if !kit.HasObject(p) {
-		return "<no pool object>"
-	}
-	if p.Spec.Type == "" {
-		return string(v1alpha1.PoolTypeTraining)
-	}
-	return string(p.Spec.Type)
-}
-
-func AcceleratorCell(p *v1alpha1.Pool) string {
-	if p.Spec.Accelerator.Type != "" {
-		return p.Spec.Accelerator.Type
-	}
-	return kit.JoinOrNone(p.Status.GPUTypes)
 }

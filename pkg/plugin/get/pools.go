@@ -53,14 +53,18 @@ func NewCmdGetPools(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Co
 			# The pools with the most free accelerators first
 			kubectl litepool get pools --sort-by=gpu-free`),
 		ValidArgsFunction: kit.CompletePoolNames(f),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.Names = args
-			return kit.Run(f, cmd, &o.clients, o)
-		},
 	}
+	kit.Bind(cmd, f, o)
 	o.Print.AddFlags(cmd)
 	cmd.Flags().StringVar(&o.SortBy, "sort-by", "name", fmt.Sprintf("Sort by one of: %v (figures largest first)", poolSortKeys))
 	return cmd
+}
+
+// Complete reads the pool names and builds the clients.
+func (o *GetPoolsOptions) Complete(f kit.Factory, _ *cobra.Command, args []string) (err error) {
+	o.Names = args
+	o.clients, err = f.Clients()
+	return err
 }
 
 // Validate checks the flags.

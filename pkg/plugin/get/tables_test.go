@@ -63,13 +63,13 @@ func TestNodePoolTable(t *testing.T) {
 		{Name: "np-empty"},
 	}}}}
 	inv.Nodes[3].NodePool = "orphan" // n3: a node-pool label no pool declares
-	rows := NodePoolRows(pools, inv.Nodes)
+	rows := kit.NodePoolRows(pools, inv.Nodes)
 	assert.Equal(t, `POOL         NODE POOL   STATUS     NODES   GPU TOTAL   GPU USED   GPU FREE   LABELS                                        TAINTS
 train-a100   np-empty    Empty      0       0           0          0          <none>                                        <none>
 train-a100   np1         Degraded   2       16          10         6          runwhere.ai/workload-type=training,team=llm   dedicated=llm:NoSchedule
 train-a100   orphan      Degraded   1       0           0          0          <labels only>                                 <labels only>
 `, printTable(t, true, NodePoolTable(rows)))
-	view := rows[1].view()
+	view := nodePoolView(&rows[1])
 	assert.Equal(t, "NodePool", view.GetKind())
 	nodes, _, _ := unstructured.NestedStringSlice(view.Object, "status", "nodes")
 	assert.Equal(t, []string{"n1", "n2"}, nodes)

@@ -17,8 +17,8 @@ import (
 	"k8s.io/kubectl/pkg/util/templates"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
-	"github.com/runwhere-ai/litepool/pkg/plugin/kit"
 	"github.com/runwhere-ai/litepool/pkg/events"
+	"github.com/runwhere-ai/litepool/pkg/plugin/kit"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
@@ -83,23 +83,17 @@ func NewCmdHCCLSet(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Com
 			# Check the change with the API server, without storing it
 			kubectl litepool hccl set train-snt9b --max-retries 5 --dry-run=server`),
 		ValidArgsFunction: kit.CompletePoolNames(f),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(cmd, args); err != nil {
-				return err
-			}
-			return kit.RunMutation(f, cmd, &o.Mutation, &o.clients, o)
-		},
 	}
 	fl := cmd.Flags()
 	fl.BoolVar(&o.OpRetry, "op-retry", false, "Turn HCCL operator retry on or off")
 	fl.Int32Var(&o.MaxRetries, "max-retries", policy.HCCLDefaultRetries, fmt.Sprintf("Retries per operator, %d-%d", policy.HCCLMinRetries, policy.HCCLMaxRetries))
 	fl.DurationVar(&o.RetryTimeout, "retry-timeout", policy.HCCLDefaultTimeout*time.Second, fmt.Sprintf("Time the retries may take, %ds-%ds", policy.HCCLMinTimeoutSeconds, policy.HCCLMaxTimeoutSeconds))
 	o.Mutation.AddFlags(cmd, false)
-	return cmd
+	return kit.Bind(cmd, f, o)
 }
 
-// Complete reads the pool name and which flags were given.
-func (o *HCCLSetOptions) Complete(cmd *cobra.Command, args []string) error {
+// Complete reads the pool name and which flags were given, and builds the clients.
+func (o *HCCLSetOptions) Complete(f kit.Factory, cmd *cobra.Command, args []string) (err error) {
 	if len(args) != 1 {
 		return fmt.Errorf("give exactly one pool: kubectl litepool hccl set POOL [flags]")
 	}
@@ -108,7 +102,8 @@ func (o *HCCLSetOptions) Complete(cmd *cobra.Command, args []string) error {
 	for _, n := range []string{"op-retry", "max-retries", "retry-timeout"} {
 		o.changed[n] = cmd.Flags().Changed(n)
 	}
-	return nil
+	o.clients, err = o.CompleteClients(f, cmd)
+	return err
 }
 
 // Validate checks the values with the pool rule R1, and -o.
@@ -226,17 +221,19 @@ func NewCmdHCCLGet(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Com
 			# Every pool
 			kubectl litepool hccl get`),
 		ValidArgsFunction: kit.CompletePoolNames(f),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.Pools = args
-			var err error
-			if o.clients, err = f.Clients(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
 	}
-	return cmd
+	return kit.Bind(cmd, f, o)
 }
+
+// Complete reads the pool names and builds the clients.
+func (o *HCCLGetOptions) Complete(f kit.Factory, _ *cobra.Command, args []string) (err error) {
+	o.Pools = args
+	o.clients, err = f.Clients()
+	return err
+}
+
+// Validate has nothing to check: no names means every pool.
+func (o *HCCLGetOptions) Validate() error { return nil }
 
 // Run prints the settings.
 func (o *HCCLGetOptions) Run(ctx context.Context) error {

@@ -47,7 +47,25 @@ func (m *Mutation) AddFlags(cmd *cobra.Command, yes bool) {
 	}
 }
 
-// Complete reads --dry-run and sets up the event recorder.
+// CompleteClients is a mutating command's part of Complete: it builds the clients, reads
+// --dry-run and sets up the event recorder (on the Factory's clock), and returns the
+// clients for the command to keep.
+func (m *Mutation) CompleteClients(f Factory, cmd *cobra.Command) (*Clients, error) {
+	c, err := f.Clients()
+	if err != nil {
+		return nil, err
+	}
+	if m.DryRun, err = cmdutil.GetDryRunStrategy(cmd); err != nil {
+		return nil, err
+	}
+	m.Recorder = &events.Recorder{Client: c.Kube, DryRun: m.DryRun != cmdutil.DryRunNone, Clock: f.Clock()}
+	return c, nil
+}
+
+// Complete reads --dry-run and sets up the event recorder, with clients built
+// elsewhere and the real clock.
+//
+// Old path, for upgrade and stress until they are on Bind: use CompleteClients.
 func (m *Mutation) Complete(cmd *cobra.Command, c *Clients) (err error) {
 	m.DryRun, err = cmdutil.GetDryRunStrategy(cmd)
 	if err != nil {

@@ -26,9 +26,10 @@ func PoolSelector(pool string) string {
 // ListBySelector lists with a label selector.
 func ListBySelector(sel string) metav1.ListOptions { return metav1.ListOptions{LabelSelector: sel} }
 
-// UpdateNode is nodeops.ChangeNode with the command's clients: read, change, write
-// back under optimistic concurrency (unsent under client dry run), and whether change
-// changed anything.
+// UpdateNode is nodeops.ModifyNode with the command's clients.
+//
+// Old name, kept only for label and nodepool until their rewrite lands: call
+// nodeops.ModifyNode with the clients' Kube.
 func UpdateNode(ctx context.Context, c *Clients, name string, dryRun cmdutil.DryRunStrategy, change func(*corev1.Node) error) (*corev1.Node, bool, error) {
-	return nodeops.ChangeNode(ctx, c.Kube, name, dryRun, change)
+	return nodeops.ModifyNode(ctx, c.Kube, name, dryRun, change)
 }

@@ -11,7 +11,7 @@ import (
 	"k8s.io/cli-runtime/pkg/printers"
 )
 
-// PrintOptions is -o, --no-headers and --show-labels for the get commands: tables (and
+// PrintOptions is -o and --no-headers for the get commands: tables (and
 // -o wide) through cli-runtime's table printer from a metav1.Table built per noun;
 // json, yaml, name, jsonpath and go-template through cli-runtime's PrintFlags.
 type PrintOptions struct {

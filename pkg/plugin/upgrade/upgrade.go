@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/compat"
 	"github.com/runwhere-ai/litepool/pkg/plugin/check"
 	"github.com/runwhere-ai/litepool/pkg/plugin/kit"
 	"github.com/runwhere-ai/litepool/pkg/policy"
@@ -340,11 +341,11 @@ func (o *UpgradeDriverOptions) preflight(ctx context.Context, pool *v1alpha1.Poo
 	var checks []check.CompatCheck
 	failed := false
 	for _, model := range kit.SortedKeys(models) {
-		chain := check.ChainOf(declared)
-		chain.Hardware, chain.Driver = model, o.Version
-		res := policy.CheckCompat(m, chain)
+		chain := compat.Chain{Hardware: model, SoftwareSpec: declared}
+		chain.Driver = o.Version
+		res := compat.Check(m, chain)
 		checks = append(checks, check.CompatCheck{Subject: "pre-flight: driver " + o.Version, Result: res})
-		failed = failed || res.Verdict != policy.Compatible
+		failed = failed || res.Verdict != compat.Compatible
 	}
 	if err := check.PrintCompatChecks(o.SayTo(o.IOStreams), checks, false, o.Compat.Describe()); err != nil {
 		return err

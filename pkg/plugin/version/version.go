@@ -2,6 +2,7 @@
 package version
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -12,9 +13,16 @@ import (
 	"github.com/runwhere-ai/litepool/pkg/version"
 )
 
-// NewCmdVersion prints the plugin's version.
+// VersionOptions is `version`.
+type VersionOptions struct {
+	Output *kit.DataOutput
+	genericiooptions.IOStreams
+}
+
+// NewCmdVersion prints the plugin's version. It never reaches the cluster, so it is
+// bound without a Factory.
 func NewCmdVersion(streams genericiooptions.IOStreams) *cobra.Command {
-	output := kit.NewDataOutput()
+	o := &VersionOptions{Output: kit.NewDataOutput(), IOStreams: streams}
 	cmd := &cobra.Command{
 		Use:   "version",
 		Short: "Print the litepool version",
@@ -24,18 +32,23 @@ func NewCmdVersion(streams genericiooptions.IOStreams) *cobra.Command {
 			kubectl litepool version -o json
 			kubectl litepool version -o jsonpath='{.version}'`),
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := output.Validate(); err != nil {
-				return err
-			}
-			info := version.Get()
-			if output.Data() {
-				return output.Print(streams.Out, info)
-			}
-			_, err := fmt.Fprintf(streams.Out, "litepool %s (commit %s, %s, %s)\n", info.Version, info.Commit, info.GoVersion, info.Platform)
-			return err
-		},
 	}
-	output.AddFlags(cmd)
-	return cmd
+	o.Output.AddFlags(cmd)
+	return kit.Bind(cmd, nil, o)
+}
+
+// Complete has nothing to read: version takes no arguments and no clients.
+func (o *VersionOptions) Complete(kit.Factory, *cobra.Command, []string) error { return nil }
+
+// Validate checks -o.
+func (o *VersionOptions) Validate() error { return o.Output.Validate() }
+
+// Run prints the version.
+func (o *VersionOptions) Run(context.Context) error {
+	info := version.Get()
+	if o.Output.Data() {
+		return o.Output.Print(o.Out, info)
+	}
+	_, err := fmt.Fprintf(o.Out, "litepool %s (commit %s, %s, %s)\n", info.Version, info.Commit, info.GoVersion, info.Platform)
+	return err
 }

@@ -1,12 +1,14 @@
-package policy
+package compat
 
 import (
 	"fmt"
 	"regexp"
-
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/version"
+
+	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
 // Verdict is what the matrix says about one link of a version chain.
@@ -31,22 +33,18 @@ const (
 	VendorNVIDIA = "nvidia"
 )
 
-// SoftwareChain is the versions checked: hardware → driver → firmware → CANN →
-// torch_npu (→ PyTorch) → image for Ascend; GPU → driver → CUDA → PyTorch → image for
-// NVIDIA. Empty fields are not declared.
-type SoftwareChain struct {
+// Chain is the versions checked: hardware → driver → firmware → CANN → torch_npu (→
+// PyTorch) → image for Ascend; GPU → driver → CUDA → PyTorch → image for NVIDIA. The
+// software is a Pool's spec.software, the same type: the hardware is the one link a
+// Pool declares elsewhere (spec.accelerator.type) or its nodes report. Empty fields are
+// not declared.
+type Chain struct {
 	Hardware string `json:"hardware,omitempty"`
-	Driver   string `json:"driver,omitempty"`
-	Firmware string `json:"firmware,omitempty"`
-	CANN     string `json:"cann,omitempty"`
-	TorchNPU string `json:"torchNPU,omitempty"`
-	PyTorch  string `json:"pytorch,omitempty"`
-	CUDA     string `json:"cuda,omitempty"`
-	Image    string `json:"image,omitempty"`
+	v1alpha1.SoftwareSpec
 }
 
-// CompatLink is the verdict on one link with its reason and the matrix row's source.
-type CompatLink struct {
+// Link is the verdict on one link with its reason and the matrix row's source.
+type Link struct {
 	Link    string  `json:"link"`
 	Value   string  `json:"value,omitempty"`
 	Verdict Verdict `json:"verdict"`
@@ -54,17 +52,17 @@ type CompatLink struct {
 	Source  string  `json:"source,omitempty"`
 }
 
-// CompatResult is the verdict on a whole chain: incompatible when any link is, unknown
+// Result is the verdict on a whole chain: incompatible when any link is, unknown
 // when any link is unknown, compatible only when every declared link is.
-type CompatResult struct {
-	Vendor  string        `json:"vendor"`
-	Chain   SoftwareChain `json:"chain"`
-	Links   []CompatLink  `json:"links"`
-	Verdict Verdict       `json:"verdict"`
+type Result struct {
+	Vendor  string  `json:"vendor"`
+	Chain   Chain   `json:"chain"`
+	Links   []Link  `json:"links"`
+	Verdict Verdict `json:"verdict"`
 }
 
 // Err explains a chain that is not compatible ([C1]); nil when it is.
-func (r CompatResult) Err() error {
+func (r Result) Err() error {
 	if r.Verdict == Compatible {
 		return nil
 	}
@@ -74,20 +72,20 @@ func (r CompatResult) Err() error {
 			parts = append(parts, fmt.Sprintf("%s %s %s: %s", l.Link, l.Value, l.Verdict, l.Reason))
 		}
 	}
-	return Violationf("C1", "version chain is %s: %s", r.Verdict, strings.Join(parts, "; "))
+	return policy.Violationf("C1", "version chain is %s: %s", r.Verdict, strings.Join(parts, "; "))
 }
 
-// CheckCompat checks a version chain against the matrix. It is a pure function: the
+// Check checks a version chain against the matrix. It is a pure function: the
 // same matrix and chain always give the same result.
-func CheckCompat(m *CompatMatrix, c SoftwareChain) CompatResult {
-	var res CompatResult
+func Check(m *Matrix, c Chain) Result {
+	var res Result
 	switch vendorOf(m, c) {
 	case VendorAscend:
 		res = checkAscend(m, c)
 	case VendorNVIDIA:
 		res = checkNVIDIA(m, c)
 	default:
-		res = CompatResult{Links: []CompatLink{link("hardware", c.Hardware, Unknown,
+		res = Result{Links: []Link{link("hardware", c.Hardware, Unknown,
 			"hardware model not in the matrix (neither an Ascend model nor an NVIDIA GPU it lists)", "")}}
 		for _, l := range []struct{ name, v string }{{"driver", c.Driver}, {"firmware", c.Firmware}, {"cann", c.CANN},
 			{"torch_npu", c.TorchNPU}, {"pytorch", c.PyTorch}, {"cuda", c.CUDA}, {"image", c.Image}} {
@@ -111,20 +109,20 @@ func CheckCompat(m *CompatMatrix, c SoftwareChain) CompatResult {
 	return res
 }
 
-func link(name, value string, v Verdict, reason, source string) CompatLink {
+func link(name, value string, v Verdict, reason, source string) Link {
 	if value == "" && v != NotDeclared {
 		v, reason = NotDeclared, "not declared"
 	}
-	return CompatLink{Link: name, Value: value, Verdict: v, Reason: reason, Source: source}
+	return Link{Link: name, Value: value, Verdict: v, Reason: reason, Source: source}
 }
 
-func notDeclared(name string) CompatLink {
-	return CompatLink{Link: name, Verdict: NotDeclared, Reason: "not declared"}
+func notDeclared(name string) Link {
+	return Link{Link: name, Verdict: NotDeclared, Reason: "not declared"}
 }
 
 // vendorOf decides which half of the matrix a chain belongs to: by its hardware first,
 // then by the software it names.
-func vendorOf(m *CompatMatrix, c SoftwareChain) string {
+func vendorOf(m *Matrix, c Chain) string {
 	if c.Hardware != "" {
 		if len(ascendHardware(m, c.Hardware)) > 0 {
 			return VendorAscend
@@ -155,7 +153,7 @@ type hwMatch struct {
 
 // ascendHardware finds the hardware entries a model name means: direct matches on the
 // model or its aliases first, then entries that list it as an inferred alias.
-func ascendHardware(m *CompatMatrix, name string) []hwMatch {
+func ascendHardware(m *Matrix, name string) []hwMatch {
 	want := normName(name)
 	var direct, inferred []hwMatch
 	for i := range m.Vendors.Ascend.Hardware {
@@ -218,8 +216,8 @@ func hwName(h hwMatch) string {
 	return h.hw.Model
 }
 
-func checkAscend(m *CompatMatrix, c SoftwareChain) CompatResult {
-	res := CompatResult{Vendor: VendorAscend}
+func checkAscend(m *Matrix, c Chain) Result {
+	res := Result{Vendor: VendorAscend}
 	hws := ascendHardware(m, c.Hardware)
 	switch {
 	case c.Hardware == "":
@@ -240,7 +238,7 @@ func checkAscend(m *CompatMatrix, c SoftwareChain) CompatResult {
 	return res
 }
 
-func ascendDriverLink(hws []hwMatch, rels []relMatch, c SoftwareChain) CompatLink {
+func ascendDriverLink(hws []hwMatch, rels []relMatch, c Chain) Link {
 	switch {
 	case c.Driver == "":
 		return notDeclared("driver")
@@ -272,7 +270,7 @@ func knownDrivers(hws []hwMatch) []string {
 	return out
 }
 
-func ascendFirmwareLink(rels []relMatch, c SoftwareChain) CompatLink {
+func ascendFirmwareLink(rels []relMatch, c Chain) Link {
 	if c.Firmware == "" {
 		return notDeclared("firmware")
 	}
@@ -300,7 +298,7 @@ func ascendFirmwareLink(rels []relMatch, c SoftwareChain) CompatLink {
 // CANN/HDK compatibility statements (sets and wildcards), then explicit
 // incompatibilities; a known driver whose rows do not list a CANN the matrix knows is
 // incompatible.
-func ascendCANNLink(m *CompatMatrix, hws []hwMatch, rels []relMatch, driver, cann string) CompatLink {
+func ascendCANNLink(m *Matrix, hws []hwMatch, rels []relMatch, driver, cann string) Link {
 	if cann == "" {
 		return notDeclared("cann")
 	}
@@ -375,7 +373,7 @@ func cannIn(e CANNHDKCompat, cann string) bool {
 }
 
 // cannKnown says whether a CANN version appears anywhere in the Ascend matrix.
-func cannKnown(m *CompatMatrix, cann string) bool {
+func cannKnown(m *Matrix, cann string) bool {
 	a := &m.Vendors.Ascend
 	for _, hw := range a.Hardware {
 		for _, r := range hw.Releases {
@@ -429,9 +427,9 @@ func hdkMatches(pattern, driver string) bool {
 	return false
 }
 
-func torchNPULinks(m *CompatMatrix, c SoftwareChain) []CompatLink {
+func torchNPULinks(m *Matrix, c Chain) []Link {
 	if c.TorchNPU == "" {
-		out := []CompatLink{notDeclared("torch_npu")}
+		out := []Link{notDeclared("torch_npu")}
 		if c.PyTorch != "" {
 			out = append(out, link("pytorch", c.PyTorch, Unknown, "no torch_npu declared to check PyTorch against", ""))
 		}
@@ -443,7 +441,7 @@ func torchNPULinks(m *CompatMatrix, c SoftwareChain) []CompatLink {
 			rows = append(rows, t)
 		}
 	}
-	var out []CompatLink
+	var out []Link
 	switch {
 	case len(rows) == 0:
 		out = append(out, link("torch_npu", c.TorchNPU, Unknown, "torch_npu version not in the matrix", ""))
@@ -465,7 +463,7 @@ func torchNPULinks(m *CompatMatrix, c SoftwareChain) []CompatLink {
 	return out
 }
 
-func torchNPUCANN(m *CompatMatrix, rows []TorchNPURow, c SoftwareChain) CompatLink {
+func torchNPUCANN(m *Matrix, rows []TorchNPURow, c Chain) Link {
 	var built []string
 	for _, r := range rows {
 		if strings.EqualFold(r.CANN, c.CANN) {
@@ -503,7 +501,7 @@ var (
 
 // ImageCANN reads the CANN version an image name carries ("...-cann_8.2.rc1-py_3.11-...",
 // "quay.io/ascend/cann:8.2.rc1-910b-..."), or "".
-func ImageCANN(m *CompatMatrix, image string) string {
+func ImageCANN(m *Matrix, image string) string {
 	for _, v := range m.Vendors.Ascend.ContainerImages.VLLMAscend {
 		if trimNote(v.Image) == image {
 			return v.CANN
@@ -524,7 +522,7 @@ func trimNote(s string) string {
 	return strings.TrimSpace(s)
 }
 
-func ascendImageLink(m *CompatMatrix, hws []hwMatch, rels []relMatch, c SoftwareChain) CompatLink {
+func ascendImageLink(m *Matrix, hws []hwMatch, rels []relMatch, c Chain) Link {
 	if c.Image == "" {
 		return notDeclared("image")
 	}
@@ -555,7 +553,7 @@ func ascendImageLink(m *CompatMatrix, hws []hwMatch, rels []relMatch, c Software
 
 // nvidiaGPU finds the GPU a model name means by its tokens: "A100-80G" and
 // "NVIDIA-A100-SXM4-80GB" are A100; "A10-24G" is A10, not A100.
-func nvidiaGPU(m *CompatMatrix, name string) (*GPUProduct, bool) {
+func nvidiaGPU(m *Matrix, name string) (*GPUProduct, bool) {
 	tokens := strings.FieldsFunc(strings.ToUpper(name), func(r rune) bool {
 		return (r < 'A' || r > 'Z') && (r < '0' || r > '9')
 	})
@@ -570,8 +568,8 @@ func nvidiaGPU(m *CompatMatrix, name string) (*GPUProduct, bool) {
 	return nil, false
 }
 
-func checkNVIDIA(m *CompatMatrix, c SoftwareChain) CompatResult {
-	res := CompatResult{Vendor: VendorNVIDIA}
+func checkNVIDIA(m *Matrix, c Chain) Result {
+	res := Result{Vendor: VendorNVIDIA}
 	gpu, gpuOK := nvidiaGPU(m, c.Hardware)
 	minCUDA := ""
 	switch {
@@ -592,7 +590,7 @@ func checkNVIDIA(m *CompatMatrix, c SoftwareChain) CompatResult {
 	return res
 }
 
-func cudaRow(m *CompatMatrix, cuda string) (*CUDAMinDriver, bool) {
+func cudaRow(m *Matrix, cuda string) (*CUDAMinDriver, bool) {
 	mm := majorMinor(cuda)
 	for i := range m.Vendors.NVIDIA.CUDAMinDriver {
 		if m.Vendors.NVIDIA.CUDAMinDriver[i].CUDA == mm {
@@ -602,7 +600,7 @@ func cudaRow(m *CompatMatrix, cuda string) (*CUDAMinDriver, bool) {
 	return nil, false
 }
 
-func nvidiaDriverLink(m *CompatMatrix, c SoftwareChain, drv *version.Version, ok bool, minCUDA string) CompatLink {
+func nvidiaDriverLink(m *Matrix, c Chain, drv *version.Version, ok bool, minCUDA string) Link {
 	if c.Driver == "" {
 		return notDeclared("driver")
 	}
@@ -634,7 +632,7 @@ func nvidiaDriverLink(m *CompatMatrix, c SoftwareChain, drv *version.Version, ok
 	return link("driver", c.Driver, Unknown, "driver branch "+branch+" is not in the matrix", "")
 }
 
-func nvidiaCUDALink(m *CompatMatrix, c SoftwareChain, drv *version.Version, drvOK bool, minCUDA string) CompatLink {
+func nvidiaCUDALink(m *Matrix, c Chain, drv *version.Version, drvOK bool, minCUDA string) Link {
 	if c.CUDA == "" {
 		return notDeclared("cuda")
 	}
@@ -661,7 +659,7 @@ func nvidiaCUDALink(m *CompatMatrix, c SoftwareChain, drv *version.Version, drvO
 		row.CUDA, row.MinDriverLinux, row.ToolkitDriverLinux), row.Source)
 }
 
-func nvidiaPyTorchLink(m *CompatMatrix, c SoftwareChain, drv *version.Version, drvOK bool) CompatLink {
+func nvidiaPyTorchLink(m *Matrix, c Chain, drv *version.Version, drvOK bool) Link {
 	if c.PyTorch == "" {
 		return notDeclared("pytorch")
 	}
@@ -714,7 +712,7 @@ func ImageCUDA(image string) string {
 	return s[2][:2] + "." + s[2][2:]
 }
 
-func nvidiaImageLink(c SoftwareChain) CompatLink {
+func nvidiaImageLink(c Chain) Link {
 	if c.Image == "" {
 		return notDeclared("image")
 	}

@@ -1,4 +1,4 @@
-package policy
+package compat
 
 import (
 	"testing"

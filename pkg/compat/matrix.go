@@ -1,9 +1,10 @@
-package policy
+package compat
 
-// CompatMatrix is the part of the compatibility matrix (docs/compat.md; the data ships
-// embedded in pkg/compat) that the checks read. Fields the checks do not use are left
-// out; the YAML may carry more (sources, notes, lifecycles) and they are ignored.
-type CompatMatrix struct {
+// Matrix is the part of the compatibility matrix (docs/compat.md; the data ships
+// embedded here, compat-matrix.yaml) that the checks read. Fields the checks do not use
+// are left out; the YAML may carry more (sources, notes, lifecycles) and they are
+// ignored.
+type Matrix struct {
 	SchemaVersion int `json:"schema_version"`
 	Vendors       struct {
 		Ascend AscendMatrix `json:"huawei-ascend"`
