@@ -309,20 +309,50 @@ func (r *Reconciler) scope(ctx context.Context, ro *v1alpha1.DriverRollout) (map
 		}
 	}
 	// Nodes of the rollout that left the pool still finish (or fail) in it.
+	var names []string
 	for _, n := range ro.Status.Nodes {
-		if _, ok := out[n.Name]; ok || n.State == string(policy.UpgradeDone) || n.State == string(policy.UpgradeAborted) {
+		if n.State != string(policy.UpgradeDone) && n.State != string(policy.UpgradeAborted) {
+			names = append(names, n.Name)
+		}
+	}
+	if ro.Spec.Pool == "" {
+		names = append(names, ro.Spec.Nodes...)
+	}
+	for _, name := range names {
+		if _, ok := out[name]; ok {
 			continue
 		}
-		node, err := r.Kube.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		node, err := r.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			continue
 		}
 		if err != nil {
 			return nil, err
 		}
-		out[n.Name] = node
+		out[name] = node
 	}
 	return out, nil
+}
+
+// Predict lists the waves the rollout will run from the node states in its status if
+// every node succeeds, the nodes it cannot start (NotReady), and its max-unavailable as
+// a node count: what --dry-run shows.
+func Predict(ctx context.Context, kube kubernetes.Interface, ro *v1alpha1.DriverRollout) (waves [][]string, waiting []string, maxU int, err error) {
+	r := &Reconciler{Kube: kube}
+	scope, err := r.scope(ctx, ro)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	p := &pass{}
+	if _, err := r.plan(ctx, ro, scope, p); err != nil {
+		return nil, nil, 0, err
+	}
+	nodes, err := r.upgradeNodes(ctx, ro, scope)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	waves, waiting = policy.PredictUpgradeWaves(nodes, p.maxU, ro.Spec.Canary)
+	return waves, waiting, p.maxU, nil
 }
 
 // drive takes one node as far as it goes now: step after step while each finishes at
@@ -373,6 +403,21 @@ func (r *Reconciler) drive(ctx context.Context, ro *v1alpha1.DriverRollout, n *v
 
 // plan is rule U2 over the rollout's scope as it is after this pass's steps.
 func (r *Reconciler) plan(ctx context.Context, ro *v1alpha1.DriverRollout, scope map[string]*corev1.Node, p *pass) (policy.WavePlan, error) {
+	nodes, err := r.upgradeNodes(ctx, ro, scope)
+	if err != nil {
+		return policy.WavePlan{}, err
+	}
+	p.maxU = 1
+	if ro.Spec.MaxUnavailable != nil {
+		if v, err := policy.ParseMaxUnavailable(ro.Spec.MaxUnavailable.String()); err == nil {
+			p.maxU = policy.MaxUnavailableNodes(v, len(nodes))
+		}
+	}
+	return policy.PlanUpgradeWave(nodes, p.maxU, ro.Spec.Canary), nil
+}
+
+// upgradeNodes is what the planner knows of the scope's nodes.
+func (r *Reconciler) upgradeNodes(ctx context.Context, ro *v1alpha1.DriverRollout, scope map[string]*corev1.Node) ([]policy.UpgradeNode, error) {
 	state := map[string]policy.UpgradeState{}
 	pending := false
 	for _, n := range ro.Status.Nodes {
@@ -383,7 +428,7 @@ func (r *Reconciler) plan(ctx context.Context, ro *v1alpha1.DriverRollout, scope
 	if pending {
 		var err error
 		if busy, err = r.busyNodes(ctx); err != nil {
-			return policy.WavePlan{}, err
+			return nil, err
 		}
 	}
 	var nodes []policy.UpgradeNode
@@ -393,13 +438,7 @@ func (r *Reconciler) plan(ctx context.Context, ro *v1alpha1.DriverRollout, scope
 		unavailable := n.Spec.Unschedulable || policy.UpgradeStarted(s)
 		nodes = append(nodes, policy.UpgradeNode{Name: name, State: s, Ready: policy.IsNodeReady(n), Unavailable: unavailable, Busy: busy[name]})
 	}
-	p.maxU = 1
-	if ro.Spec.MaxUnavailable != nil {
-		if v, err := policy.ParseMaxUnavailable(ro.Spec.MaxUnavailable.String()); err == nil {
-			p.maxU = policy.MaxUnavailableNodes(v, len(nodes))
-		}
-	}
-	return policy.PlanUpgradeWave(nodes, p.maxU, ro.Spec.Canary), nil
+	return nodes, nil
 }
 
 func (r *Reconciler) busyNodes(ctx context.Context) (map[string]bool, error) {
