@@ -20,7 +20,7 @@ import (
 func TestNodeAnnotationsAreNoOrder(t *testing.T) {
 	n := node("a", "p", 8, true)
 	n.Annotations = map[string]string{
-		policy.AnnotationUpgradeRun: `{"id":"r1","pool":"p","target":"2.0","installerImage":"evil:1","namespace":"kube-system","inCluster":true}`,
+		policy.AnnotationUpgradeRun:   `{"id":"r1","pool":"p","target":"2.0","installerImage":"evil:1","namespace":"kube-system","inCluster":true}`,
 		policy.AnnotationUpgradeState: string(policy.UpgradeInstall), policy.AnnotationUpgradeTarget: "2.0",
 	}
 	_, c, _ := newReconciler(t, n)

@@ -192,6 +192,13 @@ func (r *Reconciler) reconcile(ctx context.Context, ro *v1alpha1.DriverRollout, 
 			}
 		}
 	}
+	// The steps above changed nodes (cordons, uncordons): plan over the cluster as it is
+	// now, or a node just uncordoned would still hold a slot.
+	if len(p.transitions) > 0 {
+		if scope, err = r.scope(ctx, ro); err != nil {
+			return err
+		}
+	}
 	plan, err := r.plan(ctx, ro, scope, p)
 	if err != nil {
 		return err

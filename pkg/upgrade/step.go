@@ -37,7 +37,9 @@ type Outcome struct {
 	Job string
 }
 
-func done(format string, args ...any) Outcome { return Outcome{Done: true, Message: fmt.Sprintf(format, args...)} }
+func done(format string, args ...any) Outcome {
+	return Outcome{Done: true, Message: fmt.Sprintf(format, args...)}
+}
 func waiting(format string, args ...any) Outcome {
 	return Outcome{Message: fmt.Sprintf(format, args...)}
 }

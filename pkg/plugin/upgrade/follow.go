@@ -170,7 +170,7 @@ func (f *follower) waitForController(ctx context.Context, name string) bool {
 	deadline := time.Now().Add(f.ControllerTimeout)
 	for {
 		ro, err := f.get(ctx, name)
-		if err == nil && ro.Status.ObservedGeneration >= ro.Generation {
+		if err == nil && observed(ro) {
 			return true
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
@@ -188,7 +188,7 @@ func (f *follower) waitForController(ctx context.Context, name string) bool {
 // succeed. Driving it locally, a stalled rollout ends the command (nothing it does
 // will free a slot); followed in the cluster too.
 func ended(ro *v1alpha1.DriverRollout, _ bool) (bool, error) {
-	if ro.Status.ObservedGeneration < ro.Generation {
+	if !observed(ro) {
 		return false, nil
 	}
 	switch ro.Status.Phase {
@@ -201,6 +201,11 @@ func ended(ro *v1alpha1.DriverRollout, _ bool) (bool, error) {
 		return true, errors.New(c.Message)
 	}
 	return false, nil
+}
+
+// observed says whether a reconciler has acted on the rollout's current spec.
+func observed(ro *v1alpha1.DriverRollout) bool {
+	return ro.Status.ObservedGeneration > 0 && ro.Status.ObservedGeneration >= ro.Generation
 }
 
 // summary is a rollout's line: its phase, counts and message.
