@@ -81,8 +81,7 @@ type follower struct {
 // error says why a rollout did not succeed (failed, stalled); an aborted or paused
 // rollout is not an error.
 func (f *follower) follow(ctx context.Context, name string) error {
-	ro, err := f.get(ctx, name)
-	if err != nil {
+	if _, err := f.get(ctx, name); err != nil {
 		return err
 	}
 	local := false
@@ -125,7 +124,8 @@ func (f *follower) follow(ctx context.Context, name string) error {
 				next = res.RequeueAfter
 			}
 		}
-		if ro, err = f.get(ctx, name); err != nil {
+		ro, err := f.get(ctx, name)
+		if err != nil {
 			if ctx.Err() != nil {
 				return f.interrupted(name, local, ctx.Err())
 			}
