@@ -145,11 +145,11 @@ type DriverRolloutStatus struct {
 	// +optional
 	Progress string `json:"progress,omitempty"`
 	// +optional
-	Total int32 `json:"total,omitempty"`
+	Total int32 `json:"total"`
 	// +optional
-	Done int32 `json:"done,omitempty"`
+	Done int32 `json:"done"`
 	// +optional
-	Failed int32 `json:"failed,omitempty"`
+	Failed int32 `json:"failed"`
 	// RetriedFailed is the spec.retryFailed the controller has honoured.
 	// +optional
 	RetriedFailed int32 `json:"retriedFailed,omitempty"`
