@@ -3,55 +3,38 @@ package controller
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubefake "k8s.io/client-go/kubernetes/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/runwhere-ai/litepool/pkg/policy"
+	"github.com/runwhere-ai/litepool/pkg/upgrade"
 )
 
-func marked(name string, run policy.UpgradeRun, state policy.UpgradeState) *corev1.Node {
-	n := node(name, run.Pool, 8, true)
-	n.Annotations = map[string]string{policy.AnnotationUpgradeRun: run.Encode(), policy.AnnotationUpgradeState: string(state)}
-	return n
-}
-
-func TestActiveRolloutMapsOnlyInClusterNodesWithWorkLeft(t *testing.T) {
-	run := policy.UpgradeRun{ID: "r1", Pool: "p", Target: "2.0", InCluster: true}
-	local := run
-	local.InCluster = false
-	assert.Equal(t, []reconcile.Request{{NamespacedName: client.ObjectKey{Name: "r1"}}},
-		activeRollout(context.Background(), marked("a", run, policy.UpgradeInstall)))
-	assert.Empty(t, activeRollout(context.Background(), marked("b", run, policy.UpgradeDone)))
-	assert.Empty(t, activeRollout(context.Background(), marked("c", run, policy.UpgradeFailed)))
-	assert.Empty(t, activeRollout(context.Background(), marked("d", local, policy.UpgradeInstall)),
-		"a rollout the plugin drives itself is not the controller's")
-	assert.Empty(t, activeRollout(context.Background(), node("e", "p", 8, true)))
-}
-
-func TestReconcileStartsARolloutOnceAndNotAfterAFailure(t *testing.T) {
-	run := policy.UpgradeRun{ID: "r1", Pool: "p", Target: "2.0", InCluster: true}
-	failedRun := policy.UpgradeRun{ID: "r2", Pool: "q", Target: "2.0", InCluster: true}
-	_, c, _ := newReconciler(t, marked("a", run, policy.UpgradeRequired), marked("b", run, policy.UpgradeDone),
-		marked("x", failedRun, policy.UpgradeFailed), marked("y", failedRun, policy.UpgradeRequired))
-	r := &RolloutReconciler{Client: c, Recheck: time.Minute, running: map[string]bool{}}
-	// r1 counts as running already: Reconcile must not start a second Rollout of it.
-	r.running["r1"] = true
-	res, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKey{Name: "r1"}})
+// The old protocol's orders, written into a node's annotations by anyone who may patch
+// nodes, make the controller do nothing: it acts on DriverRollout objects only.
+func TestNodeAnnotationsAreNoOrder(t *testing.T) {
+	n := node("a", "p", 8, true)
+	n.Annotations = map[string]string{
+		policy.AnnotationUpgradeRun:   `{"id":"r1","pool":"p","target":"2.0","installerImage":"evil:1","namespace":"kube-system","inCluster":true}`,
+		policy.AnnotationUpgradeState: string(policy.UpgradeInstall), policy.AnnotationUpgradeTarget: "2.0",
+	}
+	_, c, _ := newReconciler(t, n)
+	kube := kubefake.NewClientset(n.DeepCopy())
+	r := &RolloutReconciler{Reconciler: upgrade.Reconciler{Client: c, Kube: kube, Namespace: DefaultNamespace}}
+	for _, name := range []string{"r1", "a", "p"} {
+		res, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKey{Name: name}})
+		require.NoError(t, err)
+		assert.Zero(t, res)
+	}
+	jobs, err := kube.BatchV1().Jobs("").List(context.Background(), metav1.ListOptions{})
 	require.NoError(t, err)
-	assert.Equal(t, time.Minute, res.RequeueAfter, "an active rollout is looked at again")
-	assert.True(t, r.running["r1"])
-
-	res, err = r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKey{Name: "r2"}})
+	assert.Empty(t, jobs.Items)
+	got, err := kube.CoreV1().Nodes().Get(context.Background(), "a", metav1.GetOptions{})
 	require.NoError(t, err)
-	assert.Zero(t, res.RequeueAfter)
-	assert.False(t, r.running["r2"], "a rollout stopped on a failed node waits for resume --retry-failed")
-
-	res, err = r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKey{Name: "gone"}})
-	require.NoError(t, err)
-	assert.Zero(t, res.RequeueAfter)
+	assert.False(t, got.Spec.Unschedulable)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/runwhere-ai/litepool/pkg/events"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 	"github.com/runwhere-ai/litepool/pkg/stress"
+	"github.com/runwhere-ai/litepool/pkg/upgrade"
 )
 
 // Name is the controller's name in Events (reportingController) and logs.
@@ -19,11 +20,25 @@ const Name = "litepool-controller"
 // webhook serves on every replica, the controllers run on the holder only.
 const LeaderElectionID = "litepool-controller"
 
+// DefaultNamespace is litepool's own namespace when Setup is not told it: installer
+// Jobs of driver rollouts run there and nowhere else.
+const DefaultNamespace = "litepool-system"
+
 // Setup registers litepool's controllers with the manager: Pool status and metrics,
 // in-cluster driver rollouts and stress runs. They start when the manager has won the leader
 // election (or at once without one). accel says which resources are accelerators; the
 // cache must have been trimmed with the same set (CacheByObject).
 func Setup(mgr ctrl.Manager, accel policy.Accelerators) error {
+	ns := os.Getenv("POD_NAMESPACE")
+	if ns == "" {
+		ns = DefaultNamespace
+	}
+	return SetupIn(mgr, accel, ns)
+}
+
+// SetupIn is Setup with litepool's own namespace given (the webhook's --namespace):
+// the one namespace the controllers create Jobs and pods in.
+func SetupIn(mgr ctrl.Manager, accel policy.Accelerators, namespace string) error {
 	status := &StatusReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), Accelerators: accel}
 	var err error
 	if status.Pods, err = informerStore(mgr.GetCache(), &corev1.Pod{}); err != nil {
@@ -39,7 +54,8 @@ func Setup(mgr ctrl.Manager, accel policy.Accelerators) error {
 	if err != nil {
 		return err
 	}
-	rollouts := &RolloutReconciler{Client: mgr.GetClient(), Kube: kube, Recorder: &events.Recorder{Client: kube}}
+	rollouts := &RolloutReconciler{Reconciler: upgrade.Reconciler{Client: mgr.GetClient(), Kube: kube,
+		Recorder: &events.Recorder{Client: kube}, Namespace: namespace}}
 	if err := rollouts.SetupWithManager(mgr); err != nil {
 		return err
 	}

@@ -1,11 +1,9 @@
 package policy
 
 import (
-	"encoding/json"
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
@@ -13,6 +11,9 @@ import (
 // stateOrder is the path a node takes through a driver upgrade.
 var stateOrder = []UpgradeState{UpgradeRequired, UpgradeCordon, UpgradeWaitJobs, UpgradeDrain,
 	UpgradeInstall, UpgradeValidate, UpgradeUncordon, UpgradeDone}
+
+// UpgradeStates is the success path, in order.
+func UpgradeStates() []UpgradeState { return append([]UpgradeState(nil), stateOrder...) }
 
 // NextUpgradeState is the state after s on the success path; done and failed have none.
 func NextUpgradeState(s UpgradeState) (UpgradeState, bool) {
@@ -26,7 +27,7 @@ func NextUpgradeState(s UpgradeState) (UpgradeState, bool) {
 
 // ValidUpgradeState says whether s is a state of the machine.
 func ValidUpgradeState(s UpgradeState) bool {
-	return s == UpgradeFailed || stateIndex(s) >= 0
+	return s == UpgradeFailed || s == UpgradeAborted || stateIndex(s) >= 0
 }
 
 func stateIndex(s UpgradeState) int {
@@ -41,7 +42,8 @@ func stateIndex(s UpgradeState) int {
 // CheckUpgradeTransition is rule U1: a node moves one step forward on the success path;
 // any state but done may fail; a failed node starts over only when an operator re-marks
 // it (failed → upgrade-required, `upgrade resume --retry-failed`); a done or unmarked
-// node may be marked upgrade-required for a new rollout. Nothing else: in particular no
+// node may be marked upgrade-required for a new rollout; a node that has not started
+// leaves an aborted rollout (upgrade-required → aborted). Nothing else: in particular no
 // step is skipped, so a node is never uncordoned before its driver was validated.
 func CheckUpgradeTransition(from, to UpgradeState) error {
 	if !ValidUpgradeState(to) {
@@ -53,7 +55,9 @@ func CheckUpgradeTransition(from, to UpgradeState) error {
 	switch {
 	case to == UpgradeRequired && (from == "" || from == UpgradeDone || from == UpgradeFailed):
 		return nil
-	case to == UpgradeFailed && from != "" && from != UpgradeDone && from != UpgradeFailed:
+	case to == UpgradeFailed && from != "" && from != UpgradeDone && from != UpgradeFailed && from != UpgradeAborted:
+		return nil
+	case to == UpgradeAborted && from == UpgradeRequired:
 		return nil
 	}
 	if next, ok := NextUpgradeState(from); ok && next == to {
@@ -179,7 +183,7 @@ func PlanUpgradeWave(nodes []UpgradeNode, maxUnavailable int, canary string) Wav
 			unavailable++
 			plan.Unavailable = append(plan.Unavailable, n.Name)
 		}
-		if n.State == "" {
+		if n.State == "" || n.State == UpgradeAborted {
 			continue
 		}
 		plan.Total++
@@ -261,62 +265,6 @@ func PredictUpgradeWaves(nodes []UpgradeNode, maxUnavailable int, canary string)
 			}
 		}
 	}
-}
-
-// UpgradeRun is a rollout's parameters, stored (as JSON) in every marked node's
-// runwhere.ai/upgrade-run annotation, so that `upgrade resume` continues with what the
-// rollout started with, from any machine, after the plugin that started it is gone.
-type UpgradeRun struct {
-	ID               string   `json:"id"`
-	Pool             string   `json:"pool,omitempty"`
-	Target           string   `json:"target"`
-	MaxUnavailable   string   `json:"maxUnavailable,omitempty"`
-	Canary           string   `json:"canary,omitempty"`
-	InstallerImage   string   `json:"installerImage"`
-	InstallerCommand []string `json:"installerCommand,omitempty"`
-	Namespace        string   `json:"namespace"`
-	WaitSelector     string   `json:"waitSelector,omitempty"`
-	WaitTimeout      string   `json:"waitTimeout,omitempty"`
-	DrainTimeout     string   `json:"drainTimeout,omitempty"`
-	InstallTimeout   string   `json:"installTimeout,omitempty"`
-	ValidateTimeout  string   `json:"validateTimeout,omitempty"`
-	ForceDrain       bool     `json:"forceDrain,omitempty"`
-	// InCluster hands the rollout to the controller in litepool-webhook (its leader
-	// drives it); the plugin that marked the nodes only follows it.
-	InCluster bool `json:"inCluster,omitempty"`
-}
-
-// Encode is the annotation value.
-func (r UpgradeRun) Encode() string {
-	b, _ := json.Marshal(r)
-	return string(b)
-}
-
-// DecodeUpgradeRun reads an annotation value.
-func DecodeUpgradeRun(s string) (UpgradeRun, error) {
-	var r UpgradeRun
-	if err := json.Unmarshal([]byte(s), &r); err != nil {
-		return r, Violationf("U3", "unreadable %s annotation: %w", AnnotationUpgradeRun, err)
-	}
-	if r.ID == "" || r.Target == "" {
-		return r, Violationf("U3", "%s annotation lacks the rollout id or target version", AnnotationUpgradeRun)
-	}
-	return r, nil
-}
-
-// Durations reads the run's timeouts.
-func (r UpgradeRun) Durations() (wait, drain, install, validate time.Duration, err error) {
-	parse := func(s string) time.Duration {
-		if s == "" || err != nil {
-			return 0
-		}
-		d, e := time.ParseDuration(s)
-		if e != nil {
-			err = Violationf("U3", "invalid duration %q in rollout %s: %w", s, r.ID, e)
-		}
-		return d
-	}
-	return parse(r.WaitTimeout), parse(r.DrainTimeout), parse(r.InstallTimeout), parse(r.ValidateTimeout), err
 }
 
 // ValidateDriverVersion checks a target version: one label value (it is compared with

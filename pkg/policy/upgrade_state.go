@@ -17,6 +17,9 @@ const (
 	UpgradeUncordon UpgradeState = "uncordon"
 	UpgradeDone     UpgradeState = "done"
 	UpgradeFailed   UpgradeState = "failed"
+	// UpgradeAborted is a node that left its rollout (spec.abort) before it started;
+	// it appears in a DriverRollout's status, never as a step a node takes.
+	UpgradeAborted UpgradeState = "aborted"
 )
 
 // UpgradeInProgress says whether a node is between upgrade-required and done.

@@ -144,15 +144,14 @@ func TestPredictUpgradeWaves(t *testing.T) {
 	assert.Equal(t, [][]string{{"n5"}, {"n1", "n2"}, {"n3", "n4"}}, waves)
 }
 
-func TestUpgradeRunRoundTrip(t *testing.T) {
-	r := UpgradeRun{ID: "r1", Pool: "p", Target: "24.1.0.3", InstallerImage: "img", Namespace: "kube-system", WaitTimeout: "1m", ValidateTimeout: "oops"}
-	got, err := DecodeUpgradeRun(r.Encode())
-	require.NoError(t, err)
-	assert.Equal(t, r, got)
-	_, _, _, _, err = got.Durations()
-	assert.EqualError(t, err, `[U3] invalid duration "oops" in rollout r1: time: invalid duration "oops"`)
-	_, err = DecodeUpgradeRun(`{"id":"x"}`)
-	assert.EqualError(t, err, "[U3] runwhere.ai/upgrade-run annotation lacks the rollout id or target version")
+func TestAbortOnlyBeforeTheStart(t *testing.T) {
+	assert.NoError(t, CheckUpgradeTransition(UpgradeRequired, UpgradeAborted))
+	assert.Error(t, CheckUpgradeTransition(UpgradeDrain, UpgradeAborted), "a started node finishes")
+	assert.Error(t, CheckUpgradeTransition(UpgradeAborted, UpgradeFailed))
+	assert.Error(t, CheckUpgradeTransition(UpgradeAborted, UpgradeCordon))
+	plan := PlanUpgradeWave([]UpgradeNode{{Name: "a", State: UpgradeAborted, Ready: true}, {Name: "b", State: UpgradeRequired, Ready: true}}, 1, "")
+	assert.Equal(t, []string{"b"}, plan.Start)
+	assert.Equal(t, 1, plan.Total, "an aborted node is no longer the rollout's")
 }
 
 func TestValidateDriverVersion(t *testing.T) {

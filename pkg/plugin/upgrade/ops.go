@@ -3,100 +3,144 @@ package upgrade
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
 	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 	"k8s.io/kubectl/pkg/util/templates"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/runwhere-ai/litepool/pkg/interrupt"
+	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/plugin/kit"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 	"github.com/runwhere-ai/litepool/pkg/upgrade"
 )
 
-// upgradeScope is --pool or --node of status, resume and abort.
+// upgradeScope names the rollout of status, resume and abort: by name, or the newest
+// rollout of --pool or --node.
 type upgradeScope struct {
-	Pool, Node string
+	Name, Pool, Node string
 }
 
 func (s *upgradeScope) addFlags(cmd *cobra.Command, f kit.Factory) {
-	cmd.Flags().StringVar(&s.Pool, "pool", "", "The pool's rollout")
-	cmd.Flags().StringVar(&s.Node, "node", "", "The node's upgrade")
+	cmd.Flags().StringVar(&s.Pool, "pool", "", "The newest rollout of this pool")
+	cmd.Flags().StringVar(&s.Node, "node", "", "The newest rollout of this node")
 	_ = cmd.RegisterFlagCompletionFunc("pool", kit.CompletePoolNames(f))
 }
 
-func (s *upgradeScope) validate(required bool) error {
-	if s.Pool != "" && s.Node != "" {
-		return fmt.Errorf("give one of --pool or --node, not both")
+func (s *upgradeScope) complete(cmd *cobra.Command, args []string, required bool) error {
+	if len(args) > 1 {
+		return fmt.Errorf("%s takes at most one rollout name, got %q", cmd.CommandPath(), strings.Join(args, " "))
 	}
-	if required && s.Pool == "" && s.Node == "" {
-		return fmt.Errorf("give --pool POOL or --node NODE")
+	if len(args) == 1 {
+		s.Name = args[0]
+	}
+	n := 0
+	for _, v := range []string{s.Name, s.Pool, s.Node} {
+		if v != "" {
+			n++
+		}
+	}
+	if n > 1 {
+		return fmt.Errorf("name the rollout one way: NAME, --pool or --node")
+	}
+	if required && n == 0 {
+		return fmt.Errorf("name the rollout: NAME (kubectl get driverrollouts), --pool POOL or --node NODE")
 	}
 	return nil
 }
 
-// nodes returns the nodes in scope that carry an upgrade state: a pool's members, one
-// node, or (no scope) every node of the cluster.
-func (s *upgradeScope) nodes(ctx context.Context, c *kit.Clients) ([]corev1.Node, error) {
-	var items []corev1.Node
+func (s *upgradeScope) String() string {
 	switch {
+	case s.Name != "":
+		return "driverrollout " + s.Name
+	case s.Pool != "":
+		return "pool " + s.Pool
 	case s.Node != "":
-		n, err := c.Kube.CoreV1().Nodes().Get(ctx, s.Node, metav1.GetOptions{})
-		if err != nil {
-			return nil, err
-		}
-		items = []corev1.Node{*n}
-	default:
-		opts := metav1.ListOptions{}
-		if s.Pool != "" {
-			opts.LabelSelector = labels.Set{policy.LabelPool: s.Pool}.String()
-		}
-		list, err := c.Kube.CoreV1().Nodes().List(ctx, opts)
-		if err != nil {
-			return nil, err
-		}
-		items = list.Items
+		return "node " + s.Node
 	}
-	var out []corev1.Node
-	for _, n := range items {
-		if n.Annotations[policy.AnnotationUpgradeState] != "" {
-			out = append(out, n)
+	return "the cluster"
+}
+
+// rollouts are the rollouts in scope, oldest first: the named one, or those of the pool
+// or node, or all.
+func (s *upgradeScope) rollouts(ctx context.Context, c client.Client) ([]v1alpha1.DriverRollout, error) {
+	if s.Name != "" {
+		var ro v1alpha1.DriverRollout
+		if err := c.Get(ctx, client.ObjectKey{Name: s.Name}, &ro); err != nil {
+			return nil, noCRD(err)
+		}
+		return []v1alpha1.DriverRollout{ro}, nil
+	}
+	var list v1alpha1.DriverRolloutList
+	if err := c.List(ctx, &list); err != nil {
+		return nil, noCRD(err)
+	}
+	var out []v1alpha1.DriverRollout
+	for _, ro := range list.Items {
+		inNode := slices.Contains(ro.Spec.Nodes, s.Node) || slices.ContainsFunc(ro.Status.Nodes, func(n v1alpha1.DriverRolloutNode) bool { return n.Name == s.Node })
+		switch {
+		case s.Pool != "" && ro.Spec.Pool != s.Pool:
+		case s.Node != "" && !inNode:
+		default:
+			out = append(out, ro)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	sort.SliceStable(out, func(i, j int) bool {
+		if !out[i].CreationTimestamp.Equal(&out[j].CreationTimestamp) {
+			return out[i].CreationTimestamp.Before(&out[j].CreationTimestamp)
+		}
+		return out[i].Name < out[j].Name
+	})
 	return out, nil
 }
 
-func (s *upgradeScope) String() string { return s.named("pool ", "node ", "the cluster") }
-
-// flag is the scope as the flag that names it ("--pool P", "--node N", or nothing).
-func (s *upgradeScope) flag() string { return s.named("--pool ", "--node ", "") }
-
-func (s *upgradeScope) named(pool, node, none string) string {
-	switch {
-	case s.Pool != "":
-		return pool + s.Pool
-	case s.Node != "":
-		return node + s.Node
+// newest is the scope's newest rollout, or nil.
+func (s *upgradeScope) newest(ctx context.Context, c client.Client) (*v1alpha1.DriverRollout, error) {
+	list, err := s.rollouts(ctx, c)
+	if err != nil || len(list) == 0 {
+		return nil, err
 	}
-	return none
+	return &list[len(list)-1], nil
+}
+
+// checkNotInAnother is rule U4 before a rollout is created: one node, one unfinished
+// rollout. The controller checks it again when the rollout starts.
+func checkNotInAnother(ctx context.Context, c client.Client, need []string) error {
+	var list v1alpha1.DriverRolloutList
+	if err := c.List(ctx, &list); err != nil {
+		return noCRD(err)
+	}
+	for _, ro := range list.Items {
+		if upgrade.Final(&ro) {
+			continue
+		}
+		for _, n := range ro.Status.Nodes {
+			if slices.Contains(need, n.Name) && n.State != string(policy.UpgradeDone) && n.State != string(policy.UpgradeAborted) {
+				return policy.Violationf("U4", "node %q is already in driver rollout %s (state %s): finish it with `kubectl litepool upgrade resume %s` or stop it with `kubectl litepool upgrade abort %s` first",
+					n.Name, ro.Name, n.State, ro.Name, ro.Name)
+			}
+		}
+	}
+	return nil
 }
 
 // ---- status ----
 
 // UpgradeStatusOptions is `upgrade status`.
 type UpgradeStatusOptions struct {
-	Scope   upgradeScope
-	Output  *kit.DataOutput
-	Watch   bool
-	clients *kit.Clients
+	Scope    upgradeScope
+	Output   *kit.DataOutput
+	Watch    bool
+	clients  *kit.Clients
+	rollouts client.Client
 	genericiooptions.IOStreams
 }
 
@@ -104,30 +148,28 @@ type UpgradeStatusOptions struct {
 func NewCmdUpgradeStatus(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
 	o := &UpgradeStatusOptions{IOStreams: streams, Output: kit.NewDataOutput()}
 	cmd := &cobra.Command{
-		Use:   "status [--pool POOL | --node NODE] [-o json|yaml|jsonpath=...]",
-		Short: "Show each node's driver-upgrade state and the rollout's progress",
+		Use:   "status [NAME | --pool POOL | --node NODE] [-o json|yaml|jsonpath=...]",
+		Short: "Show a driver rollout's nodes and progress",
 		Long: templates.LongDesc(`
-			Show the driver-upgrade state of every node that has one (of a pool, one
-			node, or the whole cluster), read from the nodes' runwhere.ai/ annotations:
-			state, target version, the driver version the node reports now, whether it
-			is cordoned, and the last step's message; then each rollout's progress.`),
+			Show driver rollouts (DriverRollout objects): the named one, the newest of
+			a pool or a node, or every rollout. For each of its nodes: the state the
+			rollout's status records, the target, the driver version the node reports
+			now, whether it is cordoned, and the last step's message; then the
+			rollout's progress.`),
 		Example: templates.Examples(`
-			# Every node with an upgrade state
+			# Every rollout
 			kubectl litepool upgrade status
 
-			# One pool's rollout
+			# A pool's newest rollout
 			kubectl litepool upgrade status --pool train-snt9b
 
-			# Follow a rollout (one handed to the cluster, or another operator's) until it ends
+			# Follow it until it ends
 			kubectl litepool upgrade status --pool train-snt9b -w
 
 			# As data, for scripts
 			kubectl litepool upgrade status --pool train-snt9b -o json`),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return fmt.Errorf("upgrade status takes no arguments: use --pool or --node")
-			}
-			if err := o.Scope.validate(false); err != nil {
+			if err := o.Scope.complete(cmd, args, false); err != nil {
 				return err
 			}
 			if err := o.Output.Validate(); err != nil {
@@ -140,12 +182,15 @@ func NewCmdUpgradeStatus(f kit.Factory, streams genericiooptions.IOStreams) *cob
 			if o.clients, err = f.Clients(); err != nil {
 				return err
 			}
+			if o.rollouts, err = rolloutClientFor(f); err != nil {
+				return err
+			}
 			return o.Run(cmd.Context())
 		},
 	}
 	o.Scope.addFlags(cmd, f)
 	o.Output.AddFlags(cmd)
-	cmd.Flags().BoolVarP(&o.Watch, "watch", "w", false, "After the table, print each rollout's progress line whenever it changes, until no rollout is in progress")
+	cmd.Flags().BoolVarP(&o.Watch, "watch", "w", false, "After the table, print the rollouts' progress lines whenever they change, until none is under way")
 	return cmd
 }
 
@@ -159,19 +204,22 @@ type UpgradeNodeStatus struct {
 	Cordoned bool   `json:"cordoned"`
 	Message  string `json:"message,omitempty"`
 	Rollout  string `json:"rollout,omitempty"`
+	Job      string `json:"job,omitempty"`
 }
 
 // UpgradeRolloutStatus is one rollout's progress.
 type UpgradeRolloutStatus struct {
-	ID         string `json:"id"`
+	Name       string `json:"name"`
 	Pool       string `json:"pool,omitempty"`
 	Target     string `json:"target"`
 	Phase      string `json:"phase"`
+	Message    string `json:"message,omitempty"`
 	Total      int    `json:"total"`
 	Done       int    `json:"done"`
 	InProgress int    `json:"inProgress"`
 	Pending    int    `json:"pending"`
 	Failed     int    `json:"failed"`
+	Aborted    int    `json:"aborted"`
 }
 
 // UpgradeStatus is what `upgrade status -o json|yaml` prints.
@@ -180,64 +228,47 @@ type UpgradeStatus struct {
 	Rollouts []UpgradeRolloutStatus `json:"rollouts"`
 }
 
-func upgradeStatusOf(nodes []corev1.Node) UpgradeStatus {
-	var st UpgradeStatus
-	runs := map[string]*UpgradeRolloutStatus{}
-	for i := range nodes {
-		n := &nodes[i]
-		state := policy.UpgradeState(n.Annotations[policy.AnnotationUpgradeState])
-		ns := UpgradeNodeStatus{Node: n.Name, Pool: n.Labels[policy.LabelPool], State: string(state),
-			Target: n.Annotations[policy.AnnotationUpgradeTarget], Driver: policy.DriverVersion(n), Cordoned: n.Spec.Unschedulable,
-			Message: n.Annotations[policy.AnnotationUpgradeMessage]}
-		run, err := policy.DecodeUpgradeRun(n.Annotations[policy.AnnotationUpgradeRun])
-		if err == nil {
-			ns.Rollout = run.ID
-			p := runs[run.ID]
-			if p == nil {
-				st.Rollouts = append(st.Rollouts, UpgradeRolloutStatus{ID: run.ID, Pool: run.Pool, Target: run.Target})
-				p = &st.Rollouts[len(st.Rollouts)-1]
-				runs[run.ID] = p
-			}
-			p.Total++
+func (o *UpgradeStatusOptions) statusOf(ctx context.Context, list []v1alpha1.DriverRollout) (UpgradeStatus, error) {
+	st := UpgradeStatus{Nodes: []UpgradeNodeStatus{}, Rollouts: []UpgradeRolloutStatus{}}
+	for i := range list {
+		ro := &list[i]
+		c := upgrade.CountsOf(ro)
+		st.Rollouts = append(st.Rollouts, UpgradeRolloutStatus{Name: ro.Name, Pool: ro.Spec.Pool, Target: ro.Spec.Version,
+			Phase: string(orPending(ro.Status.Phase)), Message: ro.Status.Message, Total: c.Total, Done: c.Done,
+			InProgress: c.InProgress, Pending: c.Pending, Failed: c.Failed, Aborted: c.Aborted})
+		for _, n := range ro.Status.Nodes {
+			ns := UpgradeNodeStatus{Node: n.Name, State: n.State, Target: ro.Spec.Version, Message: n.Message, Rollout: ro.Name, Job: n.Job}
+			node, err := o.clients.Kube.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
 			switch {
-			case state == policy.UpgradeDone:
-				p.Done++
-			case state == policy.UpgradeFailed:
-				p.Failed++
-			case policy.UpgradeStarted(state):
-				p.InProgress++
-			default:
-				p.Pending++
+			case err == nil:
+				ns.Pool, ns.Driver, ns.Cordoned = node.Labels[policy.LabelPool], policy.DriverVersion(node), node.Spec.Unschedulable
+			case !apierrors.IsNotFound(err):
+				return st, err
 			}
-		}
-		st.Nodes = append(st.Nodes, ns)
-	}
-	for i := range st.Rollouts {
-		p := &st.Rollouts[i]
-		switch {
-		case p.Failed > 0:
-			p.Phase = "stopped on failure"
-		case p.Done == p.Total:
-			p.Phase = "complete"
-		default:
-			p.Phase = "in progress"
+			st.Nodes = append(st.Nodes, ns)
 		}
 	}
-	return st
+	return st, nil
 }
 
 // Run prints the table and the progress.
 func (o *UpgradeStatusOptions) Run(ctx context.Context) error {
-	nodes, err := o.Scope.nodes(ctx, o.clients)
+	list, err := o.Scope.rollouts(ctx, o.rollouts)
 	if err != nil {
 		return err
 	}
-	st := upgradeStatusOf(nodes)
+	if o.Scope.Pool != "" || o.Scope.Node != "" {
+		list = list[max(0, len(list)-1):]
+	}
+	st, err := o.statusOf(ctx, list)
+	if err != nil {
+		return err
+	}
 	if o.Output.Data() {
 		return o.Output.Print(o.Out, st)
 	}
-	if len(nodes) == 0 {
-		fmt.Fprintf(o.Out, "no driver upgrade in %s\n", o.Scope.String())
+	if len(list) == 0 {
+		fmt.Fprintf(o.Out, "no driver rollout in %s\n", o.Scope.String())
 		return nil
 	}
 	w := printers.GetNewTabWriter(o.Out)
@@ -248,81 +279,117 @@ func (o *UpgradeStatusOptions) Run(ctx context.Context) error {
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	for _, p := range st.Rollouts {
-		fmt.Fprintln(o.Out, rolloutLine(p))
+	last := map[string]string{}
+	for i := range list {
+		line := progressLine(&list[i])
+		fmt.Fprintln(o.Out, line)
+		last[list[i].Name] = line
 	}
-	if o.Watch {
-		return o.watch(ctx, st)
+	if !o.Watch {
+		return nil
 	}
-	return nil
-}
-
-// rolloutLine is a rollout's progress line.
-func rolloutLine(p UpgradeRolloutStatus) string {
-	scope := "nodes"
-	if p.Pool != "" {
-		scope = "pool " + p.Pool
+	for {
+		active := false
+		for i := range list {
+			ro := &list[i]
+			if err := o.rollouts.Get(ctx, client.ObjectKeyFromObject(ro), ro); err != nil {
+				return err
+			}
+			if line := progressLine(ro); line != last[ro.Name] {
+				fmt.Fprintln(o.Out, line)
+				last[ro.Name] = line
+			}
+			done, _ := ended(ro, false)
+			active = active || !done
+		}
+		if !active {
+			return nil
+		}
+		if err := sleep(ctx); err != nil {
+			return err
+		}
 	}
-	return fmt.Sprintf("rollout %s (%s → %s): %s: %d/%d done (%d%%), %d in progress, %d pending, %d failed",
-		p.ID, scope, p.Target, p.Phase, p.Done, p.Total, p.Done*100/p.Total, p.InProgress, p.Pending, p.Failed)
-}
-
-// scopedMutation is what resume and abort share: a scope and the kit's mutation flags.
-type scopedMutation struct {
-	Scope upgradeScope
-	kit.Mutation
-	clients *kit.Clients
-	genericiooptions.IOStreams
-}
-
-func newScopedMutation(streams genericiooptions.IOStreams) scopedMutation {
-	return scopedMutation{Mutation: kit.NewMutation(), IOStreams: streams}
-}
-
-func (s *scopedMutation) addFlags(cmd *cobra.Command, f kit.Factory) {
-	s.Scope.addFlags(cmd, f)
-	s.Mutation.AddFlags(cmd, false)
-}
-
-// complete checks the scope, builds the clients and reads --dry-run and -o.
-func (s *scopedMutation) complete(f kit.Factory, cmd *cobra.Command, args []string) (err error) {
-	if len(args) > 0 {
-		return fmt.Errorf("%s %s takes no arguments: use --pool or --node", cmd.Parent().Name(), cmd.Name())
-	}
-	if err := s.Scope.validate(true); err != nil {
-		return err
-	}
-	s.clients, err = completeMutation(f, cmd, &s.Mutation)
-	return err
 }
 
 // ---- resume ----
 
 // UpgradeResumeOptions is `upgrade resume`.
 type UpgradeResumeOptions struct {
-	scopedMutation
+	changeOptions
 	RetryFailed    bool
 	MaxUnavailable string
 }
 
+// changeOptions is what resume and abort share: the rollout, the kit's mutation flags
+// and the following of the changed rollout.
+type changeOptions struct {
+	Scope upgradeScope
+	kit.Mutation
+	Follow   FollowFlags
+	clients  *kit.Clients
+	rollouts client.Client
+	clock    clock.PassiveClock
+	genericiooptions.IOStreams
+}
+
+func (s *changeOptions) addFlags(cmd *cobra.Command, f kit.Factory) {
+	s.Scope.addFlags(cmd, f)
+	s.Mutation.AddFlags(cmd, false)
+	s.Follow.addFlags(cmd)
+}
+
+func (s *changeOptions) complete(f kit.Factory, cmd *cobra.Command, args []string) (err error) {
+	if err := s.Scope.complete(cmd, args, true); err != nil {
+		return err
+	}
+	if s.clients, err = completeMutation(f, cmd, &s.Mutation); err != nil {
+		return err
+	}
+	s.clock = f.Clock()
+	s.rollouts, err = rolloutClientFor(f)
+	return err
+}
+
+// patch changes the rollout's spec with edit (refused if another writer changed it
+// in between), or under --dry-run=server has the API server check the change.
+func (s *changeOptions) patch(ctx context.Context, ro *v1alpha1.DriverRollout, edit func(*v1alpha1.DriverRollout)) error {
+	orig := ro.DeepCopy()
+	edit(ro)
+	var opts []client.PatchOption
+	switch s.DryRun {
+	case cmdutil.DryRunClient:
+		return nil
+	case cmdutil.DryRunServer:
+		opts = append(opts, client.DryRunAll)
+	}
+	return s.rollouts.Patch(ctx, ro, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), opts...)
+}
+
+func (s *changeOptions) follow(ctx context.Context, name string) error {
+	if s.DryRun != cmdutil.DryRunNone {
+		return nil
+	}
+	f := &follower{FollowFlags: s.Follow, c: s.rollouts, kube: s.clients.Kube, recorder: s.Recorder, clock: s.clock,
+		out: s.SayTo(s.IOStreams), errOut: s.ErrOut}
+	return f.follow(ctx, name)
+}
+
 // NewCmdUpgradeResume is `kubectl litepool upgrade resume`.
 func NewCmdUpgradeResume(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &UpgradeResumeOptions{scopedMutation: newScopedMutation(streams)}
+	o := &UpgradeResumeOptions{changeOptions: changeOptions{Mutation: kit.NewMutation(), IOStreams: streams}}
 	cmd := &cobra.Command{
-		Use:   "resume (--pool POOL | --node NODE) [--retry-failed]",
-		Short: "Continue an interrupted driver upgrade from the state stored in the cluster",
+		Use:   "resume (NAME | --pool POOL | --node NODE) [--retry-failed] [--max-unavailable N]",
+		Short: "Continue a paused, stopped or undriven driver rollout",
 		Long: templates.LongDesc(`
-			Continue a driver upgrade whose plugin stopped (killed, lost its
-			connection, or stopped on a failure) from the state stored in the nodes'
-			annotations, with the parameters the rollout started with. Nodes already
-			done are never touched again; nodes in the middle of a step repeat that
-			step (every step is safe to repeat); then the remaining waves run.
+			Continue a driver rollout: unpause it (spec.paused=false), and with
+			--retry-failed re-mark its failed nodes upgrade-required once (it raises
+			spec.retryFailed; their installer runs afresh). --max-unavailable changes
+			the rollout's budget (spec.maxUnavailable), for example when nodes
+			cordoned by someone else take all of it. Nodes already done are never
+			touched again; nodes in the middle of a step repeat that step.
 
-			A failed node stops the rollout. Once it is fixed, --retry-failed marks it
-			upgrade-required again (its installer Job is deleted and runs afresh).
-
-			--max-unavailable replaces the rollout's budget for this resume, for
-			example when nodes cordoned by someone else take all of it.`),
+			Then the command follows the rollout as "upgrade driver" does, and drives
+			it itself when no controller acts on it.`),
 		Example: templates.Examples(`
 			# Continue a pool's rollout
 			kubectl litepool upgrade resume --pool train-snt9b
@@ -334,7 +401,7 @@ func NewCmdUpgradeResume(f kit.Factory, streams genericiooptions.IOStreams) *cob
 			kubectl litepool upgrade resume --pool train-snt9b --max-unavailable 2
 
 			# What would resume do?
-			kubectl litepool upgrade resume --pool train-snt9b --dry-run=client`),
+			kubectl litepool upgrade resume --pool train-snt9b --retry-failed --dry-run=client`),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if o.MaxUnavailable != "" {
 				if _, err := policy.ParseMaxUnavailable(o.MaxUnavailable); err != nil {
@@ -348,140 +415,85 @@ func NewCmdUpgradeResume(f kit.Factory, streams genericiooptions.IOStreams) *cob
 		},
 	}
 	o.addFlags(cmd, f)
-	cmd.Flags().BoolVar(&o.RetryFailed, "retry-failed", false, "Mark failed nodes upgrade-required again and retry them")
-	cmd.Flags().StringVar(&o.MaxUnavailable, "max-unavailable", "", "Replace the rollout's max-unavailable for this resume (a count or a percentage)")
+	cmd.Flags().BoolVar(&o.RetryFailed, "retry-failed", false, "Re-mark failed nodes upgrade-required and retry them")
+	cmd.Flags().StringVar(&o.MaxUnavailable, "max-unavailable", "", "Change the rollout's max-unavailable (a count or a percentage)")
 	return cmd
 }
 
 // Run resumes.
 func (o *UpgradeResumeOptions) Run(ctx context.Context) error {
-	nodes, err := o.Scope.nodes(ctx, o.clients)
+	ro, err := o.Scope.newest(ctx, o.rollouts)
 	if err != nil {
 		return err
 	}
-	var run *policy.UpgradeRun
-	var unfinished, failed []*corev1.Node
-	for i := range nodes {
-		n := &nodes[i]
-		state := policy.UpgradeState(n.Annotations[policy.AnnotationUpgradeState])
-		if state == policy.UpgradeDone {
-			continue
-		}
-		r, err := policy.DecodeUpgradeRun(n.Annotations[policy.AnnotationUpgradeRun])
-		if err != nil {
-			return fmt.Errorf("node %s: %w", n.Name, err)
-		}
-		if run != nil && run.ID != r.ID {
-			return policy.Violationf("U3", "%s has nodes of two rollouts (%s and %s): resume them one node at a time with --node", o.Scope.String(), run.ID, r.ID)
-		}
-		run = &r
-		unfinished = append(unfinished, n)
-		if state == policy.UpgradeFailed {
-			failed = append(failed, n)
-		}
-	}
-	if run == nil {
-		o.Say(o.IOStreams, "nothing to resume in %s: no unfinished driver upgrade\n", o.Scope.String())
+	if ro == nil || upgrade.Final(ro) {
+		o.Say(o.IOStreams, "nothing to resume in %s: no unfinished driver rollout\n", o.Scope.String())
 		return nil
 	}
-	if o.Scope.Node != "" && run.Pool != "" {
-		return fmt.Errorf("node %s belongs to pool %s's rollout %s: resume it with --pool %s, so that max-unavailable holds", o.Scope.Node, run.Pool, run.ID, run.Pool)
-	}
-	if o.MaxUnavailable != "" {
-		if run.Pool == "" {
-			return fmt.Errorf("--max-unavailable applies to a pool rollout; rollout %s upgrades single nodes", run.ID)
-		}
-		if run.InCluster {
-			return fmt.Errorf("[U3] rollout %s is driven by the controller in litepool-webhook with the budget it started with: abort it and start it again with --max-unavailable", run.ID)
-		}
-		run.MaxUnavailable = o.MaxUnavailable
-	}
-	u := &upgrade.Upgrader{Kube: o.clients.Kube, Recorder: o.Recorder, Progress: o.SayTo(o.IOStreams)}
-	if len(failed) > 0 && o.RetryFailed && o.DryRun != cmdutil.DryRunNone {
-		for _, n := range failed {
-			o.Say(o.IOStreams, "would retry node %s (failed: %s)\n", n.Name, n.Annotations[policy.AnnotationUpgradeMessage])
-		}
-		failed = nil
-	}
-	if len(failed) > 0 {
-		if !o.RetryFailed {
-			var names []string
-			for _, n := range failed {
-				names = append(names, fmt.Sprintf("%s (%s)", n.Name, n.Annotations[policy.AnnotationUpgradeMessage]))
-			}
-			return policy.Violationf("U4", "rollout %s stopped on failed node(s) %s: fix them, then resume with --retry-failed", run.ID, strings.Join(names, "; "))
-		}
-		for _, n := range failed {
-			if err := u.Retry(ctx, *run, n); err != nil {
-				return fmt.Errorf("re-marking node %s: %w", n.Name, err)
-			}
-			o.Say(o.IOStreams, "node/%s: failed → upgrade-required (retry)\n", n.Name)
-			if err := printNodes(ctx, &o.Mutation, o.clients, o.Out, []string{n.Name}, "retried", nil); err != nil {
-				return err
-			}
+	var failed []string
+	for _, n := range ro.Status.Nodes {
+		if n.State == string(policy.UpgradeFailed) {
+			failed = append(failed, fmt.Sprintf("%s (%s)", n.Name, n.Message))
 		}
 	}
-	var scope []string
-	for _, n := range unfinished {
-		scope = append(scope, n.Name)
+	if len(failed) > 0 && !o.RetryFailed {
+		return policy.Violationf("U4", "driverrollout %s stopped on failed node(s) %s: fix them, then resume with --retry-failed", ro.Name, strings.Join(failed, "; "))
+	}
+	if o.MaxUnavailable != "" && ro.Spec.Pool == "" {
+		return fmt.Errorf("--max-unavailable applies to a pool rollout; driverrollout %s upgrades named nodes", ro.Name)
+	}
+	err = o.patch(ctx, ro, func(ro *v1alpha1.DriverRollout) {
+		ro.Spec.Paused = false
+		if len(failed) > 0 {
+			ro.Spec.RetryFailed = max(ro.Spec.RetryFailed, ro.Status.RetriedFailed) + 1
+		}
+		if o.MaxUnavailable != "" {
+			v, _ := policy.ParseMaxUnavailable(o.MaxUnavailable)
+			ro.Spec.MaxUnavailable = &v
+		}
+	})
+	if err != nil {
+		return err
+	}
+	for _, n := range ro.Status.Nodes {
+		if n.State == string(policy.UpgradeFailed) {
+			o.Say(o.IOStreams, "%snode/%s: failed → upgrade-required (retry)%s\n", wouldOf(o.DryRun), n.Name, o.Suffix())
+		}
 	}
 	if o.DryRun != cmdutil.DryRunNone {
-		return o.printPlan(ctx, u, *run, scope)
+		return o.printPlan(ctx, ro)
 	}
-	if run.InCluster {
-		o.Say(o.IOStreams, "rollout %s (%s → %s): %d node(s) unfinished; the controller in litepool-webhook drives it: follow it with `kubectl litepool upgrade status %s -w`\n",
-			run.ID, o.Scope.String(), run.Target, len(unfinished), o.Scope.flag())
-		return nil
-	}
-	o.Say(o.IOStreams, "resuming rollout %s (%s → %s): %d node(s) unfinished\n", run.ID, o.Scope.String(), run.Target, len(unfinished))
-	return followRollout(ctx, u, *run, scope)
+	o.Say(o.IOStreams, "driverrollout/%s resumed\n", ro.Name)
+	return o.follow(ctx, ro.Name)
 }
 
-// followRollout runs a rollout; interrupted, it says how to resume or stop it (its
-// state lives in the nodes' annotations, so nothing is lost).
-func followRollout(ctx context.Context, u *upgrade.Upgrader, run policy.UpgradeRun, scope []string) error {
-	interrupt.InFlight.Set(func() string { return rolloutLeftovers(run, scope) })
-	defer interrupt.InFlight.Clear()
-	err := u.Rollout(ctx, run, scope)
-	if err != nil && ctx.Err() != nil {
-		return fmt.Errorf("rollout %s interrupted; %s", run.ID, rolloutLeftovers(run, scope))
+func wouldOf(d cmdutil.DryRunStrategy) string {
+	if d != cmdutil.DryRunNone {
+		return "would retry: "
 	}
-	return err
+	return ""
 }
 
-// rolloutLeftovers says what an interrupted rollout leaves and how to go on.
-func rolloutLeftovers(run policy.UpgradeRun, scope []string) string {
-	flag := "--pool " + run.Pool
-	if run.Pool == "" {
-		flag = "--node " + strings.Join(scope, ",")
+// printPlan shows the waves a resumed rollout would run.
+func (o *UpgradeResumeOptions) printPlan(ctx context.Context, ro *v1alpha1.DriverRollout) error {
+	shown := ro.DeepCopy()
+	for i := range shown.Status.Nodes {
+		if shown.Status.Nodes[i].State == string(policy.UpgradeFailed) {
+			shown.Status.Nodes[i].State = string(policy.UpgradeRequired)
+		}
 	}
-	return fmt.Sprintf("rollout %s stopped half-way: each node keeps its upgrade state (%s), and a node in the middle of its upgrade stays cordoned.\nResume it:\n  kubectl litepool upgrade resume %s\nOr stop it (nodes that have not started are unmarked, started ones finish or stay as they are):\n  kubectl litepool upgrade abort %s",
-		run.ID, policy.AnnotationUpgradeState, flag, flag)
-}
-
-// printPlan shows what resume would do: the nodes it finishes, then the waves.
-func (o *UpgradeResumeOptions) printPlan(ctx context.Context, u *upgrade.Upgrader, run policy.UpgradeRun, scope []string) error {
-	snap, err := u.Snapshot(ctx, run, scope)
+	waves, waiting, maxU, err := upgrade.Predict(ctx, o.clients.Kube, shown)
 	if err != nil {
 		return err
 	}
-	maxU := 1
-	if run.MaxUnavailable != "" {
-		v, _ := policy.ParseMaxUnavailable(run.MaxUnavailable)
-		maxU = policy.MaxUnavailableNodes(v, len(snap.Nodes))
-	}
-	for i := range snap.Nodes {
-		if snap.Nodes[i].State == policy.UpgradeFailed && o.RetryFailed {
-			snap.Nodes[i].State = policy.UpgradeRequired
-		}
-	}
-	waves, waiting := policy.PredictUpgradeWaves(snap.Nodes, maxU, run.Canary)
-	o.Say(o.IOStreams, "would resume rollout %s (%s → %s), max unavailable %d:\n", run.ID, o.Scope.String(), run.Target, maxU)
+	o.Say(o.IOStreams, "would resume driverrollout %s (→ %s), max unavailable %d:\n", ro.Name, ro.Spec.Version, maxU)
 	for i, w := range waves {
 		var parts []string
 		for _, n := range w {
-			if s := policy.UpgradeState(snap.ByName[n].Annotations[policy.AnnotationUpgradeState]); policy.UpgradeStarted(s) {
-				n += " (from " + string(s) + ")"
+			if j := slices.IndexFunc(ro.Status.Nodes, func(s v1alpha1.DriverRolloutNode) bool { return s.Name == n }); j >= 0 {
+				if s := policy.UpgradeState(ro.Status.Nodes[j].State); policy.UpgradeStarted(s) {
+					n += " (from " + string(s) + ")"
+				}
 			}
 			parts = append(parts, n)
 		}
@@ -497,27 +509,26 @@ func (o *UpgradeResumeOptions) printPlan(ctx context.Context, u *upgrade.Upgrade
 // ---- abort ----
 
 // UpgradeAbortOptions is `upgrade abort`.
-type UpgradeAbortOptions struct{ scopedMutation }
+type UpgradeAbortOptions struct{ changeOptions }
 
 // NewCmdUpgradeAbort is `kubectl litepool upgrade abort`.
 func NewCmdUpgradeAbort(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &UpgradeAbortOptions{newScopedMutation(streams)}
+	o := &UpgradeAbortOptions{changeOptions{Mutation: kit.NewMutation(), IOStreams: streams}}
 	cmd := &cobra.Command{
-		Use:   "abort (--pool POOL | --node NODE)",
-		Short: "Stop a driver upgrade: nodes not yet started leave the rollout",
+		Use:   "abort (NAME | --pool POOL | --node NODE)",
+		Short: "Stop a driver rollout: nodes not yet started leave it",
 		Long: templates.LongDesc(`
-			Stop a driver upgrade. Nodes still waiting for their wave
-			(upgrade-required) leave the rollout: their upgrade annotations are
-			removed and a rollout that is running starts no further nodes. Nodes in
-			the middle of their upgrade are never left half-done: a running rollout
-			finishes them, or "upgrade resume" does. Failed nodes stay failed and
-			cordoned for an operator to look at.`),
+			Stop a driver rollout (spec.abort=true; it cannot be undone). Nodes still
+			waiting for their wave leave the rollout (state aborted; their upgrade
+			annotations are removed). Nodes in the middle of their upgrade are never
+			left half-done: they finish. Failed nodes stay failed and cordoned for an
+			operator to look at. The command follows the rollout until it is aborted.`),
 		Example: templates.Examples(`
 			# Stop a pool's rollout after the nodes in flight
 			kubectl litepool upgrade abort --pool train-snt9b
 
-			# See what would leave the rollout
-			kubectl litepool upgrade abort --pool train-snt9b --dry-run=client`),
+			# Request it and return
+			kubectl litepool upgrade abort --pool train-snt9b --wait=false`),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.complete(f, cmd, args); err != nil {
 				return err
@@ -531,43 +542,36 @@ func NewCmdUpgradeAbort(f kit.Factory, streams genericiooptions.IOStreams) *cobr
 
 // Run aborts.
 func (o *UpgradeAbortOptions) Run(ctx context.Context) error {
-	nodes, err := o.Scope.nodes(ctx, o.clients)
+	ro, err := o.Scope.newest(ctx, o.rollouts)
 	if err != nil {
 		return err
 	}
-	u := &upgrade.Upgrader{Kube: o.clients.Kube}
-	var removed, inflight, failed []string
-	for i := range nodes {
-		n := &nodes[i]
-		switch state := policy.UpgradeState(n.Annotations[policy.AnnotationUpgradeState]); {
-		case state == policy.UpgradeRequired:
-			if err := u.Unmark(ctx, n.Name, o.DryRun); err != nil {
-				return err
-			}
-			o.NodeEvent(ctx, n, false, "DriverUpgradeAborted", "driver upgrade to %s aborted before it started on this node",
-				n.Annotations[policy.AnnotationUpgradeTarget])
-			removed = append(removed, n.Name)
-		case state == policy.UpgradeFailed:
-			failed = append(failed, n.Name)
-		case policy.UpgradeStarted(state):
-			inflight = append(inflight, n.Name+" ("+string(state)+")")
-		}
-	}
-	if len(removed)+len(inflight)+len(failed) == 0 {
-		o.Say(o.IOStreams, "no unfinished driver upgrade in %s\n", o.Scope.String())
+	if ro == nil || upgrade.Final(ro) {
+		o.Say(o.IOStreams, "no unfinished driver rollout in %s\n", o.Scope.String())
 		return nil
 	}
-	o.Say(o.IOStreams, "aborted%s: %d node(s) left the rollout: %s\n", o.Suffix(), len(removed), upgradeOrNone(removed))
+	if err := o.patch(ctx, ro, func(ro *v1alpha1.DriverRollout) { ro.Spec.Abort = true }); err != nil {
+		return err
+	}
+	var leave, inflight, failed []string
+	for _, n := range ro.Status.Nodes {
+		switch s := policy.UpgradeState(n.State); {
+		case s == policy.UpgradeRequired:
+			leave = append(leave, n.Name)
+		case s == policy.UpgradeFailed:
+			failed = append(failed, n.Name)
+		case policy.UpgradeStarted(s):
+			inflight = append(inflight, n.Name+" ("+string(s)+")")
+		}
+	}
+	o.Say(o.IOStreams, "driverrollout/%s aborted%s: %d node(s) leave the rollout: %s\n", ro.Name, o.Suffix(), len(leave), upgradeOrNone(leave))
 	if len(inflight) > 0 {
-		o.Say(o.IOStreams, "in progress, finished by the running rollout or `kubectl litepool upgrade resume`: %s\n", strings.Join(inflight, ", "))
+		o.Say(o.IOStreams, "in progress, finishing: %s\n", strings.Join(inflight, ", "))
 	}
 	if len(failed) > 0 {
 		o.Say(o.IOStreams, "failed, left cordoned for inspection: %s\n", strings.Join(failed, ", "))
 	}
-	return printNodes(ctx, &o.Mutation, o.clients, o.Out, removed, "left the rollout", func(n *corev1.Node) {
-		setAnnotations(n, map[string]string{policy.AnnotationUpgradeState: "", policy.AnnotationUpgradeTarget: "",
-			policy.AnnotationUpgradeRun: "", policy.AnnotationUpgradeMessage: ""})
-	})
+	return o.follow(ctx, ro.Name)
 }
 
 // completeMutation builds the clients and reads --dry-run and -o.

@@ -1,11 +1,13 @@
-// Package upgrade is `kubectl litepool upgrade`: driver rollouts (driver, status,
-// resume, abort) over the state machine of pkg/upgrade.
+// Package upgrade is `kubectl litepool upgrade`: driver rollouts as DriverRollout
+// objects. `upgrade driver` pre-flights, then creates the object and follows its status;
+// status, resume and abort read and change it. With no controller acting on the
+// object, the command drives it with pkg/upgrade's Reconciler, the controller's own.
 package upgrade
 
 import (
 	"context"
 	"fmt"
-	"io"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -19,6 +21,7 @@ import (
 	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 	"k8s.io/kubectl/pkg/util/templates"
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/compat"
@@ -34,11 +37,12 @@ func NewCmdUpgrade(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Com
 		Use:   "upgrade",
 		Short: "Upgrade accelerator drivers node by node or pool-wide, and follow, resume or abort a rollout",
 		Long: templates.LongDesc(`
-			Driver upgrades run a state machine per node (upgrade-required → cordon →
-			wait-for-jobs → drain → install → validate → uncordon → done, or failed),
-			stored in the node's runwhere.ai/ annotations. A rollout whose plugin
-			stopped is continued with "upgrade resume"; "upgrade status" shows where
-			each node is.`),
+			A driver rollout is a DriverRollout object (kubectl get driverrollouts).
+			litepool's controller takes each of its nodes through a state machine
+			(upgrade-required → cordon → wait-for-jobs → drain → install → validate →
+			uncordon → done, or failed) and records each node's progress in the
+			object's status. "upgrade status" shows it; "upgrade resume" and "upgrade
+			abort" change the object's spec.`),
 		Example: templates.Examples(`
 			# Upgrade a pool two nodes at a time, starting with a canary
 			kubectl litepool upgrade driver --pool train-snt9b --version 24.1.0.3 --max-unavailable 2 --canary snt9b-node-1
@@ -59,7 +63,6 @@ type UpgradeDriverOptions struct {
 	Canary              string
 	InstallerImage      string
 	InstallerCommand    []string
-	InstallerNamespace  string
 	WaitSelector        string
 	WaitTimeout         time.Duration
 	DrainTimeout        time.Duration
@@ -67,11 +70,12 @@ type UpgradeDriverOptions struct {
 	ValidateTimeout     time.Duration
 	ForceDrain          bool
 	Force               bool
-	kit.HandOver
-	Compat check.CompatSourceFlags
+	Follow              FollowFlags
+	Compat              check.CompatSourceFlags
 
-	clients *kit.Clients
-	clock   clock.PassiveClock
+	clients  *kit.Clients
+	rollouts client.Client
+	clock    clock.PassiveClock
 	genericiooptions.IOStreams
 }
 
@@ -104,13 +108,13 @@ func NewCmdUpgradeDriver(f kit.Factory, streams genericiooptions.IOStreams) *cob
 			is marked failed. Every step is stored in node annotations and recorded as
 			an Event on the node, so "upgrade resume" continues an interrupted rollout.
 
-			When litepool's controller runs in the cluster (a litepool-webhook replica
-			holds the leader Lease litepool-controller), the plugin only records the
-			rollout in the nodes' annotations and returns: the controller drives it, so
-			the rollout goes on when the plugin exits, the controller restarts or the
-			leader changes; --wait follows it until it ends. With no controller running
-			the plugin drives the rollout itself and says so. --in-cluster=true|false
-			chooses explicitly.
+			The rollout is a DriverRollout object: the command creates it and follows
+			its status (--wait, the default; -w prints each move). litepool's
+			controller drives it, so the rollout goes on when the command exits, the
+			controller restarts or its leader changes. When no controller acts on the
+			object within --controller-timeout, the command drives it itself with the
+			controller's reconciler and says so; --in-cluster leaves it to a
+			controller in any case. Installer Jobs run in litepool's own namespace.
 
 			A driver upgrade is a high-risk operation: it asks for confirmation unless
 			--yes.`),
@@ -126,8 +130,11 @@ func NewCmdUpgradeDriver(f kit.Factory, streams genericiooptions.IOStreams) *cob
 			# A quarter of the pool at a time, no prompt
 			kubectl litepool upgrade driver --pool train-a100 --version 550.54.15 --max-unavailable 25% --yes
 
-			# Hand the rollout to the in-cluster controller, then follow it
-			kubectl litepool upgrade driver --pool train-snt9b --version 24.1.0.3 --in-cluster --wait --yes
+			# Start the rollout and return; the controller drives it
+			kubectl litepool upgrade driver --pool train-snt9b --version 24.1.0.3 --wait=false --yes
+
+			# Follow it, a line per move
+			kubectl litepool upgrade driver --pool train-snt9b --version 24.1.0.3 -w --yes
 
 			# Show the pre-flight verdict and the waves without changing anything
 			kubectl litepool upgrade driver --pool train-snt9b --version 24.1.0.3 --max-unavailable 2 --dry-run=client`),
@@ -140,7 +147,8 @@ func NewCmdUpgradeDriver(f kit.Factory, streams genericiooptions.IOStreams) *cob
 	fl.StringVar(&o.MaxUnavailable, "max-unavailable", "1", "Most nodes of the pool unavailable at once: a count or a percentage (rounded up, at least 1)")
 	fl.StringVar(&o.Canary, "canary", "", "Upgrade this node alone first; the rest follow only if it succeeds")
 	fl.StringVar(&o.InstallerImage, "installer-image", "", "Installer image (default: the pool's spec.upgrade.installerImage)")
-	fl.StringVar(&o.InstallerNamespace, "installer-namespace", "kube-system", "Namespace of the installer Jobs")
+	fl.String("installer-namespace", "", "")
+	_ = fl.MarkHidden("installer-namespace")
 	fl.StringVar(&o.WaitSelector, "wait-selector", "", "Label selector of the workload pods to wait for before draining (default: every workload pod)")
 	fl.DurationVar(&o.WaitTimeout, "wait-timeout", 10*time.Minute, "How long to wait for workload pods to finish before the drain evicts them (0: do not wait)")
 	fl.DurationVar(&o.DrainTimeout, "drain-timeout", 5*time.Minute, "How long a drain may take (0: no limit)")
@@ -148,8 +156,7 @@ func NewCmdUpgradeDriver(f kit.Factory, streams genericiooptions.IOStreams) *cob
 	fl.DurationVar(&o.ValidateTimeout, "validate-timeout", 10*time.Minute, "How long to wait for the node's driver-version label to read the target")
 	fl.BoolVar(&o.ForceDrain, "force-drain", false, "Drain pods that no controller manages, as kubectl drain --force")
 	fl.BoolVar(&o.Force, "force", false, "Upgrade even when the compatibility pre-flight says the target is incompatible or unknown")
-	o.HandOver.AddFlags(cmd, "Record the rollout and return: the controller in litepool-webhook drives it (docs/controller.md). Default: true when the controller runs (holds its leader Lease)",
-		"With a rollout handed to the cluster: follow it until it completes or stops")
+	o.Follow.addFlags(cmd)
 	o.Compat.AddFlags(cmd)
 	o.Mutation.AddFlags(cmd, true)
 	_ = cmd.RegisterFlagCompletionFunc("pool", kit.CompletePoolNames(f))
@@ -168,9 +175,12 @@ func (o *UpgradeDriverOptions) Complete(f kit.Factory, cmd *cobra.Command, args 
 	if o.clients, err = completeMutation(f, cmd, &o.Mutation); err != nil {
 		return err
 	}
+	if cmd.Flags().Changed("installer-namespace") {
+		return fmt.Errorf("--installer-namespace is no longer accepted: installer Jobs run in litepool's own namespace (--controller-namespace, default litepool-system), never in another")
+	}
 	o.clock = f.Clock()
-	o.Choose(cmd.Context(), cmd, o.clients.Kube, o.clock.Now())
-	return nil
+	o.rollouts, err = rolloutClientFor(f)
+	return err
 }
 
 // Validate checks the flags.
@@ -181,8 +191,8 @@ func (o *UpgradeDriverOptions) Validate() error {
 	if err := policy.ValidateDriverVersion(o.Version); err != nil {
 		return err
 	}
-	if o.Wait && !o.InCluster {
-		return fmt.Errorf("--wait follows a rollout handed to the cluster, and this one is not (%s): the plugin drives the rollout and waits anyway", o.WhyNot())
+	if o.Follow.Watch && !o.Follow.Wait {
+		return fmt.Errorf("--watch prints the moves of a rollout it follows: it does not go with --wait=false")
 	}
 	if _, err := policy.ParseMaxUnavailable(o.MaxUnavailable); err != nil {
 		return err
@@ -261,42 +271,55 @@ func (o *UpgradeDriverOptions) Run(ctx context.Context) error {
 		o.Say(o.IOStreams, "nothing to upgrade: every node is at %s\n", o.Version)
 		return nil
 	}
-	run := policy.UpgradeRun{
-		ID: fmt.Sprintf("%s-%s", o.clock.Now().UTC().Format("20060102-150405"), o.Version), Pool: o.Pool, Target: o.Version,
-		MaxUnavailable: o.MaxUnavailable, Canary: o.Canary, InstallerImage: o.InstallerImage, InstallerCommand: o.InstallerCommand,
-		Namespace: o.InstallerNamespace, WaitSelector: o.WaitSelector, WaitTimeout: o.WaitTimeout.String(),
-		DrainTimeout: o.DrainTimeout.String(), InstallTimeout: o.InstallTimeout.String(), ValidateTimeout: o.ValidateTimeout.String(),
-		ForceDrain: o.ForceDrain,
-	}
-	if o.Pool == "" {
-		run.MaxUnavailable = ""
-	}
-	u := &upgrade.Upgrader{Kube: c.Kube, Recorder: o.Recorder, Progress: o.SayTo(o.IOStreams)}
-	if err := u.Mark(ctx, need, run, cmdutil.DryRunClient); err != nil { // refuses nodes in another rollout
+	ro := o.rollout(need)
+	if err := checkNotInAnother(ctx, o.rollouts, need); err != nil {
 		return err
 	}
 	if o.DryRun != cmdutil.DryRunNone {
-		return o.printPlan(ctx, u, run, need)
+		return o.printPlan(ctx, ro, need)
 	}
 	if err := o.Confirm(o.IOStreams, o.risk(len(need)), ""); err != nil {
 		return err
 	}
-	run.InCluster = o.InCluster
-	if err := u.Mark(ctx, need, run, cmdutil.DryRunNone); err != nil {
-		return err
+	if err := o.rollouts.Create(ctx, ro); err != nil {
+		return noCRD(err)
 	}
-	o.Say(o.IOStreams, "rollout %s: %d node(s) marked for driver %s\n", run.ID, len(need), o.Version)
-	if err := printNodes(ctx, &o.Mutation, c, o.Out, need, "marked for driver "+o.Version, nil); err != nil {
-		return err
+	if o.Output() != "" {
+		if err := o.Print(o.Out, ro, "created"); err != nil {
+			return err
+		}
 	}
-	if o.NoController != "" && !o.InCluster {
-		fmt.Fprintf(o.ErrOut, "rollout %s: driven by this command (%s); stopping it pauses the rollout: resume with kubectl litepool upgrade resume\n", run.ID, o.NoController)
-	}
-	if o.InCluster {
-		return o.handOver(ctx, run)
-	}
-	return followRollout(ctx, u, run, need)
+	o.Say(o.IOStreams, "driverrollout/%s created: %d node(s) to driver %s\n", ro.Name, len(need), o.Version)
+	fl := &follower{FollowFlags: o.Follow, c: o.rollouts, kube: c.Kube, recorder: o.Recorder, clock: o.clock,
+		out: o.SayTo(o.IOStreams), errOut: o.ErrOut}
+	return fl.follow(ctx, ro.Name)
 }
+
+// rollout is the DriverRollout the flags describe. Its name says what and when, so
+// `kubectl get driverrollouts` reads in order.
+func (o *UpgradeDriverOptions) rollout(need []string) *v1alpha1.DriverRollout {
+	scope := o.Pool
+	spec := v1alpha1.DriverRolloutSpec{Pool: o.Pool, Version: o.Version, Canary: o.Canary, WaitSelector: o.WaitSelector,
+		Installer:   v1alpha1.DriverInstaller{Image: o.InstallerImage, Command: o.InstallerCommand},
+		WaitTimeout: &metav1.Duration{Duration: o.WaitTimeout}, DrainTimeout: &metav1.Duration{Duration: o.DrainTimeout},
+		InstallTimeout: &metav1.Duration{Duration: o.InstallTimeout}, ValidateTimeout: &metav1.Duration{Duration: o.ValidateTimeout},
+		ForceDrain: o.ForceDrain}
+	if o.Pool != "" {
+		v, _ := policy.ParseMaxUnavailable(o.MaxUnavailable)
+		spec.MaxUnavailable = &v
+	} else {
+		scope = o.Node
+		spec.Nodes = need
+	}
+	name := fmt.Sprintf("%s-%s-%s", scope, o.Version, o.clock.Now().UTC().Format("20060102-150405"))
+	name = strings.Trim(nonName.ReplaceAllString(strings.ToLower(name), "-"), "-.")
+	if len(name) > 253 {
+		name = name[len(name)-253:]
+	}
+	return &v1alpha1.DriverRollout{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}
+}
+
+var nonName = regexp.MustCompile(`[^a-z0-9.-]+`)
 
 // installerFromPool fills the installer from the pool's spec.upgrade where the flags
 // leave it out.
@@ -383,27 +406,20 @@ func (o *UpgradeDriverOptions) risk(n int) kit.Risk {
 	}
 }
 
-func (o *UpgradeDriverOptions) printPlan(ctx context.Context, u *upgrade.Upgrader, run policy.UpgradeRun, need []string) error {
+func (o *UpgradeDriverOptions) printPlan(ctx context.Context, ro *v1alpha1.DriverRollout, need []string) error {
 	if o.DryRun == cmdutil.DryRunServer {
-		if err := u.Mark(ctx, need, run, cmdutil.DryRunServer); err != nil {
-			return err
+		if err := o.rollouts.Create(ctx, ro.DeepCopy(), client.DryRunAll); err != nil {
+			return noCRD(err)
 		}
 	}
-	snap, err := u.Snapshot(ctx, policy.UpgradeRun{ID: "-", Pool: run.Pool}, need)
+	shown := ro.DeepCopy()
+	for _, n := range need {
+		shown.Status.Nodes = append(shown.Status.Nodes, v1alpha1.DriverRolloutNode{Name: n, State: string(policy.UpgradeRequired)})
+	}
+	waves, waiting, maxU, err := upgrade.Predict(ctx, o.clients.Kube, shown)
 	if err != nil {
 		return err
 	}
-	for i := range snap.Nodes {
-		if slices.Contains(need, snap.Nodes[i].Name) {
-			snap.Nodes[i].State = policy.UpgradeRequired
-		}
-	}
-	maxU := 1
-	if run.MaxUnavailable != "" {
-		v, _ := policy.ParseMaxUnavailable(run.MaxUnavailable)
-		maxU = policy.MaxUnavailableNodes(v, len(snap.Nodes))
-	}
-	waves, waiting := policy.PredictUpgradeWaves(snap.Nodes, maxU, run.Canary)
 	o.Say(o.IOStreams, "would upgrade %d node(s) to %s with installer %s (max unavailable %d):\n", len(need), o.Version, o.InstallerImage, maxU)
 	for i, w := range waves {
 		o.Say(o.IOStreams, "  wave %d: %s\n", i+1, strings.Join(w, ", "))
@@ -412,11 +428,10 @@ func (o *UpgradeDriverOptions) printPlan(ctx context.Context, u *upgrade.Upgrade
 		o.Say(o.IOStreams, "  not started (NotReady): %s\n", strings.Join(waiting, ", "))
 	}
 	o.Say(o.IOStreams, "(dry run: nothing changed)\n")
-	run.InCluster = o.InCluster
-	return printNodes(ctx, &o.Mutation, o.clients, o.Out, need, "marked for driver "+o.Version, func(n *corev1.Node) {
-		setAnnotations(n, map[string]string{policy.AnnotationUpgradeState: string(policy.UpgradeRequired),
-			policy.AnnotationUpgradeTarget: run.Target, policy.AnnotationUpgradeRun: run.Encode(), policy.AnnotationUpgradeMessage: "waiting for its wave"})
-	})
+	if o.Output() != "" {
+		return o.Print(o.Out, ro, "created")
+	}
+	return nil
 }
 
 func upgradeOrNone(items []string) string {
@@ -424,40 +439,4 @@ func upgradeOrNone(items []string) string {
 		return "none"
 	}
 	return strings.Join(items, ", ")
-}
-
-// printNodes prints, under -o, the nodes a command acted on, as written; under a dry
-// run, as they are with dryRunEdit applied: as the command would have left them.
-// The default format says what happened in the command's own lines.
-func printNodes(ctx context.Context, m *kit.Mutation, c *kit.Clients, out io.Writer, names []string, operation string, dryRunEdit func(*corev1.Node)) error {
-	if m.Output() == "" {
-		return nil
-	}
-	for _, name := range names {
-		n, err := c.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if m.DryRun != cmdutil.DryRunNone && dryRunEdit != nil {
-			dryRunEdit(n)
-		}
-		if err := m.Print(out, n, operation); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// setAnnotations sets (a value) or removes ("") node annotations.
-func setAnnotations(n *corev1.Node, ann map[string]string) {
-	for k, v := range ann {
-		if v == "" {
-			delete(n.Annotations, k)
-			continue
-		}
-		if n.Annotations == nil {
-			n.Annotations = map[string]string{}
-		}
-		n.Annotations[k] = v
-	}
 }

@@ -1,17 +1,22 @@
 package upgrade
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	coordinationv1 "k8s.io/api/coordination/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/utils/ptr"
+	k8stesting "k8s.io/client-go/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/plugin/kit"
 	"github.com/runwhere-ai/litepool/pkg/plugin/kit/kittest"
 	"github.com/runwhere-ai/litepool/pkg/policy"
@@ -20,8 +25,8 @@ import (
 const (
 	oldDriver = "23.0.6"
 	target    = "24.1.0.3"
-	// rolloutID is the id of a rollout started at kittest.Now.
-	rolloutID = "20261122-120000-" + target
+	// rolloutName is the name of a pool p rollout started at kittest.Now.
+	rolloutName = "p-24.1.0.3-20261122-120000"
 )
 
 func poolNode(name, pool string) *corev1.Node {
@@ -30,171 +35,149 @@ func poolNode(name, pool string) *corev1.Node {
 		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
 }
 
-// lease is the controller's leader Lease, renewed 5s before kittest.Now for 15s.
-func lease() *coordinationv1.Lease {
-	return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: kit.ControllerLease, Namespace: "litepool-system"},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("webhook-0"), LeaseDurationSeconds: ptr.To[int32](15),
-			RenewTime: &metav1.MicroTime{Time: kittest.Now.Add(-5 * time.Second)}}}
+// setup is a factory over nodes and a fake rollout client holding rollouts; the
+// installer Jobs complete as soon as they are made, and their node's driver label then
+// reads the Job's version (what the installer and the device plugin do).
+func setup(t *testing.T, rollouts []client.Object, nodes ...runtime.Object) (*kittest.Factory, client.Client) {
+	t.Helper()
+	f := kittest.NewFactory(t, nodes...)
+	// The API server starts a new object at generation 1; the fake does not.
+	created := interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+		if obj.GetGeneration() == 0 {
+			obj.SetGeneration(1)
+		}
+		return c.Create(ctx, obj, opts...)
+	}}
+	c := fake.NewClientBuilder().WithScheme(kit.Scheme).WithObjects(rollouts...).WithStatusSubresource(&v1alpha1.DriverRollout{}).
+		WithInterceptorFuncs(created).Build()
+	prev, prevInterval := rolloutClientFor, followInterval
+	rolloutClientFor = func(kit.Factory) (client.Client, error) { return c, nil }
+	followInterval = 10 * time.Millisecond
+	t.Cleanup(func() { rolloutClientFor, followInterval = prev, prevInterval })
+	tracker := f.Kube.Tracker()
+	f.Kube.PrependReactor("create", "jobs", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		job := a.(k8stesting.CreateAction).GetObject().(*batchv1.Job)
+		job.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
+		obj, err := tracker.Get(corev1.SchemeGroupVersion.WithResource("nodes"), "", job.Spec.Template.Spec.NodeName)
+		if err == nil {
+			n := obj.(*corev1.Node).DeepCopy()
+			n.Labels[policy.DriverVersionLabels[0]] = job.Spec.Template.Spec.Containers[0].Env[0].Value
+			_ = tracker.Update(corev1.SchemeGroupVersion.WithResource("nodes"), n, "")
+		}
+		return false, nil, nil
+	})
+	return f, c
 }
 
-// marked is a node already in a rollout, in state.
-func marked(n *corev1.Node, run policy.UpgradeRun, state policy.UpgradeState, msg string) *corev1.Node {
-	n.Annotations = map[string]string{policy.AnnotationUpgradeState: string(state), policy.AnnotationUpgradeTarget: run.Target,
-		policy.AnnotationUpgradeRun: run.Encode(), policy.AnnotationUpgradeMessage: msg}
-	n.Spec.Unschedulable = policy.UpgradeStarted(state) || state == policy.UpgradeFailed
-	return n
+func getRollout(t *testing.T, c client.Client, name string) *v1alpha1.DriverRollout {
+	t.Helper()
+	var ro v1alpha1.DriverRollout
+	require.NoError(t, c.Get(context.Background(), client.ObjectKey{Name: name}, &ro))
+	return &ro
 }
 
-const preflight = `pre-flight: driver 24.1.0.3: huawei-ascend, matrix embedded
-LINK        VERSION    VERDICT        REASON
-hardware    Snt9B      compatible     known Ascend model: Snt9B
-driver      24.1.0.3   compatible     published for Snt9B: recommended (ModelArts 7.3.0, Lite Server / Lite Cluster / Standard)
-firmware    -          not-declared   not declared
-cann        -          not-declared   not declared
-torch_npu   -          not-declared   not declared
-image       -          not-declared   not declared
-verdict: compatible
-`
+// No controller acts on the rollout: the command says so and drives it with the
+// controller's reconciler, to the end.
+func TestDriverDrivesTheRolloutWhenNoControllerActs(t *testing.T) {
+	f, c := setup(t, nil, poolNode("p-1", "p"), poolNode("p-2", "p"))
+	res := kittest.Run(f, NewCmdUpgrade, "", "driver", "--pool", "p", "--version", target, "--installer-image", "inst:1",
+		"--max-unavailable", "50%", "--controller-timeout", "0s", "-w", "--yes", "--", "/install.sh", "--quiet")
+	require.NoError(t, res.Err, res.ErrOut)
+	assert.Contains(t, res.ErrOut, "driverrollout "+rolloutName+": no litepool controller acted on it within 0s: this command drives it")
+	assert.Contains(t, res.Out, "driverrollout/"+rolloutName+" created: 2 node(s) to driver 24.1.0.3\n")
+	assert.Contains(t, res.Out, "node/p-2: done\n")
+	assert.Contains(t, res.Out, "driverrollout "+rolloutName+": Succeeded: 2/2 nodes at 24.1.0.3\n")
 
-const plan = `would upgrade 2 node(s) to 24.1.0.3 with installer inst:1 (max unavailable 1):
-  wave 1: p-1
-  wave 2: p-2
-(dry run: nothing changed)
-`
-
-var driver = []string{"driver", "--pool", "p", "--version", target, "--installer-image", "inst:1"}
-
-func upgradeCmd(f *kittest.Factory, stdin string, args ...string) kittest.Result {
-	return kittest.Run(f, NewCmdUpgrade, stdin, args...)
-}
-
-func state(t *testing.T, f *kittest.Factory, node string) string {
-	return f.Node(t, node).Annotations[policy.AnnotationUpgradeState]
-}
-
-func TestUpgradeDriverDryRunPlansAndChangesNothing(t *testing.T) {
-	for _, tc := range []struct {
-		name        string
-		args        []string
-		out, errOut string
-	}{
-		{"client", []string{"--dry-run=client"}, preflight + plan, ""},
-		{"server", []string{"--dry-run=server"}, preflight + plan, ""},
-		{"-o name: the nodes on stdout, the plan on stderr", []string{"--dry-run=client", "-o", "name"}, "node/p-1\nnode/p-2\n", preflight + plan},
-		{"-o jsonpath: the nodes as they would be marked", []string{"--dry-run=server", "-o", "jsonpath={.metadata.annotations.runwhere\\.ai/upgrade-state} "},
-			"upgrade-required upgrade-required ", preflight + plan},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			f := kittest.NewFactory(t, poolNode("p-1", "p"), poolNode("p-2", "p"), lease())
-			r := upgradeCmd(f, "", append(driver, tc.args...)...)
-			require.NoError(t, r.Err)
-			assert.Equal(t, tc.out, r.Out)
-			assert.Equal(t, tc.errOut, r.ErrOut)
-			assert.Empty(t, state(t, f, "p-1"))
-			assert.Empty(t, state(t, f, "p-2"))
-			assert.Empty(t, f.Events(t))
-		})
+	ro := getRollout(t, c, rolloutName)
+	assert.Equal(t, "p", ro.Spec.Pool)
+	assert.Equal(t, v1alpha1.DriverInstaller{Image: "inst:1", Command: []string{"/install.sh", "--quiet"}}, ro.Spec.Installer)
+	assert.Equal(t, "50%", ro.Spec.MaxUnavailable.String())
+	assert.Equal(t, 10*time.Minute, ro.Spec.WaitTimeout.Duration)
+	jobs, err := f.Kube.BatchV1().Jobs("").List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, jobs.Items, 2)
+	for _, j := range jobs.Items {
+		assert.Equal(t, "litepool-system", j.Namespace)
+	}
+	for _, n := range []string{"p-1", "p-2"} {
+		got := f.Node(t, n)
+		assert.False(t, got.Spec.Unschedulable)
+		assert.Equal(t, "done", got.Annotations[policy.AnnotationUpgradeState])
 	}
 }
 
-// With the controller's Lease fresh (by the factory's clock), the rollout is recorded on
-// the nodes and handed over; the rollout id comes from the same clock.
-func TestUpgradeDriverHandsOverToARunningController(t *testing.T) {
-	f := kittest.NewFactory(t, poolNode("p-1", "p"), poolNode("p-2", "p"), lease())
-	r := upgradeCmd(f, "", append(driver, "--yes")...)
-	require.NoError(t, r.Err)
-	assert.Equal(t, preflight+"rollout "+rolloutID+": 2 node(s) marked for driver 24.1.0.3\n"+
-		"rollout "+rolloutID+": handed to the controller in litepool-webhook; follow it with `kubectl litepool upgrade status --pool p`\n", r.Out)
-	assert.Empty(t, r.ErrOut)
-	for _, name := range []string{"p-1", "p-2"} {
-		n := f.Node(t, name)
-		assert.Equal(t, string(policy.UpgradeRequired), n.Annotations[policy.AnnotationUpgradeState])
-		assert.Equal(t, target, n.Annotations[policy.AnnotationUpgradeTarget])
-		run, err := policy.DecodeUpgradeRun(n.Annotations[policy.AnnotationUpgradeRun])
-		require.NoError(t, err)
-		assert.Equal(t, rolloutID, run.ID)
-		assert.True(t, run.InCluster)
-		assert.Equal(t, "inst:1", run.InstallerImage)
-		assert.False(t, n.Spec.Unschedulable, "the controller cordons, not the plugin")
-	}
+func TestDriverWithoutWaitLeavesTheRolloutToAController(t *testing.T) {
+	f, c := setup(t, nil, poolNode("p-1", "p"))
+	res := kittest.Run(f, NewCmdUpgrade, "", "driver", "--pool", "p", "--version", target, "--installer-image", "inst:1",
+		"--controller-timeout", "0s", "--wait=false", "--yes")
+	require.NoError(t, res.Err, res.ErrOut)
+	assert.Contains(t, res.ErrOut, "no controller has acted on it within 0s; nothing drives it until one runs, or `kubectl litepool upgrade resume "+rolloutName+"` drives it from there")
+	assert.Empty(t, getRollout(t, c, rolloutName).Status.Phase)
+	assert.False(t, f.Node(t, "p-1").Spec.Unschedulable, "the command did nothing to the node")
 }
 
-// -o json prints the marked nodes as written; what is said goes to stderr.
-func TestUpgradeDriverOutputJSONPrintsTheMarkedNodes(t *testing.T) {
-	f := kittest.NewFactory(t, poolNode("p-1", "p"), lease())
-	r := upgradeCmd(f, "", append(driver, "--yes", "-o", "jsonpath={.metadata.name}={.metadata.annotations.runwhere\\.ai/upgrade-state}")...)
-	require.NoError(t, r.Err)
-	assert.Equal(t, "p-1=upgrade-required", r.Out)
-	assert.Contains(t, r.ErrOut, "rollout "+rolloutID+": 1 node(s) marked for driver 24.1.0.3\n")
+func TestDriverDryRunPrintsTheWavesAndCreatesNothing(t *testing.T) {
+	f, c := setup(t, nil, poolNode("p-1", "p"), poolNode("p-2", "p"), poolNode("p-3", "p"))
+	res := kittest.Run(f, NewCmdUpgrade, "", "driver", "--pool", "p", "--version", target, "--installer-image", "inst:1",
+		"--canary", "p-3", "--max-unavailable", "2", "--dry-run=client")
+	require.NoError(t, res.Err, res.ErrOut)
+	assert.Contains(t, res.Out, "would upgrade 3 node(s) to 24.1.0.3 with installer inst:1 (max unavailable 2):\n  wave 1: p-3\n  wave 2: p-1, p-2\n(dry run: nothing changed)\n")
+	var list v1alpha1.DriverRolloutList
+	require.NoError(t, c.List(context.Background(), &list))
+	assert.Empty(t, list.Items)
 }
 
-// A Lease not renewed within its duration, by the fake clock, is no controller: the
-// plugin would drive the rollout itself, so --wait has nothing to follow.
-func TestUpgradeDriverExpiredLeaseMeansNoController(t *testing.T) {
-	f := kittest.NewFactory(t, poolNode("p-1", "p"), poolNode("p-2", "p"), lease())
-	f.Clocks.Step(11 * time.Second)
-	r := upgradeCmd(f, "", append(driver, "--yes", "--wait")...)
-	require.EqualError(t, r.Err, "--wait follows a rollout handed to the cluster, and this one is not (no litepool controller holds Lease litepool-system/litepool-controller): the plugin drives the rollout and waits anyway")
-	assert.Empty(t, r.Out)
-	assert.Empty(t, state(t, f, "p-1"))
+func TestDriverRefusesFlagsAndNodesOfAnotherRollout(t *testing.T) {
+	busy := &v1alpha1.DriverRollout{ObjectMeta: metav1.ObjectMeta{Name: "earlier"},
+		Spec:   v1alpha1.DriverRolloutSpec{Pool: "p", Version: "24.0.0", Installer: v1alpha1.DriverInstaller{Image: "i"}},
+		Status: v1alpha1.DriverRolloutStatus{Phase: v1alpha1.RolloutFailed, Nodes: []v1alpha1.DriverRolloutNode{{Name: "p-1", State: "failed"}}}}
+	f, _ := setup(t, []client.Object{busy}, poolNode("p-1", "p"))
+	res := kittest.Run(f, NewCmdUpgrade, "", "driver", "--pool", "p", "--version", target, "--installer-image", "inst:1", "--yes")
+	assert.EqualError(t, res.Err, "[U4] node \"p-1\" is already in driver rollout earlier (state failed): finish it with `kubectl litepool upgrade resume earlier` or stop it with `kubectl litepool upgrade abort earlier` first")
+
+	res = kittest.Run(f, NewCmdUpgrade, "", "driver", "--pool", "p", "--version", target, "--installer-image", "inst:1", "--installer-namespace", "kube-system", "--yes")
+	assert.EqualError(t, res.Err, "--installer-namespace is no longer accepted: installer Jobs run in litepool's own namespace (--controller-namespace, default litepool-system), never in another")
+
+	res = kittest.Run(f, NewCmdUpgrade, "", "driver", "--pool", "p", "--version", target, "--installer-image", "inst:1", "--wait=false", "-w", "--yes")
+	assert.EqualError(t, res.Err, "--watch prints the moves of a rollout it follows: it does not go with --wait=false")
 }
 
-func TestUpgradeDriverRefusals(t *testing.T) {
-	inOther := marked(poolNode("p-2", "p"), policy.UpgradeRun{ID: "other", Pool: "p", Target: "25.0.0"}, policy.UpgradeDrain, "draining")
-	for _, tc := range []struct {
-		name  string
-		nodes []*corev1.Node
-		stdin string
-		args  []string
-		err   string
-	}{
-		{"not confirmed", []*corev1.Node{poolNode("p-1", "p")}, "no\n", nil,
-			`driver upgrade to 24.1.0.3: not confirmed (typed "no", expected "yes"); nothing was changed`},
-		{"a node in another rollout", []*corev1.Node{poolNode("p-1", "p"), inOther}, "", []string{"--yes"},
-			"[U4] node \"p-2\" is already in a driver upgrade (state drain, target 25.0.0): finish it with `kubectl litepool upgrade resume` or stop it with `kubectl litepool upgrade abort` first"},
-		{"a pool without nodes", nil, "", []string{"--yes"}, `pool "p" has no nodes (no node carries runwhere.ai/pool=p)`},
-		{"an unknown output", []*corev1.Node{poolNode("p-1", "p")}, "", []string{"--yes", "-o", "table"},
-			`unable to match a printer suitable for the output format "table", allowed formats are: go-template,go-template-file,json,jsonpath,jsonpath-as-json,jsonpath-file,kyaml,name,template,templatefile,yaml`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			objs := []runtime.Object{lease()}
-			for _, n := range tc.nodes {
-				objs = append(objs, n)
-			}
-			f := kittest.NewFactory(t, objs...)
-			r := upgradeCmd(f, tc.stdin, append(driver, tc.args...)...)
-			require.EqualError(t, r.Err, tc.err)
-			for _, n := range tc.nodes {
-				assert.Equal(t, n.Annotations, f.Node(t, n.Name).Annotations, "nothing changed on %s", n.Name)
-			}
-		})
-	}
+func failedRollout() *v1alpha1.DriverRollout {
+	return &v1alpha1.DriverRollout{ObjectMeta: metav1.ObjectMeta{Name: "r1", Generation: 1},
+		Spec: v1alpha1.DriverRolloutSpec{Pool: "p", Version: target, Installer: v1alpha1.DriverInstaller{Image: "i"}},
+		Status: v1alpha1.DriverRolloutStatus{ObservedGeneration: 1, Phase: v1alpha1.RolloutFailed, Message: "stopped",
+			Nodes: []v1alpha1.DriverRolloutNode{{Name: "p-1", State: "failed", Message: "failed in validate: timed out", Attempt: 1},
+				{Name: "p-2", State: "upgrade-required", Attempt: 1}}}}
 }
 
-func TestUpgradeDriverValidate(t *testing.T) {
-	base := func() *UpgradeDriverOptions {
-		return &UpgradeDriverOptions{Pool: "p", Version: "24.1.0.3", MaxUnavailable: "25%", WaitTimeout: time.Minute}
-	}
-	assert.NoError(t, base().Validate())
-	cases := map[string]func(o *UpgradeDriverOptions){
-		"give exactly one of --pool POOL or --node NODE":                                                              func(o *UpgradeDriverOptions) { o.Node = "n" },
-		"[U2] --version is required: the driver version to install (as the node's driver-version label will read it)": func(o *UpgradeDriverOptions) { o.Version = "" },
-		`[U2] invalid --max-unavailable "0%": a percentage must be 1%-100%`:                                           func(o *UpgradeDriverOptions) { o.MaxUnavailable = "0%" },
-		"--canary applies to a pool rollout (--pool)":                                                                 func(o *UpgradeDriverOptions) { o.Pool, o.Node, o.Canary = "", "n", "m" },
-		`invalid --wait-selector "x=y,": found '', expected: identifier after ','`:                                    func(o *UpgradeDriverOptions) { o.WaitSelector = "x=y," },
-		"--validate-timeout -1s: must not be negative":                                                                func(o *UpgradeDriverOptions) { o.ValidateTimeout = -time.Second },
-	}
-	for msg, mutate := range cases {
-		o := base()
-		mutate(o)
-		assert.EqualError(t, o.Validate(), msg)
-	}
+func TestResumeAndAbortAreSpecChanges(t *testing.T) {
+	f, c := setup(t, []client.Object{failedRollout()}, poolNode("p-1", "p"), poolNode("p-2", "p"))
+	res := kittest.Run(f, NewCmdUpgrade, "", "resume", "--pool", "p", "--wait=false", "--controller-timeout", "0s")
+	assert.EqualError(t, res.Err, "[U4] driverrollout r1 stopped on failed node(s) p-1 (failed in validate: timed out): fix them, then resume with --retry-failed")
+
+	res = kittest.Run(f, NewCmdUpgrade, "", "resume", "r1", "--retry-failed", "--max-unavailable", "2", "--wait=false", "--controller-timeout", "0s")
+	require.NoError(t, res.Err, res.ErrOut)
+	assert.Contains(t, res.Out, "node/p-1: failed → upgrade-required (retry)\n")
+	ro := getRollout(t, c, "r1")
+	assert.Equal(t, int32(1), ro.Spec.RetryFailed)
+	assert.Equal(t, "2", ro.Spec.MaxUnavailable.String())
+
+	res = kittest.Run(f, NewCmdUpgrade, "", "abort", "--pool", "p", "--wait=false", "--controller-timeout", "0s")
+	require.NoError(t, res.Err, res.ErrOut)
+	assert.Contains(t, res.Out, "driverrollout/r1 aborted: 1 node(s) leave the rollout: p-2\nfailed, left cordoned for inspection: p-1\n")
+	assert.True(t, getRollout(t, c, "r1").Spec.Abort)
 }
 
-func TestUpgradeDriverRisk(t *testing.T) {
-	o := &UpgradeDriverOptions{Pool: "upg", Version: "24.1.0.3", MaxUnavailable: "2", InstallerImage: "inst:1", WaitTimeout: 10 * time.Minute}
-	assert.Equal(t, kit.Risk{Level: "high", Operation: "driver upgrade to 24.1.0.3",
-		Impact:     []string{"6 node(s) of pool upg will be cordoned, drained and have the driver reinstalled by inst:1, at most 2 unavailable at a time; workload pods still running after 10m0s are evicted"},
-		Precaution: []string{"make sure running jobs checkpoint or can restart, and that the installer image fits the nodes' OS"},
-	}, o.risk(6))
+func TestStatusShowsTheRolloutsNodes(t *testing.T) {
+	f, _ := setup(t, []client.Object{failedRollout()}, poolNode("p-1", "p"), poolNode("p-2", "p"))
+	res := kittest.Run(f, NewCmdUpgrade, "", "status", "--pool", "p")
+	require.NoError(t, res.Err)
+	assert.Equal(t, `NODE   POOL   STATE              TARGET     DRIVER   CORDONED   MESSAGE
+p-1    p      failed             24.1.0.3   23.0.6   false      failed in validate: timed out
+p-2    p      upgrade-required   24.1.0.3   23.0.6   false      <none>
+driverrollout r1 (pool p → 24.1.0.3): Failed: 0/2 done (0%), 0 in progress, 1 pending, 1 failed
+`, res.Out)
+	res = kittest.Run(f, NewCmdUpgrade, "", "status", "--pool", "q")
+	require.NoError(t, res.Err)
+	assert.Equal(t, "no driver rollout in pool q\n", res.Out)
 }

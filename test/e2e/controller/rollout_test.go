@@ -27,10 +27,11 @@ const (
 	installer = "registry.example.com/ascend-installer:24.1.0.3"
 )
 
-// A pool rollout handed to the cluster: the plugin exits at once, two replicas of
-// litepool-webhook run the controllers with leader election, the leader is killed
-// mid-wave, the other takes over and finishes. Every node gets one installer Job and
-// one cordon, and ends schedulable.
+// A pool rollout left to the cluster: the plugin creates the DriverRollout and exits
+// (--wait=false), two replicas of litepool-webhook run the controllers with leader
+// election, the leader is killed mid-wave, the other takes over and finishes from the
+// rollout's status. Every node gets one installer Job, one cordon and one pass through
+// the machine, and ends schedulable.
 func TestRolloutSurvivesPluginExitAndLeaderKill(t *testing.T) {
 	certs, err := localwebhook.NewCerts(t.TempDir())
 	require.NoError(t, err)
@@ -43,11 +44,11 @@ func TestRolloutSurvivesPluginExitAndLeaderKill(t *testing.T) {
 	defer stopAgent()
 	cordons := countCordons(t, "ctl-roll")
 
-	// No --in-cluster: with a controller running, the plain command hands the rollout over.
-	out := framework.C.MustLitepool(t, "upgrade", "driver", "--pool", "ctl-roll", "--version", target, "--max-unavailable", "2",
-		"--installer-image", installer, "--yes")
-	assert.Contains(t, out, "handed to the controller in litepool-webhook")
-	assert.NotContains(t, out, "wave 1", "the plugin drives nothing itself")
+	res := framework.C.Litepool(t, "upgrade", "driver", "--pool", "ctl-roll", "--version", target, "--max-unavailable", "2",
+		"--installer-image", installer, "--wait=false", "--yes")
+	require.Equal(t, 0, res.ExitCode, res.Stderr)
+	assert.Regexp(t, `driverrollout \S+: litepool's controller drives it; follow it with`, res.Stdout)
+	assert.NotContains(t, res.Stderr, "this command drives it")
 
 	// Mid-wave: a node is installing. Kill the leader there.
 	require.NoError(t, wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, waitTimeout, true, func(context.Context) (bool, error) {
@@ -66,15 +67,23 @@ func TestRolloutSurvivesPluginExitAndLeaderKill(t *testing.T) {
 	first.Kill()
 
 	waitLeader(t, second)
-	// The operator follows it from the plugin: status -w returns when no rollout of the
-	// pool is in progress.
+	// The operator follows it from the plugin: status -w returns when the rollout ends.
 	watched := framework.C.Litepool(t, "upgrade", "status", "--pool", "ctl-roll", "-w")
 	require.Equal(t, 0, watched.ExitCode, watched.Stderr)
-	assert.Regexp(t, `rollout \S+ \(pool ctl-roll → 24.1.0.3\): complete: 4/4 done \(100%\), 0 in progress, 0 pending, 0 failed\n$`, watched.Stdout)
+	assert.Regexp(t, `driverrollout \S+ \(pool ctl-roll → 24.1.0.3\): Succeeded: 4/4 done \(100%\), 0 in progress, 0 pending, 0 failed\n$`, watched.Stdout)
+	// The nodes' annotations and Events follow the stored status (published once it is
+	// stored), so they may trail the status the command saw.
+	require.NoError(t, wait.PollUntilContextTimeout(context.Background(), waitInterval, waitTimeout, true, func(context.Context) (bool, error) {
+		for _, n := range nodes {
+			if framework.UpgradeState(t, n) != string(policy.UpgradeDone) || len(eventMessages(t, n, "DriverUpgraded")) == 0 {
+				return false, nil
+			}
+		}
+		return true, nil
+	}), second.logs.String())
 	for _, n := range nodes {
-		assert.Equal(t, string(policy.UpgradeDone), framework.UpgradeState(t, n), "%s\n%s", n, second.logs.String())
+		assert.Len(t, eventMessages(t, n, "DriverUpgraded"), 1, "%s went through the machine once", n)
 	}
-	assert.Contains(t, second.logs.String(), "driving rollout")
 
 	jobs := installerJobs(t)
 	perNode := cordons()
@@ -89,11 +98,11 @@ func TestRolloutSurvivesPluginExitAndLeaderKill(t *testing.T) {
 
 	// `upgrade status` tells the same from the cluster.
 	status := framework.C.MustLitepool(t, "upgrade", "status", "--pool", "ctl-roll")
-	assert.Regexp(t, `rollout \S+ \(pool ctl-roll → 24.1.0.3\): complete: 4/4 done`, status)
+	assert.Regexp(t, `driverrollout \S+ \(pool ctl-roll → 24.1.0.3\): Succeeded: 4/4 done`, status)
 }
 
-// A rollout the plugin follows with --wait: it prints progress and returns when the
-// controller has finished.
+// A rollout the plugin follows (--wait, the default): it returns when the controller
+// has finished, and never drives the rollout itself.
 func TestInClusterRolloutWait(t *testing.T) {
 	certs, err := localwebhook.NewCerts(t.TempDir())
 	require.NoError(t, err)
@@ -103,17 +112,20 @@ func TestInClusterRolloutWait(t *testing.T) {
 	stopAgent := playDriver(t, 0)
 	defer stopAgent()
 
-	out := framework.C.MustLitepool(t, "upgrade", "driver", "--pool", "ctl-wait", "--version", target,
-		"--installer-image", installer, "--in-cluster", "--wait", "--yes")
-	assert.Regexp(t, `rollout \S+: complete: 2/2 done, 0 in progress, 0 pending, 0 failed\n$`, out)
+	res := framework.C.Litepool(t, "upgrade", "driver", "--pool", "ctl-wait", "--version", target,
+		"--installer-image", installer, "--in-cluster", "-w", "--yes")
+	require.Equal(t, 0, res.ExitCode, res.Stderr)
+	assert.Empty(t, res.Stderr)
+	assert.Regexp(t, `driverrollout \S+ \(pool ctl-wait → 24.1.0.3\): Succeeded: 2/2 done \(100%\), 0 in progress, 0 pending, 0 failed\n`, res.Stdout)
+	assert.Regexp(t, `driverrollout \S+: Succeeded: 2/2 nodes at 24.1.0.3\n$`, res.Stdout)
 	for _, n := range nodes {
 		assert.Equal(t, string(policy.UpgradeDone), framework.UpgradeState(t, n))
 		assert.False(t, framework.Node(t, n).Spec.Unschedulable)
 	}
 
-	res := framework.C.Litepool(t, "upgrade", "driver", "--pool", "ctl-wait", "--version", "24.1.0.5", "--in-cluster=false", "--wait", "--yes")
+	res = framework.C.Litepool(t, "upgrade", "driver", "--pool", "ctl-wait", "--version", "24.1.0.5", "--wait=false", "-w", "--yes")
 	assert.NotEqual(t, 0, res.ExitCode)
-	assert.Contains(t, res.Stderr, "--wait follows a rollout handed to the cluster, and this one is not (--in-cluster=false)")
+	assert.Contains(t, res.Stderr, "--watch prints the moves of a rollout it follows: it does not go with --wait=false")
 }
 
 // waitLeader waits until the replica says it holds the leader lease.
@@ -127,7 +139,7 @@ func waitLeader(t *testing.T, r *replica) {
 // installerJobs counts installer Jobs per node, from the cluster.
 func installerJobs(t *testing.T) map[string]int {
 	t.Helper()
-	list, err := framework.C.Kube.BatchV1().Jobs("kube-system").List(context.Background(), metav1.ListOptions{
+	list, err := framework.C.Kube.BatchV1().Jobs(localwebhook.Namespace).List(context.Background(), metav1.ListOptions{
 		LabelSelector: upgrade.LabelComponent + "=" + upgrade.Component})
 	require.NoError(t, err)
 	out := map[string]int{}
@@ -180,9 +192,9 @@ func countCordons(t *testing.T, pool string) func() map[string]int {
 	}
 }
 
-// A node of an in-cluster rollout fails validation: the controller stops there, leaves
-// the node cordoned and failed; `upgrade resume --retry-failed` re-marks it and hands
-// the rollout back, and the controller finishes it.
+// A node of a rollout fails validation: the controller stops there, leaves the node
+// cordoned and failed; `upgrade resume --retry-failed` raises spec.retryFailed, and the
+// controller runs the node again, with a fresh installer Job, to the end.
 func TestInClusterRolloutRetryFailed(t *testing.T) {
 	certs, err := localwebhook.NewCerts(t.TempDir())
 	require.NoError(t, err)
@@ -194,23 +206,20 @@ func TestInClusterRolloutRetryFailed(t *testing.T) {
 		"--validate-timeout", "2s", "--in-cluster", "--wait", "--yes")
 	silent()
 	assert.Equal(t, 1, res.ExitCode, res.Stdout)
-	assert.Contains(t, res.Stderr, "stopped on failure")
+	assert.Regexp(t, `error: driverrollout \S+ failed: stopped, 0/1 done: node ctl-fail-1 failed in validate`, res.Stderr)
 	assert.Equal(t, string(policy.UpgradeFailed), framework.UpgradeState(t, nodes[0]))
 	assert.True(t, framework.Node(t, nodes[0]).Spec.Unschedulable, "a failed node stays cordoned for the operator")
 
-	res = framework.C.Litepool(t, "upgrade", "resume", "--pool", "ctl-fail", "--max-unavailable", "2")
-	assert.Contains(t, res.Stderr, "driven by the controller in litepool-webhook")
-
 	stopAgent := playDriver(t, 0)
 	defer stopAgent()
-	out := framework.C.MustLitepool(t, "upgrade", "resume", "--pool", "ctl-fail", "--retry-failed")
-	assert.Contains(t, out, "node/ctl-fail-1: failed → upgrade-required (retry)\n")
-	assert.Contains(t, out, "the controller in litepool-webhook drives it")
-	watched := framework.C.MustLitepool(t, "upgrade", "status", "--pool", "ctl-fail", "-w")
-	assert.Regexp(t, `complete: 1/1 done \(100%\)`, watched)
+	res = framework.C.Litepool(t, "upgrade", "resume", "--pool", "ctl-fail", "--retry-failed")
+	require.Equal(t, 0, res.ExitCode, res.Stderr)
+	assert.Empty(t, res.Stderr, "the controller drives it, not the command")
+	assert.Contains(t, res.Stdout, "node/ctl-fail-1: failed → upgrade-required (retry)\n")
+	assert.Regexp(t, `driverrollout \S+: Succeeded: 1/1 nodes at 24.1.0.3\n$`, res.Stdout)
 	assert.Equal(t, target, framework.Node(t, nodes[0]).Labels[framework.DriverLabel])
 	assert.False(t, framework.Node(t, nodes[0]).Spec.Unschedulable)
-	assert.Equal(t, 1, installerJobs(t)[nodes[0]], "the retry replaced the failed installer Job")
+	assert.Equal(t, 2, installerJobs(t)[nodes[0]], "the retry ran a fresh installer Job (attempt 2), once")
 }
 
 // makePool creates a Pool object and n Ready Snt9B nodes NAME-1..n at oldDriver.

@@ -128,7 +128,8 @@ func (a *DriverAgent) InstallerPods(node string) int {
 }
 
 func (a *DriverAgent) tick(ctx context.Context) {
-	pods, err := C.Kube.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{
+	// Installer pods run in litepool's namespace; every namespace is searched.
+	pods, err := C.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{
 		LabelSelector: upgrade.LabelComponent + "=" + upgrade.Component})
 	if err != nil {
 		return

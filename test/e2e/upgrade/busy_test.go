@@ -52,7 +52,8 @@ func TestUpgradeWaitsForWorkThenDrains(t *testing.T) {
 	r := framework.C.Litepool(t, "upgrade", "driver", "--node", nodes[0], "--version", target, "--installer-image", installer,
 		"--wait-selector", "app=upg-busy-train", "--wait-timeout", "3s", "--yes")
 	require.Equal(t, 0, r.ExitCode, "stdout:\n%s\nstderr:\n%s", r.Stdout, r.Stderr)
-	assert.Contains(t, r.Stdout, "node/upg-busy-1: wait-for-jobs → drain: 1 workload pod(s) still running after 3s (default/"+first+"): the drain evicts them\n")
+	assert.Contains(t, eventMessages(t, nodes[0], "DriverUpgrade"), "driver upgrade to 24.1.0.3 (rollout "+rolloutOf(t, "upg-busy").Name+
+		"): wait-for-jobs done, next drain: 1 workload pod(s) still running after 3s (default/"+first+"): the drain evicts them")
 	assert.Equal(t, "done", framework.UpgradeState(t, nodes[0]))
 
 	_, err = framework.C.Kube.CoreV1().Pods("default").Get(ctx, first, metav1.GetOptions{})

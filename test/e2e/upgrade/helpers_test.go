@@ -12,9 +12,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/plugin/kit"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 	"github.com/runwhere-ai/litepool/test/e2e/framework"
+	"github.com/runwhere-ai/litepool/test/e2e/framework/localwebhook"
 )
 
 const (
@@ -32,7 +36,14 @@ var (
 // startAgent starts the agent (once) and configures nodes: installs take delay on them,
 // and with noLabel the driver label never changes.
 func startAgent(delay time.Duration, noLabel bool, nodes ...string) *framework.DriverAgent {
-	agentOnce.Do(func() { agent = framework.StartDriverAgent(0) })
+	agentOnce.Do(func() {
+		agent = framework.StartDriverAgent(0)
+		// Installer Jobs run in litepool's own namespace, which an install of litepool
+		// makes; these tests run the plugin alone.
+		if err := localwebhook.EnsureNamespace(context.Background(), framework.C.Kube, localwebhook.Namespace); err != nil {
+			panic(err)
+		}
+	})
 	agent.Configure(delay, noLabel, nodes...)
 	return agent
 }
@@ -115,7 +126,7 @@ func eventsFor(t *testing.T, node, reason string) int {
 
 func jobsFor(t *testing.T, nodes []string) int {
 	t.Helper()
-	list, err := framework.C.Kube.BatchV1().Jobs("kube-system").List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=driver-installer"})
+	list, err := framework.C.Kube.BatchV1().Jobs(localwebhook.Namespace).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=driver-installer"})
 	require.NoError(t, err)
 	want := map[string]bool{}
 	for _, n := range nodes {
@@ -135,3 +146,37 @@ func lines(s string) []string { return strings.Split(strings.TrimRight(s, "\n"),
 func configMap(name, matrix string) *corev1.ConfigMap {
 	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, Data: map[string]string{"compat-matrix.yaml": matrix}}
 }
+
+// rolloutOf is the newest DriverRollout of a pool, or of nodes of the pool.
+func rolloutOf(t *testing.T, pool string) *v1alpha1.DriverRollout {
+	t.Helper()
+	c, err := client.New(framework.C.Config, client.Options{Scheme: kit.Scheme})
+	require.NoError(t, err)
+	var list v1alpha1.DriverRolloutList
+	require.NoError(t, c.List(context.Background(), &list))
+	var out *v1alpha1.DriverRollout
+	for i := range list.Items {
+		if ro := &list.Items[i]; (ro.Spec.Pool == pool || len(ro.Spec.Nodes) > 0 && strings.HasPrefix(ro.Spec.Nodes[0], pool+"-")) && (out == nil || !ro.CreationTimestamp.Before(&out.CreationTimestamp)) {
+			out = ro
+		}
+	}
+	require.NotNil(t, out, "no DriverRollout of pool %s", pool)
+	return out
+}
+
+// eventMessages are the messages of a node's events of one reason.
+func eventMessages(t *testing.T, node, reason string) []string {
+	t.Helper()
+	list, err := framework.C.Kube.CoreV1().Events("default").List(context.Background(), metav1.ListOptions{
+		FieldSelector: "involvedObject.kind=Node,involvedObject.name=" + node + ",reason=" + reason,
+	})
+	require.NoError(t, err)
+	var out []string
+	for _, e := range list.Items {
+		out = append(out, e.Message)
+	}
+	return out
+}
+
+// noController is what the plugin says when it drives a rollout itself.
+const noController = "no litepool controller acted on it within 10s: this command drives it, with the controller's reconciler"

@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 	"os/exec"
 	"path/filepath"
-	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,6 +20,7 @@ import (
 	"github.com/runwhere-ai/litepool/pkg/policy"
 	"github.com/runwhere-ai/litepool/pkg/upgrade"
 	"github.com/runwhere-ai/litepool/test/e2e/framework"
+	"github.com/runwhere-ai/litepool/test/e2e/framework/localwebhook"
 )
 
 const (
@@ -55,15 +56,16 @@ func TestPoolRolloutInWavesOfMaxUnavailable(t *testing.T) {
 	assert.Contains(t, r.Stderr, "\nerror: driver upgrade to 24.1.0.3: not confirmed (typed \"no\", expected \"yes\"); nothing was changed\n")
 	assert.Empty(t, framework.UpgradeState(t, nodes[0]))
 
-	// Confirmed on stdin, with the installer command after "--".
+	// Confirmed on stdin, with the installer command after "--". No controller runs
+	// here: the command says so and drives the rollout itself.
 	r = framework.C.Kubectl(t, "yes\n", "litepool", "upgrade", "driver", "--pool", "upg-six", "--version", target, "--max-unavailable", "2",
-		"--installer-image", installer, "--", "/install.sh", "--quiet")
+		"--installer-image", installer, "-w", "--", "/install.sh", "--quiet")
 	require.Equal(t, 0, r.ExitCode, "stdout:\n%s\nstderr:\n%s", r.Stdout, r.Stderr)
-	assert.Contains(t, r.Stdout, "wave 1: upg-six-1, upg-six-2 (max unavailable 2; 0/6 done)\n")
-	assert.Contains(t, r.Stdout, "wave 2: upg-six-3, upg-six-4 (max unavailable 2; 2/6 done)\n")
-	assert.Contains(t, r.Stdout, "wave 3: upg-six-5, upg-six-6 (max unavailable 2; 4/6 done)\n")
-	assert.Contains(t, r.Stdout, "node/upg-six-3: validate → uncordon: driver-version label reads 24.1.0.3\n")
-	assert.Regexp(t, `rollout \S+: 6/6 nodes at 24.1.0.3\n$`, r.Stdout)
+	assert.Regexp(t, `driverrollout/upg-six-24\.1\.0\.3-\d{8}-\d{6} created: 6 node\(s\) to driver 24.1.0.3\n`, r.Stdout)
+	assert.Contains(t, r.Stderr, noController)
+	assert.Contains(t, r.Stdout, "node/upg-six-6: done\n", "-w prints the moves")
+	assert.Regexp(t, `driverrollout \S+ \(pool upg-six → 24.1.0.3\): Progressing: 2/6 done \(33%\), 2 in progress, 2 pending, 0 failed\n`, r.Stdout)
+	assert.Regexp(t, `driverrollout \S+: Succeeded: 6/6 nodes at 24.1.0.3\n$`, r.Stdout)
 
 	// The cluster's own account: never more than 2 unschedulable at once, and 2 were.
 	most, cordons := w.snapshot()
@@ -80,9 +82,11 @@ func TestPoolRolloutInWavesOfMaxUnavailable(t *testing.T) {
 		assert.Equal(t, 1, eventsFor(t, n, "DriverUpgraded"), n)
 		assert.Equal(t, 6, eventsFor(t, n, "DriverUpgrade"), n) // one per step, uncordon → done is DriverUpgraded
 	}
-	run, err := policy.DecodeUpgradeRun(framework.Node(t, "upg-six-1").Annotations[policy.AnnotationUpgradeRun])
-	require.NoError(t, err)
-	job, err := framework.C.Kube.BatchV1().Jobs("kube-system").Get(context.Background(), upgrade.InstallerJobName(run, "upg-six-1"), metav1.GetOptions{})
+	ro := rolloutOf(t, "upg-six")
+	assert.Equal(t, v1alpha1.RolloutSucceeded, ro.Status.Phase)
+	assert.Equal(t, "6/6", ro.Status.Progress)
+	assert.Equal(t, ro.Name, framework.Node(t, "upg-six-1").Annotations[policy.AnnotationUpgradeRun], "the node says which rollout upgraded it")
+	job, err := framework.C.Kube.BatchV1().Jobs(localwebhook.Namespace).Get(context.Background(), upgrade.InstallerJobName(ro, "upg-six-1", 1), metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, "upg-six-1", job.Spec.Template.Spec.NodeName)
 	assert.Equal(t, []string{"/install.sh", "--quiet"}, job.Spec.Template.Spec.Containers[0].Command)
@@ -92,7 +96,13 @@ func TestPoolRolloutInWavesOfMaxUnavailable(t *testing.T) {
 	status := framework.C.MustLitepool(t, "upgrade", "status", "--pool", "upg-six")
 	assert.Equal(t, "NODE        POOL      STATE   TARGET     DRIVER     CORDONED   MESSAGE", lines(status)[0])
 	assert.Equal(t, "upg-six-1   upg-six   done    24.1.0.3   24.1.0.3   false      <none>", lines(status)[1])
-	assert.Regexp(t, `rollout \S+ \(pool upg-six → 24.1.0.3\): complete: 6/6 done \(100%\), 0 in progress, 0 pending, 0 failed`, lines(status)[7])
+	assert.Regexp(t, `driverrollout \S+ \(pool upg-six → 24.1.0.3\): Succeeded: 6/6 done \(100%\), 0 in progress, 0 pending, 0 failed`, lines(status)[7])
+
+	// Plain kubectl shows the rollout.
+	got := framework.C.Kubectl(t, "", "get", "driverrollouts", ro.Name)
+	require.Equal(t, 0, got.ExitCode, got.Stderr)
+	assert.Equal(t, []string{"NAME", "POOL", "VERSION", "PHASE", "DONE", "FAILED", "AGE"}, strings.Fields(lines(got.Stdout)[0]))
+	assert.Equal(t, []string{ro.Name, "upg-six", "24.1.0.3", "Succeeded", "6/6", "0"}, strings.Fields(lines(got.Stdout)[1])[:6])
 
 	var st struct {
 		Nodes    []struct{ Node, State, Driver string }
@@ -105,7 +115,7 @@ func TestPoolRolloutInWavesOfMaxUnavailable(t *testing.T) {
 	assert.Len(t, st.Nodes, 6)
 	require.Len(t, st.Rollouts, 1)
 	assert.Equal(t, "upg-six", st.Rollouts[0].Pool)
-	assert.Equal(t, "complete", st.Rollouts[0].Phase)
+	assert.Equal(t, "Succeeded", st.Rollouts[0].Phase)
 	assert.Equal(t, [2]int{6, 6}, [2]int{st.Rollouts[0].Done, st.Rollouts[0].Total})
 
 	// Every node is at the target now: nothing to do.
@@ -118,9 +128,9 @@ func TestNodeCordonedBeforeStaysCordoned(t *testing.T) {
 	nodes := framework.AscendPool(t, "upg-one", 2, oldDriver, software)
 	startAgent(0, false, nodes...)
 	framework.C.Kubectl(t, "", "cordon", nodes[0])
-	r := framework.C.Litepool(t, "upgrade", "driver", "--node", nodes[0], "--version", target, "--installer-image", installer, "--yes")
+	r := framework.C.Litepool(t, "upgrade", "driver", "--node", nodes[0], "--version", target, "--installer-image", installer, "-w", "--yes")
 	require.Equal(t, 0, r.ExitCode, "stdout:\n%s\nstderr:\n%s", r.Stdout, r.Stderr)
-	assert.Contains(t, r.Stdout, "node/upg-one-1: uncordon → done: stays cordoned: it was cordoned before the upgrade\n")
+	assert.Contains(t, r.Stdout, "node/upg-one-1: done: stays cordoned: it was cordoned before the upgrade\n")
 	got := framework.Node(t, nodes[0])
 	assert.True(t, got.Spec.Unschedulable)
 	assert.Equal(t, "done", got.Annotations[policy.AnnotationUpgradeState])
@@ -140,7 +150,7 @@ func TestValidationTimeoutStopsTheRollout(t *testing.T) {
 	r := framework.C.Litepool(t, "upgrade", "driver", "--pool", "upg-fail", "--version", target, "--installer-image", installer,
 		"--validate-timeout", "4s", "--yes")
 	assert.Equal(t, 1, r.ExitCode, r.Stdout)
-	assert.Contains(t, r.Stderr, `node upg-fail-2 failed in validate: validation timed out after 4s: the node's driver-version label reads "23.0.6", want "24.1.0.3"`)
+	assert.Regexp(t, "error: driverrollout \\S+ failed: stopped, 1/3 done: node upg-fail-2 failed in validate: validation timed out after 4s: the node's driver-version label reads \"23.0.6\", want \"24.1.0.3\"", r.Stderr)
 
 	failed := framework.Node(t, nodes[1])
 	assert.Equal(t, "failed", failed.Annotations[policy.AnnotationUpgradeState])
@@ -153,30 +163,29 @@ func TestValidationTimeoutStopsTheRollout(t *testing.T) {
 	assert.False(t, framework.Node(t, nodes[2]).Spec.Unschedulable)
 
 	status := framework.C.MustLitepool(t, "upgrade", "status", "--pool", "upg-fail")
-	assert.Regexp(t, `rollout \S+ \(pool upg-fail → 24.1.0.3\): stopped on failure: 1/3 done \(33%\), 0 in progress, 1 pending, 1 failed`, status)
+	assert.Regexp(t, `driverrollout \S+ \(pool upg-fail → 24.1.0.3\): Failed: 1/3 done \(33%\), 0 in progress, 1 pending, 1 failed`, status)
 
 	// Resume refuses until the failed node is retried explicitly.
 	r = framework.C.Litepool(t, "upgrade", "resume", "--pool", "upg-fail")
 	assert.Equal(t, 1, r.ExitCode)
-	assert.Regexp(t, `error: \[U4\] rollout \S+ stopped on failed node\(s\) upg-fail-2 \(failed in validate: .*\): fix them, then resume with --retry-failed`, r.Stderr)
-
-	// Abort: the node that had not started leaves the rollout; the failed one stays.
-	out := framework.C.MustLitepool(t, "upgrade", "abort", "--pool", "upg-fail")
-	assert.Equal(t, "aborted: 1 node(s) left the rollout: upg-fail-3\nfailed, left cordoned for inspection: upg-fail-2\n", out)
-	assert.Empty(t, framework.UpgradeState(t, nodes[2]))
-	assert.Equal(t, "failed", framework.UpgradeState(t, nodes[1]))
+	assert.Regexp(t, `error: \[U4\] driverrollout \S+ stopped on failed node\(s\) upg-fail-2 \(failed in validate: .*\): fix them, then resume with --retry-failed`, r.Stderr)
 
 	// Once "fixed" (the agent now reports the version), --retry-failed finishes it.
 	startAgent(0, false, nodes[1])
 	dry := framework.C.MustLitepool(t, "upgrade", "resume", "--pool", "upg-fail", "--retry-failed", "--dry-run=server")
-	assert.Contains(t, dry, "would retry node upg-fail-2 (failed: failed in validate: validation timed out after 4s")
-	assert.Contains(t, dry, "  wave 1: upg-fail-2\n(dry run: nothing changed)\n")
+	assert.Contains(t, dry, "would retry: node/upg-fail-2: failed → upgrade-required (retry) (server dry run)\n")
+	assert.Contains(t, dry, "  wave 1: upg-fail-2\n  wave 2: upg-fail-3\n(dry run: nothing changed)\n")
 	assert.Equal(t, "failed", framework.UpgradeState(t, nodes[1]))
 	r = framework.C.Litepool(t, "upgrade", "resume", "--pool", "upg-fail", "--retry-failed")
 	require.Equal(t, 0, r.ExitCode, "stdout:\n%s\nstderr:\n%s", r.Stdout, r.Stderr)
 	assert.Contains(t, r.Stdout, "node/upg-fail-2: failed → upgrade-required (retry)\n")
-	assert.Equal(t, "done", framework.UpgradeState(t, nodes[1]))
-	assert.False(t, framework.Node(t, nodes[1]).Spec.Unschedulable)
+	assert.Regexp(t, `driverrollout \S+: Succeeded: 3/3 nodes at 24.1.0.3\n$`, r.Stdout)
+	for _, n := range nodes {
+		assert.Equal(t, "done", framework.UpgradeState(t, n))
+		assert.False(t, framework.Node(t, n).Spec.Unschedulable)
+	}
+	assert.Equal(t, int32(2), rolloutOf(t, "upg-fail").Status.Nodes[1].Attempt)
+	assert.Equal(t, 4, jobsFor(t, nodes), "the retry ran the installer of the failed node afresh")
 }
 
 func TestKilledRolloutResumesWithoutRedoingDoneNodes(t *testing.T) {
@@ -187,7 +196,7 @@ func TestKilledRolloutResumesWithoutRedoingDoneNodes(t *testing.T) {
 
 	// The built plugin as a subprocess, killed in the middle of the rollout.
 	cmd := exec.Command(filepath.Join(framework.BinDir, "kubectl-litepool"), "--kubeconfig", framework.C.Kubeconfig,
-		"upgrade", "driver", "--pool", "upg-kill", "--version", target, "--installer-image", installer, "--yes")
+		"upgrade", "driver", "--pool", "upg-kill", "--version", target, "--installer-image", installer, "--controller-timeout", "1s", "--yes")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	require.NoError(t, cmd.Start())
@@ -212,18 +221,17 @@ func TestKilledRolloutResumesWithoutRedoingDoneNodes(t *testing.T) {
 
 	// What resume would do, changing nothing.
 	dry := framework.C.MustLitepool(t, "upgrade", "resume", "--pool", "upg-kill", "--dry-run=client")
-	assert.Regexp(t, `^would resume rollout \S+ \(pool upg-kill → 24.1.0.3\), max unavailable 1:
+	assert.Regexp(t, `^would resume driverrollout \S+ \(→ 24.1.0.3\), max unavailable 1:
   wave 1: upg-kill-2 \(from (install|validate|uncordon)\)
   wave 2: upg-kill-3
   wave 3: upg-kill-4
 \(dry run: nothing changed\)
 $`, dry)
 
-	r := framework.C.Litepool(t, "upgrade", "resume", "--pool", "upg-kill")
+	r := framework.C.Litepool(t, "upgrade", "resume", "--pool", "upg-kill", "--controller-timeout", "1s")
 	require.Equal(t, 0, r.ExitCode, "stdout:\n%s\nstderr:\n%s", r.Stdout, r.Stderr)
-	assert.Regexp(t, `resuming rollout \S+ \(pool upg-kill → 24.1.0.3\): 3 node\(s\) unfinished\n`, r.Stdout)
-	assert.Regexp(t, regexp.MustCompile(`wave 1: upg-kill-2 \(max unavailable 1; 1/4 done\)`), r.Stdout)
-	assert.NotContains(t, r.Stdout, "node/upg-kill-1:")
+	assert.Regexp(t, `driverrollout/\S+ resumed\n`, r.Stdout)
+	assert.Regexp(t, `driverrollout \S+: Succeeded: 4/4 nodes at 24.1.0.3\n$`, r.Stdout)
 
 	most, cordons := w.snapshot()
 	assert.Equal(t, 1, most)
@@ -236,7 +244,7 @@ $`, dry)
 	}
 	assert.Equal(t, doneEvents, eventsFor(t, nodes[0], "DriverUpgrade"), "resume did not touch the finished node")
 	assert.Equal(t, 4, jobsFor(t, nodes))
-	assert.Equal(t, "nothing to resume in pool upg-kill: no unfinished driver upgrade\n", framework.C.MustLitepool(t, "upgrade", "resume", "--pool", "upg-kill"))
+	assert.Equal(t, "nothing to resume in pool upg-kill: no unfinished driver rollout\n", framework.C.MustLitepool(t, "upgrade", "resume", "--pool", "upg-kill"))
 }
 
 func TestIncompatibleTargetIsRefused(t *testing.T) {
@@ -337,8 +345,6 @@ func TestFailedCanaryStopsThePool(t *testing.T) {
 	r := framework.C.Litepool(t, "upgrade", "driver", "--pool", "upg-canary", "--version", target, "--installer-image", installer,
 		"--max-unavailable", "2", "--canary", nodes[2], "--validate-timeout", "3s", "--yes")
 	assert.Equal(t, 1, r.ExitCode, r.Stdout)
-	assert.Contains(t, r.Stdout, "canary 1: upg-canary-3 (max unavailable 2; 0/3 done)\n")
-	assert.NotContains(t, r.Stdout, "wave")
 	assert.Contains(t, r.Stderr, "node upg-canary-3 failed in validate")
 	assert.Equal(t, "failed", framework.UpgradeState(t, nodes[2]))
 	for _, n := range nodes[:2] {
@@ -348,6 +354,21 @@ func TestFailedCanaryStopsThePool(t *testing.T) {
 
 	r = framework.C.Litepool(t, "upgrade", "driver", "--pool", "upg-canary", "--version", target, "--installer-image", installer, "--canary", "upg-six-1", "--yes")
 	assert.Equal(t, "error: --canary \"upg-six-1\" is not a node of pool \"upg-canary\" that needs the upgrade (nodes to upgrade: upg-canary-1, upg-canary-2, upg-canary-3)\n", r.Stderr)
+
+	// One node, one unfinished rollout (U4).
+	r = framework.C.Litepool(t, "upgrade", "driver", "--node", nodes[2], "--version", target, "--installer-image", installer, "--yes")
+	assert.Equal(t, 1, r.ExitCode)
+	assert.Regexp(t, `error: \[U4\] node "upg-canary-3" is already in driver rollout \S+ \(state failed\)`, r.Stderr)
+
+	// Abort: the nodes that had not started leave the rollout; the failed one stays.
+	out := framework.C.MustLitepool(t, "upgrade", "abort", "--pool", "upg-canary", "--controller-timeout", "1s")
+	assert.Contains(t, out, " aborted: 2 node(s) leave the rollout: upg-canary-1, upg-canary-2\nfailed, left cordoned for inspection: upg-canary-3\n")
+	assert.Regexp(t, `driverrollout \S+: Aborted: aborted: 0/1 done, 2 left the rollout, 1 failed\n$`, out)
+	assert.Empty(t, framework.UpgradeState(t, nodes[0]))
+	assert.Equal(t, "failed", framework.UpgradeState(t, nodes[2]))
+	assert.Equal(t, v1alpha1.RolloutAborted, rolloutOf(t, "upg-canary").Status.Phase)
+	res := framework.C.Kubectl(t, "", "patch", "driverrollout", rolloutOf(t, "upg-canary").Name, "--type=merge", "-p", `{"spec":{"abort":false}}`)
+	assert.Contains(t, res.Stderr, "spec.abort cannot be undone: start another rollout")
 }
 
 // gpu-operator#688: nodes someone else made unavailable must not stall a rollout
@@ -362,13 +383,13 @@ func TestBudgetTakenByOthersIsReportedAndResumable(t *testing.T) {
 	require.NoError(t, err)
 	r := framework.C.Litepool(t, "upgrade", "driver", "--pool", "upg-budget", "--version", target, "--installer-image", installer, "--yes")
 	assert.Equal(t, 1, r.ExitCode, r.Stdout)
-	assert.Regexp(t, "error: \\[U2\\] rollout \\S+ cannot start more nodes: max-unavailable 1 is taken by 1 unavailable node\\(s\\) of the pool \\(upg-budget-3\\); 0/2 done; bring them back or raise it: `kubectl litepool upgrade resume --pool upg-budget --max-unavailable N`\n", r.Stderr)
+	assert.Regexp(t, "error: \\[U2\\] rollout \\S+ cannot start more nodes: max unavailable 1 is taken by 1 unavailable node\\(s\\) of the pool \\(upg-budget-3\\); 0/2 done; bring them back or raise it: `kubectl litepool upgrade resume \\S+ --max-unavailable N`\n", r.Stderr)
 	assert.Equal(t, "upgrade-required", framework.UpgradeState(t, nodes[0]))
 
-	r = framework.C.Litepool(t, "upgrade", "resume", "--pool", "upg-budget", "--max-unavailable", "2")
+	r = framework.C.Litepool(t, "upgrade", "resume", "--pool", "upg-budget", "--max-unavailable", "2", "--controller-timeout", "1s")
 	require.Equal(t, 0, r.ExitCode, "stdout:\n%s\nstderr:\n%s", r.Stdout, r.Stderr)
-	assert.Contains(t, r.Stdout, "wave 1: upg-budget-1 (max unavailable 2; 0/2 done)\n")
-	assert.Contains(t, r.Stdout, "wave 2: upg-budget-2 (max unavailable 2; 1/2 done)\n")
+	assert.Regexp(t, `driverrollout \S+: Succeeded: 2/2 nodes at 24.1.0.3\n$`, r.Stdout)
+	assert.Equal(t, "2", rolloutOf(t, "upg-budget").Spec.MaxUnavailable.String())
 	assert.Equal(t, "done", framework.UpgradeState(t, nodes[1]))
 	assert.True(t, framework.Node(t, nodes[2]).Spec.Unschedulable, "the foreign cordon is left alone")
 }

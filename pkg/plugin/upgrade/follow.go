@@ -1,0 +1,289 @@
+package upgrade
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/events"
+	"github.com/runwhere-ai/litepool/pkg/interrupt"
+	"github.com/runwhere-ai/litepool/pkg/plugin/kit"
+	"github.com/runwhere-ai/litepool/pkg/upgrade"
+)
+
+// rolloutClientFor builds the client the commands read and write DriverRollouts with;
+// unit tests replace it with a fake.
+var rolloutClientFor = func(f kit.Factory) (client.Client, error) {
+	cfg, err := f.ToRESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	return client.New(cfg, client.Options{Scheme: kit.Scheme})
+}
+
+// followInterval is how often a followed rollout is read again.
+var followInterval = time.Second
+
+// FollowFlags are the flags of the commands that start or change a rollout and then
+// follow it (driver, resume, abort).
+type FollowFlags struct {
+	// Wait follows the rollout until it ends (Succeeded, Failed, Aborted, Paused, or
+	// stalled).
+	Wait bool
+	// Watch prints a line whenever a node or the rollout moves.
+	Watch bool
+	// InCluster never drives the rollout from this process: only a controller does.
+	InCluster bool
+	// ControllerTimeout is how long a controller has to show it acts on the rollout
+	// (status.observedGeneration reaches the spec's generation) before the command
+	// drives the rollout itself.
+	ControllerTimeout time.Duration
+	// Namespace is litepool's own namespace, where installer Jobs run when this
+	// process drives the rollout.
+	Namespace string
+}
+
+func (f *FollowFlags) addFlags(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.BoolVar(&f.Wait, "wait", true, "Follow the rollout until it succeeds, fails, is aborted or paused, or stalls")
+	fl.BoolVarP(&f.Watch, "watch", "w", false, "While following, print a line whenever a node or the rollout moves")
+	fl.BoolVar(&f.InCluster, "in-cluster", false, "Never drive the rollout from this command: leave it to litepool's controller, even when none acts on it")
+	fl.DurationVar(&f.ControllerTimeout, "controller-timeout", 10*time.Second, "How long litepool's controller has to act on the rollout (status.observedGeneration) before this command drives it itself")
+	fl.StringVar(&f.Namespace, "controller-namespace", "litepool-system", "litepool's own namespace: installer Jobs run there when this command drives the rollout")
+}
+
+// follower follows one rollout and, when no controller acts on it, drives it with the
+// controller's own reconciler.
+type follower struct {
+	FollowFlags
+	c        client.Client
+	kube     kubernetes.Interface
+	recorder *events.Recorder
+	clock    clock.PassiveClock
+	out      io.Writer // progress lines
+	errOut   io.Writer
+}
+
+// follow follows the rollout name after a change of its spec (creation included). The
+// error says why a rollout did not succeed (failed, stalled); an aborted or paused
+// rollout is not an error.
+func (f *follower) follow(ctx context.Context, name string) error {
+	if _, err := f.get(ctx, name); err != nil {
+		return err
+	}
+	local := false
+	if !f.waitForController(ctx, name) {
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case f.InCluster:
+			fmt.Fprintf(f.errOut, "driverrollout %s: no controller has acted on it within %s; it waits for one (--in-cluster)\n", name, f.ControllerTimeout)
+		case !f.Wait:
+			fmt.Fprintf(f.errOut, "driverrollout %s: no controller has acted on it within %s; nothing drives it until one runs, or `kubectl litepool upgrade resume %s` drives it from there\n", name, f.ControllerTimeout, name)
+			return nil
+		default:
+			local = true
+			fmt.Fprintf(f.errOut, "driverrollout %s: no litepool controller acted on it within %s: this command drives it, with the controller's reconciler; "+
+				"stopping the command leaves the rollout where it is, and `kubectl litepool upgrade resume %s` continues it\n", name, f.ControllerTimeout, name)
+		}
+	} else if !f.Wait {
+		fmt.Fprintf(f.out, "driverrollout %s: litepool's controller drives it; follow it with `kubectl litepool upgrade status %s -w`\n", name, name)
+		return nil
+	}
+	interrupt.InFlight.Set(func() string {
+		if local {
+			return fmt.Sprintf("driverrollout %s is no longer driven by this command; each node keeps its state in the rollout's status. Continue it:\n  kubectl litepool upgrade resume %s\nOr stop it:\n  kubectl litepool upgrade abort %s", name, name, name)
+		}
+		return fmt.Sprintf("driverrollout %s goes on in the cluster; follow it with `kubectl litepool upgrade status %s -w`", name, name)
+	})
+	defer interrupt.InFlight.Clear()
+	rec := &upgrade.Reconciler{Client: f.c, Kube: f.kube, Recorder: f.recorder, Namespace: f.Namespace}
+	p := newProgress(f.out, f.Watch)
+	for {
+		next := followInterval
+		if local {
+			res, err := rec.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKey{Name: name}})
+			switch {
+			case ctx.Err() != nil:
+			case err != nil:
+				fmt.Fprintf(f.errOut, "driverrollout %s: %v (trying again)\n", name, err)
+			case res.RequeueAfter > 0 && res.RequeueAfter < next:
+				next = res.RequeueAfter
+			}
+		}
+		ro, err := f.get(ctx, name)
+		if err != nil {
+			if ctx.Err() != nil {
+				return f.interrupted(name, local, ctx.Err())
+			}
+			return err
+		}
+		p.show(ro)
+		if done, err := ended(ro, local); done {
+			fmt.Fprintln(f.out, summary(ro))
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return f.interrupted(name, local, ctx.Err())
+		case <-time.After(next):
+		}
+	}
+}
+
+func (f *follower) interrupted(name string, local bool, err error) error {
+	if local {
+		return fmt.Errorf("stopped driving driverrollout %s; `kubectl litepool upgrade resume %s` continues it: %w", name, name, err)
+	}
+	return fmt.Errorf("stopped following driverrollout %s; it goes on in the cluster: %w", name, err)
+}
+
+func (f *follower) get(ctx context.Context, name string) (*v1alpha1.DriverRollout, error) {
+	var ro v1alpha1.DriverRollout
+	if err := f.c.Get(ctx, client.ObjectKey{Name: name}, &ro); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("driverrollout %s is gone (deleted?)", name)
+		}
+		return nil, noCRD(err)
+	}
+	return &ro, nil
+}
+
+// waitForController says whether a controller acted on the rollout's current spec
+// within the timeout: it sets status.observedGeneration to the generation it read. This
+// is the controller's own answer, not a guess from a Lease that may be held by a
+// controller that does not know DriverRollouts.
+func (f *follower) waitForController(ctx context.Context, name string) bool {
+	deadline := time.Now().Add(f.ControllerTimeout)
+	for {
+		ro, err := f.get(ctx, name)
+		if err == nil && observed(ro) {
+			return true
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// ended says whether following is over, and the error of a rollout that did not
+// succeed. Driving it locally, a stalled rollout ends the command (nothing it does
+// will free a slot); followed in the cluster too.
+func ended(ro *v1alpha1.DriverRollout, _ bool) (bool, error) {
+	if !observed(ro) {
+		return false, nil
+	}
+	switch ro.Status.Phase {
+	case v1alpha1.RolloutSucceeded, v1alpha1.RolloutAborted, v1alpha1.RolloutPaused:
+		return true, nil
+	case v1alpha1.RolloutFailed:
+		return true, fmt.Errorf("driverrollout %s failed: %s", ro.Name, ro.Status.Message)
+	}
+	if c := meta.FindStatusCondition(ro.Status.Conditions, upgrade.ConditionComplete); c != nil && c.Reason == upgrade.ReasonStalled {
+		return true, errors.New(c.Message)
+	}
+	return false, nil
+}
+
+// observed says whether a reconciler has acted on the rollout's current spec.
+func observed(ro *v1alpha1.DriverRollout) bool {
+	return ro.Status.ObservedGeneration > 0 && ro.Status.ObservedGeneration >= ro.Generation
+}
+
+// summary is a rollout's line: its phase, counts and message.
+func summary(ro *v1alpha1.DriverRollout) string {
+	return fmt.Sprintf("driverrollout %s: %s: %s", ro.Name, orPending(ro.Status.Phase), ro.Status.Message)
+}
+
+func orPending(p v1alpha1.DriverRolloutPhase) v1alpha1.DriverRolloutPhase {
+	if p == "" {
+		return v1alpha1.RolloutPending
+	}
+	return p
+}
+
+// progressLine is a rollout's counts.
+func progressLine(ro *v1alpha1.DriverRollout) string {
+	c := upgrade.CountsOf(ro)
+	pct := 0
+	if c.Total > 0 {
+		pct = c.Done * 100 / c.Total
+	}
+	scope := "nodes " + strings.Join(ro.Spec.Nodes, ",")
+	if ro.Spec.Pool != "" {
+		scope = "pool " + ro.Spec.Pool
+	}
+	return fmt.Sprintf("driverrollout %s (%s → %s): %s: %d/%d done (%d%%), %d in progress, %d pending, %d failed",
+		ro.Name, scope, ro.Spec.Version, orPending(ro.Status.Phase), c.Done, c.Total, pct, c.InProgress, c.Pending, c.Failed)
+}
+
+// progress prints what moved since it last looked (under --watch): one line per node
+// whose state or message changed, then the rollout's counts when they changed.
+type progress struct {
+	out   io.Writer
+	on    bool
+	nodes map[string]string
+	last  string
+}
+
+func newProgress(out io.Writer, on bool) *progress {
+	return &progress{out: out, on: on, nodes: map[string]string{}}
+}
+
+func (p *progress) show(ro *v1alpha1.DriverRollout) {
+	if !p.on {
+		return
+	}
+	nodes := append([]v1alpha1.DriverRolloutNode(nil), ro.Status.Nodes...)
+	sort.SliceStable(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
+	for _, n := range nodes {
+		line := fmt.Sprintf("node/%s: %s", n.Name, n.State)
+		if n.Message != "" {
+			line += ": " + n.Message
+		}
+		if p.nodes[n.Name] != line {
+			fmt.Fprintln(p.out, line)
+			p.nodes[n.Name] = line
+		}
+	}
+	if line := progressLine(ro); line != p.last {
+		fmt.Fprintln(p.out, line)
+		p.last = line
+	}
+}
+
+// noCRD explains a cluster without the DriverRollout resource.
+func noCRD(err error) error {
+	if meta.IsNoMatchError(err) {
+		return fmt.Errorf("the DriverRollout resource (driverrollouts.runwhere.ai) is not installed in this cluster: install litepool with `kubectl apply -k deploy/webhook` (or `kubectl apply -f deploy/webhook/crd`): %w", err)
+	}
+	return err
+}
+
+// sleep waits followInterval, or until ctx is done.
+func sleep(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(followInterval):
+		return nil
+	}
+}

@@ -1,0 +1,620 @@
+package upgrade
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/events"
+	"github.com/runwhere-ai/litepool/pkg/inventory"
+	"github.com/runwhere-ai/litepool/pkg/policy"
+)
+
+// ConditionComplete is a DriverRollout's condition: True once it succeeded; False with
+// the phase (or Stalled, WaitingForNodes) as its reason while not.
+const ConditionComplete = "Complete"
+
+// Reasons of the Complete condition besides the phases.
+const (
+	// ReasonStalled: nodes wait only because maxUnavailable is taken by nodes that are
+	// unavailable for other reasons; nothing running will free a slot.
+	ReasonStalled = "Stalled"
+	// ReasonWaitingForNodes: the nodes left are NotReady; they start once Ready.
+	ReasonWaitingForNodes = "WaitingForNodes"
+)
+
+// Reconciler drives DriverRollouts, level-triggered: each call reads the rollout and
+// the cluster, does the next steps of each node that can take one now (Stepper.Step,
+// which never blocks), records the result in the rollout's status with optimistic
+// concurrency, and asks to be called again while the rollout is under way. Two
+// processes reconciling one rollout (a new leader and an old one, or the plugin and a
+// controller) cannot both record a step: one status update wins, the other is
+// refused and redone from the new state; and what a step makes is named
+// deterministically (installer Jobs), so a step repeated makes nothing twice.
+type Reconciler struct {
+	// Client reads and updates DriverRollouts (the manager's cache in the controller;
+	// a direct client in the plugin).
+	Client client.Client
+	// Kube does the steps.
+	Kube     kubernetes.Interface
+	Recorder *events.Recorder
+	// Namespace is litepool's own namespace: installer Jobs are made there, and nowhere
+	// else.
+	Namespace string
+	// Recheck is how soon a rollout under way is looked at again (default 2s).
+	Recheck time.Duration
+	Clock   clock.PassiveClock
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Clock == nil {
+		return time.Now()
+	}
+	return r.Clock.Now()
+}
+
+func (r *Reconciler) recheck() time.Duration {
+	if r.Recheck > 0 {
+		return r.Recheck
+	}
+	return 2 * time.Second
+}
+
+// transition is one node's move, published (node annotations, an Event) once the
+// status that records it is stored.
+type transition struct {
+	node     string
+	from, to policy.UpgradeState
+	msg      string
+}
+
+type pass struct {
+	now         metav1.Time
+	transitions []transition
+	started     []string
+	maxU        int
+}
+
+func (p *pass) move(n *v1alpha1.DriverRolloutNode, to policy.UpgradeState, msg string) {
+	from := policy.UpgradeState(n.State)
+	p.transitions = append(p.transitions, transition{node: n.Name, from: from, to: to, msg: msg})
+	n.State, n.Message, n.Since = string(to), msg, p.now.DeepCopy()
+}
+
+// Reconcile is one pass over one rollout.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	var ro v1alpha1.DriverRollout
+	if err := r.Client.Get(ctx, req.NamespacedName, &ro); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if r.Namespace == "" {
+		return reconcile.Result{}, fmt.Errorf("no namespace for installer Jobs: litepool's own namespace is needed")
+	}
+	before := ro.Status.DeepCopy()
+	p := &pass{now: metav1.NewTime(r.now()).Rfc3339Copy()}
+	stepErr := r.reconcile(ctx, &ro, p)
+	ro.Status.ObservedGeneration = ro.Generation
+	if !equality.Semantic.DeepEqual(before, &ro.Status) {
+		if err := r.Client.Status().Update(ctx, &ro); err != nil {
+			if apierrors.IsConflict(err) {
+				// Another process recorded a step first: redo from its state. What this
+				// pass did is idempotent and is found again.
+				return reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
+			}
+			return reconcile.Result{}, err
+		}
+		r.publish(ctx, &ro, p.transitions)
+	}
+	if stepErr != nil {
+		return reconcile.Result{}, stepErr
+	}
+	if Active(&ro) {
+		return reconcile.Result{RequeueAfter: r.recheck()}, nil
+	}
+	return reconcile.Result{}, nil
+}
+
+// Active says whether a rollout has work the reconciler will do without a spec change.
+func Active(ro *v1alpha1.DriverRollout) bool {
+	switch ro.Status.Phase {
+	case "", v1alpha1.RolloutPending, v1alpha1.RolloutProgressing:
+		return true
+	}
+	return false
+}
+
+// Final says whether a rollout can do nothing more (Succeeded, Aborted).
+func Final(ro *v1alpha1.DriverRollout) bool {
+	return ro.Status.Phase == v1alpha1.RolloutSucceeded || ro.Status.Phase == v1alpha1.RolloutAborted
+}
+
+func (r *Reconciler) reconcile(ctx context.Context, ro *v1alpha1.DriverRollout, p *pass) error {
+	st := &ro.Status
+	if Final(ro) {
+		return nil
+	}
+	if st.Nodes == nil {
+		if st.Phase == v1alpha1.RolloutFailed && ro.Spec.RetryFailed <= st.RetriedFailed {
+			return nil // refused at its start; a retry tries the start again
+		}
+		st.RetriedFailed = ro.Spec.RetryFailed
+		if why, err := r.start(ctx, ro, p); err != nil {
+			return err
+		} else if why != "" {
+			st.Phase, st.Message = v1alpha1.RolloutFailed, why
+			setComplete(ro, string(v1alpha1.RolloutFailed), why)
+			return nil
+		}
+	}
+	if ro.Spec.RetryFailed > st.RetriedFailed {
+		for i := range st.Nodes {
+			if n := &st.Nodes[i]; n.State == string(policy.UpgradeFailed) {
+				n.Attempt++
+				p.move(n, policy.UpgradeRequired, fmt.Sprintf("retrying after failure (attempt %d)", n.Attempt))
+				n.Job = ""
+			}
+		}
+		st.RetriedFailed = ro.Spec.RetryFailed
+	}
+	if ro.Spec.Abort {
+		for i := range st.Nodes {
+			if n := &st.Nodes[i]; n.State == string(policy.UpgradeRequired) {
+				p.move(n, policy.UpgradeAborted, "left the rollout: aborted before it started")
+			}
+		}
+	}
+	scope, err := r.scope(ctx, ro)
+	if err != nil {
+		return err
+	}
+	var stepErr error
+	for i := range st.Nodes {
+		if n := &st.Nodes[i]; policy.UpgradeStarted(policy.UpgradeState(n.State)) {
+			if err := r.drive(ctx, ro, n, scope, p); err != nil {
+				stepErr = err
+			}
+		}
+	}
+	// The steps above changed nodes (cordons, uncordons): plan over the cluster as it is
+	// now, or a node just uncordoned would still hold a slot.
+	if len(p.transitions) > 0 {
+		if scope, err = r.scope(ctx, ro); err != nil {
+			return err
+		}
+	}
+	plan, err := r.plan(ctx, ro, scope, p)
+	if err != nil {
+		return err
+	}
+	if !ro.Spec.Paused && !ro.Spec.Abort && len(plan.Failed) == 0 {
+		for _, name := range plan.Start {
+			i := slices.IndexFunc(st.Nodes, func(n v1alpha1.DriverRolloutNode) bool { return n.Name == name })
+			p.started = append(p.started, name)
+			if err := r.drive(ctx, ro, &st.Nodes[i], scope, p); err != nil {
+				stepErr = err
+			}
+		}
+	}
+	summarize(ro, plan, p)
+	return stepErr
+}
+
+// start fixes the rollout's nodes: those of its target whose driver is not at the
+// version. It returns why the rollout cannot start, if it cannot.
+func (r *Reconciler) start(ctx context.Context, ro *v1alpha1.DriverRollout, p *pass) (string, error) {
+	spec := &ro.Spec
+	if err := policy.ValidateDriverVersion(spec.Version); err != nil {
+		return err.Error(), nil
+	}
+	if spec.MaxUnavailable != nil {
+		if _, err := policy.ParseMaxUnavailable(spec.MaxUnavailable.String()); err != nil {
+			return err.Error(), nil
+		}
+	}
+	t := TimeoutsOf(spec)
+	if t.Wait < 0 || t.Drain < 0 || t.Install < 0 || t.Validate < 0 {
+		return "[U2] timeouts must not be negative", nil
+	}
+	var targets []corev1.Node
+	if spec.Pool != "" {
+		list, err := r.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: labels.Set{policy.LabelPool: spec.Pool}.String()})
+		if err != nil {
+			return "", err
+		}
+		if len(list.Items) == 0 {
+			return fmt.Sprintf("pool %q has no nodes (no node carries %s=%s)", spec.Pool, policy.LabelPool, spec.Pool), nil
+		}
+		targets = list.Items
+	} else {
+		for _, name := range spec.Nodes {
+			n, err := r.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return fmt.Sprintf("node %q does not exist", name), nil
+			}
+			if err != nil {
+				return "", err
+			}
+			targets = append(targets, *n)
+		}
+	}
+	var need []string
+	for i := range targets {
+		if policy.DriverVersion(&targets[i]) != spec.Version {
+			need = append(need, targets[i].Name)
+		}
+	}
+	sort.Strings(need)
+	if spec.Canary != "" && !slices.Contains(need, spec.Canary) {
+		return fmt.Sprintf("canary %q is not a node of pool %q that needs the upgrade (nodes to upgrade: %s)", spec.Canary, spec.Pool, orNone(need)), nil
+	}
+	busy, err := r.busyElsewhere(ctx, ro, need)
+	if err != nil {
+		return "", err
+	}
+	if len(busy) > 0 {
+		return policy.Violationf("U4", "%s already in another driver rollout that has not finished: finish it (`kubectl litepool upgrade resume`) or abort it (`kubectl litepool upgrade abort`) first",
+			strings.Join(busy, "; ")).Error(), nil
+	}
+	ro.Status.Nodes = []v1alpha1.DriverRolloutNode{}
+	for _, name := range need {
+		ro.Status.Nodes = append(ro.Status.Nodes, v1alpha1.DriverRolloutNode{Name: name, Attempt: 1})
+		p.move(&ro.Status.Nodes[len(ro.Status.Nodes)-1], policy.UpgradeRequired, "waiting for its wave")
+	}
+	return "", nil
+}
+
+// busyElsewhere lists the nodes of need that another unfinished rollout holds (rule U4):
+// one node, one rollout at a time.
+func (r *Reconciler) busyElsewhere(ctx context.Context, ro *v1alpha1.DriverRollout, need []string) ([]string, error) {
+	var list v1alpha1.DriverRolloutList
+	if err := r.Client.List(ctx, &list); err != nil {
+		return nil, err
+	}
+	var out []string
+	for i := range list.Items {
+		other := &list.Items[i]
+		if other.UID == ro.UID || Final(other) {
+			continue
+		}
+		for _, n := range other.Status.Nodes {
+			if n.State != string(policy.UpgradeDone) && n.State != string(policy.UpgradeAborted) && slices.Contains(need, n.Name) {
+				out = append(out, fmt.Sprintf("node %q is in rollout %s (state %s)", n.Name, other.Name, n.State))
+			}
+		}
+	}
+	return out, nil
+}
+
+// scope reads the nodes that count for the rollout: every member of its pool (they
+// all count for maxUnavailable), or its named nodes.
+func (r *Reconciler) scope(ctx context.Context, ro *v1alpha1.DriverRollout) (map[string]*corev1.Node, error) {
+	out := map[string]*corev1.Node{}
+	if ro.Spec.Pool != "" {
+		list, err := r.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: labels.Set{policy.LabelPool: ro.Spec.Pool}.String()})
+		if err != nil {
+			return nil, err
+		}
+		for i := range list.Items {
+			out[list.Items[i].Name] = &list.Items[i]
+		}
+	}
+	// Nodes of the rollout that left the pool still finish (or fail) in it.
+	var names []string
+	for _, n := range ro.Status.Nodes {
+		if n.State != string(policy.UpgradeDone) && n.State != string(policy.UpgradeAborted) {
+			names = append(names, n.Name)
+		}
+	}
+	if ro.Spec.Pool == "" {
+		names = append(names, ro.Spec.Nodes...)
+	}
+	for _, name := range names {
+		if _, ok := out[name]; ok {
+			continue
+		}
+		node, err := r.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out[name] = node
+	}
+	return out, nil
+}
+
+// Predict lists the waves the rollout will run from the node states in its status if
+// every node succeeds, the nodes it cannot start (NotReady), and its max-unavailable as
+// a node count: what --dry-run shows.
+func Predict(ctx context.Context, kube kubernetes.Interface, ro *v1alpha1.DriverRollout) (waves [][]string, waiting []string, maxU int, err error) {
+	r := &Reconciler{Kube: kube}
+	scope, err := r.scope(ctx, ro)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	p := &pass{}
+	if _, err := r.plan(ctx, ro, scope, p); err != nil {
+		return nil, nil, 0, err
+	}
+	nodes, err := r.upgradeNodes(ctx, ro, scope)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	waves, waiting = policy.PredictUpgradeWaves(nodes, p.maxU, ro.Spec.Canary)
+	return waves, waiting, p.maxU, nil
+}
+
+// drive takes one node as far as it goes now: step after step while each finishes at
+// once, stopping at the first that waits, and at done or failed.
+func (r *Reconciler) drive(ctx context.Context, ro *v1alpha1.DriverRollout, n *v1alpha1.DriverRolloutNode, scope map[string]*corev1.Node, p *pass) error {
+	s := &Stepper{Kube: r.Kube, Namespace: r.Namespace}
+	node := scope[n.Name]
+	for range len(policy.UpgradeStates()) {
+		if node == nil {
+			p.move(n, policy.UpgradeFailed, fmt.Sprintf("failed in %s: the node no longer exists", n.State))
+			return nil
+		}
+		state := policy.UpgradeState(n.State)
+		out, err := s.Step(ctx, ro, node, n, p.now.Time)
+		if err != nil {
+			return fmt.Errorf("node %s, %s: %w", n.Name, state, err)
+		}
+		if out.Job != "" {
+			n.Job = out.Job
+		}
+		if out.Failed {
+			p.move(n, policy.UpgradeFailed, fmt.Sprintf("failed in %s: %s", state, out.Message))
+			return nil
+		}
+		if !out.Done {
+			n.Message = out.Message
+			return nil
+		}
+		next, ok := policy.NextUpgradeState(state)
+		if !ok {
+			return nil
+		}
+		if err := policy.CheckUpgradeTransition(state, next); err != nil {
+			return err
+		}
+		p.move(n, next, out.Message)
+		if next == policy.UpgradeDone {
+			return nil
+		}
+		if node, err = r.Kube.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			node = nil
+		} else if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// plan is rule U2 over the rollout's scope as it is after this pass's steps.
+func (r *Reconciler) plan(ctx context.Context, ro *v1alpha1.DriverRollout, scope map[string]*corev1.Node, p *pass) (policy.WavePlan, error) {
+	nodes, err := r.upgradeNodes(ctx, ro, scope)
+	if err != nil {
+		return policy.WavePlan{}, err
+	}
+	p.maxU = 1
+	if ro.Spec.MaxUnavailable != nil {
+		if v, err := policy.ParseMaxUnavailable(ro.Spec.MaxUnavailable.String()); err == nil {
+			p.maxU = policy.MaxUnavailableNodes(v, len(nodes))
+		}
+	}
+	return policy.PlanUpgradeWave(nodes, p.maxU, ro.Spec.Canary), nil
+}
+
+// upgradeNodes is what the planner knows of the scope's nodes.
+func (r *Reconciler) upgradeNodes(ctx context.Context, ro *v1alpha1.DriverRollout, scope map[string]*corev1.Node) ([]policy.UpgradeNode, error) {
+	state := map[string]policy.UpgradeState{}
+	pending := false
+	for _, n := range ro.Status.Nodes {
+		state[n.Name] = policy.UpgradeState(n.State)
+		pending = pending || n.State == string(policy.UpgradeRequired)
+	}
+	var busy map[string]bool
+	if pending {
+		var err error
+		if busy, err = r.busyNodes(ctx); err != nil {
+			return nil, err
+		}
+	}
+	var nodes []policy.UpgradeNode
+	for _, name := range sortedKeys(scope) {
+		n, s := scope[name], state[name]
+		// A node in the middle of its upgrade holds a slot even before its cordon shows.
+		unavailable := n.Spec.Unschedulable || policy.UpgradeStarted(s)
+		nodes = append(nodes, policy.UpgradeNode{Name: name, State: s, Ready: policy.IsNodeReady(n), Unavailable: unavailable, Busy: busy[name]})
+	}
+	return nodes, nil
+}
+
+func (r *Reconciler) busyNodes(ctx context.Context) (map[string]bool, error) {
+	pods, err := r.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{
+		FieldSelector: "status.phase!=Succeeded,status.phase!=Failed,spec.nodeName!=",
+	})
+	if err != nil {
+		return nil, err
+	}
+	busy := map[string]bool{}
+	for i := range pods.Items {
+		if inventory.IsWorkloadPod(&pods.Items[i]) && !isInstaller(&pods.Items[i]) {
+			busy[pods.Items[i].Spec.NodeName] = true
+		}
+	}
+	return busy, nil
+}
+
+// Counts are a rollout's nodes by where they are.
+type Counts struct {
+	Total, Done, Failed, InProgress, Pending, Aborted int
+}
+
+// CountsOf counts a rollout's nodes (aborted ones are not in Total).
+func CountsOf(ro *v1alpha1.DriverRollout) Counts {
+	var c Counts
+	for _, n := range ro.Status.Nodes {
+		switch s := policy.UpgradeState(n.State); {
+		case s == policy.UpgradeAborted:
+			c.Aborted++
+			continue
+		case s == policy.UpgradeDone:
+			c.Done++
+		case s == policy.UpgradeFailed:
+			c.Failed++
+		case policy.UpgradeStarted(s):
+			c.InProgress++
+		default:
+			c.Pending++
+		}
+		c.Total++
+	}
+	return c
+}
+
+// summarize sets the phase, counts, message and condition from the nodes.
+func summarize(ro *v1alpha1.DriverRollout, plan policy.WavePlan, p *pass) {
+	st := &ro.Status
+	c := CountsOf(ro)
+	st.Total, st.Done, st.Failed = int32(c.Total), int32(c.Done), int32(c.Failed)
+	st.Progress = fmt.Sprintf("%d/%d", c.Done, c.Total)
+	reason := ""
+	switch {
+	case c.InProgress > 0 || len(p.started) > 0:
+		st.Phase = v1alpha1.RolloutProgressing
+		st.Message = fmt.Sprintf("%d/%d done; upgrading %s (max unavailable %d)", c.Done, c.Total, strings.Join(inProgress(ro), ", "), p.maxU)
+	case ro.Spec.Abort:
+		st.Phase = v1alpha1.RolloutAborted
+		st.Message = fmt.Sprintf("aborted: %d/%d done, %d left the rollout, %d failed", c.Done, c.Total, c.Aborted, c.Failed)
+	case c.Failed > 0:
+		st.Phase = v1alpha1.RolloutFailed
+		var msgs []string
+		for _, n := range st.Nodes {
+			if n.State == string(policy.UpgradeFailed) {
+				msgs = append(msgs, fmt.Sprintf("node %s %s", n.Name, n.Message))
+			}
+		}
+		st.Message = fmt.Sprintf("stopped, %d/%d done: %s; a failed node stays cordoned: fix it, then `kubectl litepool upgrade resume %s --retry-failed`",
+			c.Done, c.Total, strings.Join(msgs, "; "), ro.Name)
+	case c.Pending == 0:
+		st.Phase = v1alpha1.RolloutSucceeded
+		st.Message = fmt.Sprintf("%d/%d nodes at %s", c.Done, c.Total, ro.Spec.Version)
+		if c.Total == 0 {
+			st.Message = "nothing to upgrade: every node is at " + ro.Spec.Version
+		}
+	case ro.Spec.Paused:
+		st.Phase = v1alpha1.RolloutPaused
+		st.Message = fmt.Sprintf("paused: %d/%d done, %d waiting; `kubectl litepool upgrade resume %s` continues it", c.Done, c.Total, c.Pending, ro.Name)
+	case plan.Stalled():
+		st.Phase, reason = v1alpha1.RolloutProgressing, ReasonStalled
+		st.Message = policy.Violationf("U2", "rollout %s cannot start more nodes: max unavailable %d is taken by %d unavailable node(s) of the pool (%s); %d/%d done; bring them back or raise it: `kubectl litepool upgrade resume %s --max-unavailable N`",
+			ro.Name, p.maxU, len(plan.Unavailable), strings.Join(plan.Unavailable, ", "), c.Done, c.Total, ro.Name).Error()
+	case len(plan.NotReady) > 0 && len(plan.NotReady) == c.Pending:
+		st.Phase, reason = v1alpha1.RolloutProgressing, ReasonWaitingForNodes
+		st.Message = fmt.Sprintf("%d/%d done; waiting for NotReady node(s) %s to be Ready", c.Done, c.Total, strings.Join(plan.NotReady, ", "))
+	default:
+		st.Phase = v1alpha1.RolloutProgressing
+		st.Message = fmt.Sprintf("%d/%d done; %d waiting for a slot", c.Done, c.Total, c.Pending)
+	}
+	if reason == "" {
+		reason = string(st.Phase)
+	}
+	setComplete(ro, reason, st.Message)
+}
+
+func setComplete(ro *v1alpha1.DriverRollout, reason, msg string) {
+	status := metav1.ConditionFalse
+	if ro.Status.Phase == v1alpha1.RolloutSucceeded {
+		status = metav1.ConditionTrue
+	}
+	meta.SetStatusCondition(&ro.Status.Conditions, metav1.Condition{Type: ConditionComplete, Status: status, Reason: reason,
+		Message: msg, ObservedGeneration: ro.Generation})
+}
+
+func inProgress(ro *v1alpha1.DriverRollout) []string {
+	var out []string
+	for _, n := range ro.Status.Nodes {
+		if policy.UpgradeStarted(policy.UpgradeState(n.State)) {
+			out = append(out, n.Name+" ("+n.State+")")
+		}
+	}
+	return out
+}
+
+// publish tells the cluster about the moves a stored status records: each node's
+// annotations (state for people and tools to read; litepool never takes orders from
+// them) and an Event on the node.
+func (r *Reconciler) publish(ctx context.Context, ro *v1alpha1.DriverRollout, moves []transition) {
+	for _, m := range moves {
+		ann := map[string]*string{
+			policy.AnnotationUpgradeState: ptrTo(string(m.to)), policy.AnnotationUpgradeTarget: ptrTo(ro.Spec.Version),
+			policy.AnnotationUpgradeMessage: ptrTo(m.msg), policy.AnnotationUpgradeRun: ptrTo(ro.Name),
+		}
+		if m.to == policy.UpgradeAborted {
+			for k := range ann {
+				ann[k] = nil
+			}
+		}
+		data, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": ann}})
+		_, _ = r.Kube.CoreV1().Nodes().Patch(ctx, m.node, types.MergePatchType, data, metav1.PatchOptions{})
+		ref := events.Ref{Kind: "Node", Name: m.node, APIVersion: "v1"}
+		what := fmt.Sprintf("driver upgrade to %s (rollout %s)", ro.Spec.Version, ro.Name)
+		switch {
+		case m.from == "":
+		case m.to == policy.UpgradeFailed:
+			_ = r.Recorder.Warning(ctx, ref, "DriverUpgradeFailed", "%s %s; the node stays cordoned", what, m.msg)
+		case m.to == policy.UpgradeAborted:
+			_ = r.Recorder.Normal(ctx, ref, "DriverUpgradeAborted", "%s aborted before it started on this node", what)
+		case m.from == policy.UpgradeFailed:
+			_ = r.Recorder.Normal(ctx, ref, "DriverUpgradeRetry", "%s: %s", what, m.msg)
+		case m.to == policy.UpgradeDone:
+			_ = r.Recorder.Normal(ctx, ref, "DriverUpgraded", "%s: %s done%s", what, m.from, prefixed(m.msg))
+		default:
+			_ = r.Recorder.Normal(ctx, ref, "DriverUpgrade", "%s: %s done, next %s%s", what, m.from, m.to, prefixed(m.msg))
+		}
+	}
+}
+
+func prefixed(msg string) string {
+	if msg == "" {
+		return ""
+	}
+	return ": " + msg
+}
+
+func ptrTo(s string) *string { return &s }
+
+func orNone(items []string) string {
+	if len(items) == 0 {
+		return "none"
+	}
+	return strings.Join(items, ", ")
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,358 @@
+package upgrade
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/policy"
+)
+
+const ns = "litepool-system"
+
+func testNode(name string) *corev1.Node {
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{policy.LabelPool: "p", policy.LabelDriverVersion: "1.0"}},
+		Status:     corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}},
+	}
+}
+
+func testRollout(name string, maxU int) *v1alpha1.DriverRollout {
+	v := intstr.FromInt32(int32(maxU))
+	return &v1alpha1.DriverRollout{
+		ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name), Generation: 1},
+		Spec: v1alpha1.DriverRolloutSpec{Pool: "p", Version: "2.0", Installer: v1alpha1.DriverInstaller{Image: "inst:2"},
+			MaxUnavailable: &v, ValidateTimeout: &metav1.Duration{Duration: time.Minute}},
+	}
+}
+
+// world is a cluster of fakes: the DriverRollouts (controller-runtime's fake client,
+// which refuses stale updates as the API server does) and the rest (client-go's).
+type world struct {
+	t     *testing.T
+	c     client.Client
+	kube  *kubefake.Clientset
+	clock *clocktesting.FakeClock
+}
+
+func newWorld(t *testing.T, ro *v1alpha1.DriverRollout, nodes ...string) *world {
+	s := runtime.NewScheme()
+	require.NoError(t, clientgoscheme.AddToScheme(s))
+	require.NoError(t, v1alpha1.AddToScheme(s))
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(ro).WithStatusSubresource(&v1alpha1.DriverRollout{}).Build()
+	kube := kubefake.NewClientset()
+	for _, n := range nodes {
+		_, err := kube.CoreV1().Nodes().Create(context.Background(), testNode(n), metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	return &world{t: t, c: c, kube: kube, clock: clocktesting.NewFakeClock(time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC))}
+}
+
+func (w *world) reconciler() *Reconciler {
+	return &Reconciler{Client: w.c, Kube: w.kube, Namespace: ns, Clock: w.clock}
+}
+
+func (w *world) reconcile(r *Reconciler, name string) reconcile.Result {
+	w.t.Helper()
+	res, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKey{Name: name}})
+	require.NoError(w.t, err)
+	return res
+}
+
+func (w *world) rollout(name string) *v1alpha1.DriverRollout {
+	w.t.Helper()
+	var ro v1alpha1.DriverRollout
+	require.NoError(w.t, w.c.Get(context.Background(), client.ObjectKey{Name: name}, &ro))
+	return &ro
+}
+
+// playInstallers completes every running installer Job and, unless the node is in
+// broken, sets its driver label to the Job's version: what the installer and the
+// driver's device plugin do on a real node.
+func (w *world) playInstallers(broken ...string) {
+	w.t.Helper()
+	ctx := context.Background()
+	jobs, err := w.kube.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
+	require.NoError(w.t, err)
+	for i := range jobs.Items {
+		j := &jobs.Items[i]
+		if len(j.Status.Conditions) > 0 {
+			continue
+		}
+		j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
+		_, err := w.kube.BatchV1().Jobs(ns).UpdateStatus(ctx, j, metav1.UpdateOptions{})
+		require.NoError(w.t, err)
+		node := j.Annotations[AnnotationJobNode]
+		if contains(broken, node) {
+			continue
+		}
+		n, err := w.kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		require.NoError(w.t, err)
+		n.Labels[policy.LabelDriverVersion] = j.Spec.Template.Spec.Containers[0].Env[0].Value
+		_, err = w.kube.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+		require.NoError(w.t, err)
+	}
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func (w *world) unschedulable() int {
+	list, err := w.kube.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	require.NoError(w.t, err)
+	n := 0
+	for _, node := range list.Items {
+		if node.Spec.Unschedulable {
+			n++
+		}
+	}
+	return n
+}
+
+func (w *world) jobsPerNode() map[string]int {
+	out := map[string]int{}
+	list, err := w.kube.BatchV1().Jobs("").List(context.Background(), metav1.ListOptions{})
+	require.NoError(w.t, err)
+	for _, j := range list.Items {
+		assert.Equal(w.t, ns, j.Namespace, "installer Jobs run in litepool's namespace only")
+		out[j.Spec.Template.Spec.NodeName]++
+	}
+	return out
+}
+
+func TestReconcileRollsAPoolInWavesOfMaxUnavailable(t *testing.T) {
+	w := newWorld(t, testRollout("r", 2), "n1", "n2", "n3", "n4", "n5")
+	r := w.reconciler()
+	most := 0
+	for i := 0; i < 50 && w.rollout("r").Status.Phase != v1alpha1.RolloutSucceeded; i++ {
+		if res := w.reconcile(r, "r"); w.rollout("r").Status.Phase != v1alpha1.RolloutSucceeded {
+			assert.Equal(t, 2*time.Second, res.RequeueAfter, "a rollout under way asks to be looked at again")
+		}
+		most = max(most, w.unschedulable())
+		w.playInstallers()
+		w.clock.Step(time.Second)
+	}
+	ro := w.rollout("r")
+	require.Equal(t, v1alpha1.RolloutSucceeded, ro.Status.Phase, ro.Status.Message)
+	assert.Equal(t, 2, most, "never more than maxUnavailable nodes out at once, and as many as it allows")
+	assert.Equal(t, "5/5", ro.Status.Progress)
+	assert.Equal(t, "5/5 nodes at 2.0", ro.Status.Message)
+	assert.Equal(t, int64(1), ro.Status.ObservedGeneration)
+	assert.Equal(t, map[string]int{"n1": 1, "n2": 1, "n3": 1, "n4": 1, "n5": 1}, w.jobsPerNode())
+	assert.Zero(t, w.unschedulable())
+	for _, n := range ro.Status.Nodes {
+		assert.Equal(t, "done", n.State, n.Name)
+		assert.Equal(t, InstallerJobName(ro, n.Name, 1), n.Job)
+	}
+	// The nodes carry the state for people to read.
+	n1, _ := w.kube.CoreV1().Nodes().Get(context.Background(), "n1", metav1.GetOptions{})
+	assert.Equal(t, "done", n1.Annotations[policy.AnnotationUpgradeState])
+	assert.Equal(t, "r", n1.Annotations[policy.AnnotationUpgradeRun])
+	// Done is done: no requeue, nothing more happens.
+	assert.Zero(t, w.reconcile(r, "r"))
+}
+
+// Two processes reconcile one rollout, each from its own (possibly stale) read: each
+// node still gets exactly one installer Job and one pass through the machine.
+func TestTwoReconcilersNeverUpgradeANodeTwice(t *testing.T) {
+	w := newWorld(t, testRollout("r", 1), "n1", "n2", "n3")
+	a, b := w.reconciler(), w.reconciler()
+	stale := &staleClient{Client: w.c}
+	b.Client = stale
+	for i := 0; i < 80 && w.rollout("r").Status.Phase != v1alpha1.RolloutSucceeded; i++ {
+		w.reconcile(a, "r")
+		w.reconcile(b, "r") // reads the state before a's pass, then is refused or redoes it
+		stale.refresh(t)
+		w.playInstallers()
+		w.clock.Step(time.Second)
+	}
+	ro := w.rollout("r")
+	require.Equal(t, v1alpha1.RolloutSucceeded, ro.Status.Phase, ro.Status.Message)
+	assert.Equal(t, map[string]int{"n1": 1, "n2": 1, "n3": 1}, w.jobsPerNode())
+	events, err := w.kube.CoreV1().Nodes().Get(context.Background(), "n2", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.False(t, events.Spec.Unschedulable)
+}
+
+// staleClient serves Gets of DriverRollouts from a copy taken at refresh: a process
+// whose cache lags behind.
+type staleClient struct {
+	client.Client
+	copy *v1alpha1.DriverRollout
+}
+
+func (s *staleClient) refresh(t *testing.T) {
+	var ro v1alpha1.DriverRollout
+	require.NoError(t, s.Client.Get(context.Background(), client.ObjectKey{Name: "r"}, &ro))
+	s.copy = &ro
+}
+
+func (s *staleClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if ro, ok := obj.(*v1alpha1.DriverRollout); ok && s.copy != nil {
+		s.copy.DeepCopyInto(ro)
+		return nil
+	}
+	return s.Client.Get(ctx, key, obj, opts...)
+}
+
+func TestValidationTimeoutFailsTheNodeAndRetryFailedRunsItAgain(t *testing.T) {
+	w := newWorld(t, testRollout("r", 1), "n1", "n2")
+	r := w.reconciler()
+	for i := 0; i < 20 && w.rollout("r").Status.Phase != v1alpha1.RolloutFailed; i++ {
+		w.reconcile(r, "r")
+		w.playInstallers("n1") // n1's driver never reports
+		w.clock.Step(20 * time.Second)
+	}
+	ro := w.rollout("r")
+	require.Equal(t, v1alpha1.RolloutFailed, ro.Status.Phase)
+	assert.Equal(t, "failed", ro.Status.Nodes[0].State)
+	assert.Equal(t, `failed in validate: validation timed out after 1m0s: the node's driver-version label reads "1.0", want "2.0" (labels huawei.com/driver.version, nvidia.com/cuda.driver-version.full, runwhere.ai/driver-version)`,
+		ro.Status.Nodes[0].Message)
+	assert.Equal(t, "upgrade-required", ro.Status.Nodes[1].State, "nothing starts after a failure")
+	assert.Equal(t, 1, w.unschedulable(), "the failed node stays cordoned")
+	assert.Contains(t, ro.Status.Message, "fix it, then `kubectl litepool upgrade resume r --retry-failed`")
+	assert.Zero(t, w.reconcile(r, "r"), "a failed rollout waits for a spec change")
+
+	// The operator fixes the node and asks for a retry by raising spec.retryFailed.
+	ro.Spec.RetryFailed = 1
+	ro.Generation = 2
+	require.NoError(t, w.c.Update(context.Background(), ro))
+	for i := 0; i < 40 && w.rollout("r").Status.Phase != v1alpha1.RolloutSucceeded; i++ {
+		w.reconcile(r, "r")
+		w.playInstallers()
+		w.clock.Step(time.Second)
+	}
+	ro = w.rollout("r")
+	require.Equal(t, v1alpha1.RolloutSucceeded, ro.Status.Phase, ro.Status.Message)
+	assert.Equal(t, int32(2), ro.Status.Nodes[0].Attempt)
+	assert.Equal(t, int32(1), ro.Status.RetriedFailed)
+	assert.Equal(t, map[string]int{"n1": 2, "n2": 1}, w.jobsPerNode(), "the retry ran the installer afresh, once")
+}
+
+func TestPauseAndAbortAreSpecChanges(t *testing.T) {
+	ro := testRollout("r", 1)
+	ro.Spec.Paused = true
+	w := newWorld(t, ro, "n1", "n2", "n3")
+	r := w.reconciler()
+	assert.Zero(t, w.reconcile(r, "r"))
+	got := w.rollout("r")
+	assert.Equal(t, v1alpha1.RolloutPaused, got.Status.Phase)
+	assert.Zero(t, w.unschedulable(), "a paused rollout starts nothing")
+
+	got.Spec.Paused = false
+	require.NoError(t, w.c.Update(context.Background(), got))
+	w.reconcile(r, "r")
+	assert.Equal(t, 1, w.unschedulable())
+
+	got = w.rollout("r")
+	got.Spec.Abort = true
+	require.NoError(t, w.c.Update(context.Background(), got))
+	for i := 0; i < 20 && w.rollout("r").Status.Phase != v1alpha1.RolloutAborted; i++ {
+		w.reconcile(r, "r")
+		w.playInstallers()
+		w.clock.Step(time.Second)
+	}
+	got = w.rollout("r")
+	require.Equal(t, v1alpha1.RolloutAborted, got.Status.Phase)
+	assert.Equal(t, []string{"done", "aborted", "aborted"}, states(got), "the started node finished; the others left")
+	assert.Equal(t, "1/1", got.Status.Progress)
+	assert.Zero(t, w.unschedulable())
+	n3, _ := w.kube.CoreV1().Nodes().Get(context.Background(), "n3", metav1.GetOptions{})
+	assert.NotContains(t, n3.Annotations, policy.AnnotationUpgradeState)
+}
+
+func states(ro *v1alpha1.DriverRollout) []string {
+	var out []string
+	for _, n := range ro.Status.Nodes {
+		out = append(out, n.State)
+	}
+	return out
+}
+
+func TestARolloutThatCannotStartSaysWhy(t *testing.T) {
+	for _, tc := range []struct {
+		edit func(*v1alpha1.DriverRollout)
+		want string
+	}{
+		{func(ro *v1alpha1.DriverRollout) { ro.Spec.Pool = "nope" }, `pool "nope" has no nodes (no node carries runwhere.ai/pool=nope)`},
+		{func(ro *v1alpha1.DriverRollout) { ro.Spec.Canary = "n9" }, `canary "n9" is not a node of pool "p" that needs the upgrade (nodes to upgrade: n1)`},
+		{func(ro *v1alpha1.DriverRollout) { ro.Spec.MaxUnavailable = ptrIntStr(intstr.FromString("0%")) }, "[U2] invalid --max-unavailable \"0%\": a percentage must be 1%-100%"},
+	} {
+		ro := testRollout("r", 1)
+		tc.edit(ro)
+		w := newWorld(t, ro, "n1")
+		assert.Zero(t, w.reconcile(w.reconciler(), "r"))
+		got := w.rollout("r")
+		assert.Equal(t, v1alpha1.RolloutFailed, got.Status.Phase)
+		assert.Equal(t, tc.want, got.Status.Message)
+	}
+}
+
+func ptrIntStr(v intstr.IntOrString) *intstr.IntOrString { return &v }
+
+// One node, one rollout (rule U4): a second rollout over a node the first holds does not start.
+func TestASecondRolloutOverTheSameNodeIsRefused(t *testing.T) {
+	first := testRollout("first", 1)
+	w := newWorld(t, first, "n1")
+	w.reconcile(w.reconciler(), "first")
+	second := testRollout("second", 1)
+	second.ResourceVersion = ""
+	require.NoError(t, w.c.Create(context.Background(), second))
+	w.reconcile(w.reconciler(), "second")
+	got := w.rollout("second")
+	assert.Equal(t, v1alpha1.RolloutFailed, got.Status.Phase)
+	assert.Equal(t, `[U4] node "n1" is in rollout first (state install) already in another driver rollout that has not finished: finish it (`+"`kubectl litepool upgrade resume`) or abort it (`kubectl litepool upgrade abort`) first", got.Status.Message)
+	assert.Equal(t, map[string]int{"n1": 1}, w.jobsPerNode())
+}
+
+func TestInstallerJobIsNamedByRolloutNodeAndAttempt(t *testing.T) {
+	ro := testRollout("r", 1)
+	other := testRollout("r", 1)
+	other.UID = "uid-other"
+	assert.Equal(t, InstallerJobName(ro, "n1", 1), InstallerJobName(ro, "n1", 1))
+	assert.NotEqual(t, InstallerJobName(ro, "n1", 1), InstallerJobName(ro, "n1", 2))
+	assert.NotEqual(t, InstallerJobName(ro, "n1", 1), InstallerJobName(other, "n1", 1), "a new rollout of the same name makes its own Job")
+	long := InstallerJobName(ro, fmt.Sprintf("%070d", 1), 1)
+	assert.LessOrEqual(t, len(long), 63)
+
+	job := InstallerJob(ro, ns, "n1", 1, 30*time.Minute)
+	assert.Equal(t, ns, job.Namespace)
+	assert.Equal(t, "n1", job.Spec.Template.Spec.NodeName)
+	assert.Equal(t, int64(1800), *job.Spec.ActiveDeadlineSeconds)
+	assert.Equal(t, "DriverRollout", job.OwnerReferences[0].Kind)
+
+	// A Job of that name that is not this rollout's is never taken for its result.
+	w := newWorld(t, ro, "n1")
+	foreign := InstallerJob(other, ns, "n1", 1, 0)
+	foreign.Name = InstallerJobName(ro, "n1", 1)
+	_, err := w.kube.BatchV1().Jobs(ns).Create(context.Background(), foreign, metav1.CreateOptions{})
+	require.NoError(t, err)
+	out, err := (&Stepper{Kube: w.kube, Namespace: ns}).Step(context.Background(), ro, testNode("n1"),
+		&v1alpha1.DriverRolloutNode{Name: "n1", State: "install", Attempt: 1}, w.clock.Now())
+	require.NoError(t, err)
+	assert.True(t, out.Failed)
+	assert.Contains(t, out.Message, "belongs to another rollout")
+}

@@ -1,0 +1,222 @@
+package upgrade
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/client-go/kubernetes"
+	cmdutil "k8s.io/kubectl/pkg/cmd/util"
+	"k8s.io/kubectl/pkg/drain"
+
+	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/inventory"
+	"github.com/runwhere-ai/litepool/pkg/nodeops"
+	"github.com/runwhere-ai/litepool/pkg/policy"
+)
+
+// Outcome is what one step did.
+type Outcome struct {
+	// Done: the state's work is finished; the node moves to the next state.
+	Done bool
+	// Failed: the step cannot succeed; the node fails (and stays cordoned).
+	Failed bool
+	// Message says what was done, what the step waits for, or why it failed.
+	Message string
+	// Job is the installer Job the step made or watches.
+	Job string
+}
+
+func done(format string, args ...any) Outcome {
+	return Outcome{Done: true, Message: fmt.Sprintf(format, args...)}
+}
+func waiting(format string, args ...any) Outcome {
+	return Outcome{Message: fmt.Sprintf(format, args...)}
+}
+func failed(format string, args ...any) Outcome {
+	return Outcome{Failed: true, Message: fmt.Sprintf(format, args...)}
+}
+
+// Stepper does one node's steps. Every step is idempotent and returns at once: called
+// again in the same state (by the next reconcile, or by another process after a crash)
+// it picks up what the last call did.
+type Stepper struct {
+	Kube kubernetes.Interface
+	// Namespace is litepool's own namespace: the only one installer Jobs are made in.
+	Namespace string
+}
+
+// Step does what can be done now of the node's current state st.State. since is when
+// the node entered the state (its timeouts count from it); now is the time of the
+// reconcile. A returned error is passing (the API server could not be reached): the
+// step is tried again, the node does not fail.
+func (s *Stepper) Step(ctx context.Context, ro *v1alpha1.DriverRollout, node *corev1.Node, st *v1alpha1.DriverRolloutNode, now time.Time) (Outcome, error) {
+	t := TimeoutsOf(&ro.Spec)
+	elapsed := time.Duration(0)
+	if st.Since != nil {
+		elapsed = now.Sub(st.Since.Time)
+	}
+	switch policy.UpgradeState(st.State) {
+	case policy.UpgradeRequired:
+		return Outcome{Done: true}, nil
+	case policy.UpgradeCordon:
+		_, err := nodeops.Cordon(ctx, s.Kube, policy.CordonUpgrade, node.Name, cmdutil.DryRunNone)
+		return Outcome{Done: err == nil}, err
+	case policy.UpgradeWaitJobs:
+		return s.waitForJobs(ctx, ro, node.Name, t.Wait, elapsed)
+	case policy.UpgradeDrain:
+		return s.drain(ctx, ro, node.Name, t.Drain, elapsed)
+	case policy.UpgradeInstall:
+		return s.install(ctx, ro, node.Name, st.Attempt, t.Install, elapsed)
+	case policy.UpgradeValidate:
+		seen := policy.DriverVersion(node)
+		switch {
+		case seen == ro.Spec.Version:
+			return done("driver-version label reads %s", seen), nil
+		case t.Validate > 0 && elapsed >= t.Validate:
+			return failed("validation timed out after %s: the node's driver-version label reads %q, want %q (labels %s)",
+				t.Validate, seen, ro.Spec.Version, strings.Join(policy.DriverVersionLabels, ", ")), nil
+		}
+		return waiting("waiting for the driver-version label to read %s (reads %q)", ro.Spec.Version, seen), nil
+	case policy.UpgradeUncordon:
+		if !policy.HoldsCordon(policy.CordonUpgrade, node) {
+			// Uncordon drops the upgrade's memory in the same update that makes the
+			// node schedulable: without it, uncordon already happened.
+			return Outcome{Done: true}, nil
+		}
+		stayed, heldBy, err := nodeops.Uncordon(ctx, s.Kube, policy.CordonUpgrade, node.Name, cmdutil.DryRunNone)
+		switch {
+		case err != nil:
+			return Outcome{}, err
+		case len(heldBy) > 0:
+			return done("stays cordoned: still held by litepool's %s", strings.Join(heldBy, ", ")), nil
+		case stayed:
+			return done("stays cordoned: it was cordoned before the upgrade"), nil
+		}
+		return Outcome{Done: true}, nil
+	}
+	return failed("unknown upgrade state %q", st.State), nil
+}
+
+// waitForJobs lets the node's workload pods (matching the rollout's waitSelector)
+// finish; after the timeout the drain evicts what is left, as NVIDIA's upgrade library
+// does. A timeout of 0 skips the wait.
+func (s *Stepper) waitForJobs(ctx context.Context, ro *v1alpha1.DriverRollout, node string, timeout, elapsed time.Duration) (Outcome, error) {
+	if timeout <= 0 {
+		return Outcome{Done: true}, nil
+	}
+	sel, err := labels.Parse(ro.Spec.WaitSelector)
+	if err != nil {
+		return failed("invalid spec.waitSelector %q: %v", ro.Spec.WaitSelector, err), nil
+	}
+	pods, err := s.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String(), LabelSelector: sel.String(),
+	})
+	if err != nil {
+		return Outcome{}, err
+	}
+	var left []string
+	for i := range pods.Items {
+		if inventory.IsWorkloadPod(&pods.Items[i]) && !isInstaller(&pods.Items[i]) {
+			left = append(left, pods.Items[i].Namespace+"/"+pods.Items[i].Name)
+		}
+	}
+	switch {
+	case len(left) == 0:
+		return Outcome{Done: true}, nil
+	case elapsed >= timeout:
+		return done("%d workload pod(s) still running after %s (%s): the drain evicts them", len(left), timeout, strings.Join(left, ", ")), nil
+	}
+	return waiting("waiting up to %s for %d workload pod(s) to finish: %s", timeout, len(left), strings.Join(left, ", ")), nil
+}
+
+// drain evicts the node's pods (as kubectl drain --ignore-daemonsets
+// --delete-emptydir-data, with --force when the rollout says so) and is finished when
+// none is left. Evictions a PodDisruptionBudget refuses are tried again at the next
+// reconcile, until the drain timeout.
+func (s *Stepper) drain(ctx context.Context, ro *v1alpha1.DriverRollout, node string, timeout, elapsed time.Duration) (Outcome, error) {
+	h := &drain.Helper{Ctx: ctx, Client: s.Kube, Force: ro.Spec.ForceDrain, GracePeriodSeconds: -1,
+		IgnoreAllDaemonSets: true, DeleteEmptyDirData: true, Out: io.Discard, ErrOut: io.Discard}
+	list, errs := h.GetPodsForDeletion(node)
+	if len(errs) > 0 {
+		return failed("cannot drain: %v", utilerrors.NewAggregate(errs)), nil
+	}
+	pods := list.Pods()
+	if len(pods) == 0 {
+		return Outcome{Done: true}, nil
+	}
+	var left, refused []string
+	for _, p := range pods {
+		left = append(left, p.Namespace+"/"+p.Name)
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		err := h.EvictPod(p, schema.GroupVersion{Group: "policy", Version: "v1"})
+		switch {
+		case err == nil, apierrors.IsNotFound(err):
+		case apierrors.IsTooManyRequests(err):
+			refused = append(refused, p.Namespace+"/"+p.Name)
+		default:
+			return Outcome{}, err
+		}
+	}
+	if timeout > 0 && elapsed >= timeout {
+		return failed("drain did not finish within %s: %d pod(s) left (%s)", timeout, len(left), strings.Join(left, ", ")), nil
+	}
+	msg := fmt.Sprintf("evicting %d pod(s): %s", len(left), strings.Join(left, ", "))
+	if len(refused) > 0 {
+		msg += fmt.Sprintf("; a disruption budget refuses %s for now", strings.Join(refused, ", "))
+	}
+	return waiting("%s", msg), nil
+}
+
+// install makes the node's installer Job for this attempt (unless it exists: its name
+// is deterministic) in litepool's namespace and watches it.
+func (s *Stepper) install(ctx context.Context, ro *v1alpha1.DriverRollout, node string, attempt int32, timeout, elapsed time.Duration) (Outcome, error) {
+	if s.Namespace == "" {
+		return Outcome{}, fmt.Errorf("no namespace for installer Jobs")
+	}
+	jobs := s.Kube.BatchV1().Jobs(s.Namespace)
+	want := InstallerJob(ro, s.Namespace, node, attempt, timeout)
+	job, err := jobs.Get(ctx, want.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		job, err = jobs.Create(ctx, want, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			job, err = jobs.Get(ctx, want.Name, metav1.GetOptions{})
+		}
+	}
+	if err != nil {
+		return Outcome{}, fmt.Errorf("installer job %s/%s: %w", s.Namespace, want.Name, err)
+	}
+	if job.Annotations[AnnotationJobRolloutUID] != string(ro.UID) {
+		out := failed("installer job %s/%s exists and belongs to another rollout (%s): delete it, then retry", s.Namespace, job.Name, job.Annotations[AnnotationJobRollout])
+		return out, nil
+	}
+	for _, c := range job.Status.Conditions {
+		if c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch c.Type {
+		case batchv1.JobComplete:
+			return Outcome{Done: true, Message: "installer job " + job.Name + " completed", Job: job.Name}, nil
+		case batchv1.JobFailed:
+			return Outcome{Failed: true, Message: fmt.Sprintf("installer job %s/%s failed: %s %s", job.Namespace, job.Name, c.Reason, c.Message), Job: job.Name}, nil
+		}
+	}
+	// The Job's activeDeadlineSeconds fails it first; this catches a Job whose pod
+	// never started (the deadline counts from the Job's start).
+	if timeout > 0 && elapsed >= timeout+time.Minute {
+		return Outcome{Failed: true, Message: fmt.Sprintf("installer job %s/%s did not complete within %s", job.Namespace, job.Name, timeout), Job: job.Name}, nil
+	}
+	return Outcome{Message: fmt.Sprintf("installer job %s/%s running (image %s)", job.Namespace, job.Name, ro.Spec.Installer.Image), Job: job.Name}, nil
+}
