@@ -61,6 +61,11 @@ type Reconciler struct {
 	// Recheck is how soon a rollout under way is looked at again (default 2s).
 	Recheck time.Duration
 	Clock   clock.PassiveClock
+	// Stand-in: this reconciler runs in the plugin because no controller acted on the
+	// rollout. It leaves status.observedGeneration alone: that field is a controller's
+	// answer that it acts on the spec, and a later command must not take a dead
+	// plugin's pass for a controller.
+	StandIn bool
 }
 
 func (r *Reconciler) now() time.Time {
@@ -110,7 +115,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	before := ro.Status.DeepCopy()
 	p := &pass{now: metav1.NewTime(r.now()).Rfc3339Copy()}
 	stepErr := r.reconcile(ctx, &ro, p)
-	ro.Status.ObservedGeneration = ro.Generation
+	if !r.StandIn {
+		ro.Status.ObservedGeneration = ro.Generation
+	}
 	if !equality.Semantic.DeepEqual(before, &ro.Status) {
 		if err := r.Client.Status().Update(ctx, &ro); err != nil {
 			if apierrors.IsConflict(err) {

@@ -110,7 +110,7 @@ func (f *follower) follow(ctx context.Context, name string) error {
 		return fmt.Sprintf("driverrollout %s goes on in the cluster; follow it with `kubectl litepool upgrade status %s -w`", name, name)
 	})
 	defer interrupt.InFlight.Clear()
-	rec := &upgrade.Reconciler{Client: f.c, Kube: f.kube, Recorder: f.recorder, Namespace: f.Namespace}
+	rec := &upgrade.Reconciler{Client: f.c, Kube: f.kube, Recorder: f.recorder, Namespace: f.Namespace, StandIn: true}
 	p := newProgress(f.out, f.Watch)
 	for {
 		next := followInterval
@@ -185,10 +185,10 @@ func (f *follower) waitForController(ctx context.Context, name string) bool {
 }
 
 // ended says whether following is over, and the error of a rollout that did not
-// succeed. Driving it locally, a stalled rollout ends the command (nothing it does
-// will free a slot); followed in the cluster too.
-func ended(ro *v1alpha1.DriverRollout, _ bool) (bool, error) {
-	if !observed(ro) {
+// succeed. Followed in the cluster, only a status that answers the current spec counts;
+// driving it here, this process's last pass does.
+func ended(ro *v1alpha1.DriverRollout, local bool) (bool, error) {
+	if !local && !observed(ro) {
 		return false, nil
 	}
 	switch ro.Status.Phase {

@@ -299,7 +299,7 @@ func (o *UpgradeStatusOptions) Run(ctx context.Context) error {
 				fmt.Fprintln(o.Out, line)
 				last[ro.Name] = line
 			}
-			done, _ := ended(ro, false)
+			done, _ := ended(ro, true)
 			active = active || !done
 		}
 		if !active {
