@@ -195,7 +195,7 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
 	if o.controllers {
-		if err := controller.Setup(mgr, accel); err != nil {
+		if err := controller.SetupIn(mgr, accel, o.namespace); err != nil {
 			return fmt.Errorf("setting up the controllers: %w", err)
 		}
 	}

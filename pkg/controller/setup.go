@@ -9,7 +9,6 @@ import (
 
 	"github.com/runwhere-ai/litepool/pkg/events"
 	"github.com/runwhere-ai/litepool/pkg/policy"
-	"github.com/runwhere-ai/litepool/pkg/stress"
 	"github.com/runwhere-ai/litepool/pkg/upgrade"
 )
 
@@ -65,15 +64,6 @@ func SetupIn(mgr ctrl.Manager, accel policy.Accelerators, namespace string) erro
 	if err := (&BindingTargetsReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	runs := &StressReconciler{Kube: kube, Recorder: &events.Recorder{Client: kube}, Namespace: Namespace(), Accelerators: accel}
+	runs := &StressReconciler{Kube: kube, Recorder: &events.Recorder{Client: kube}, Namespace: namespace, Accelerators: accel}
 	return runs.SetupWithManager(mgr)
-}
-
-// Namespace is litepool's own namespace, where the controller creates its pods:
-// $POD_NAMESPACE (deploy/webhook sets it from the pod), else litepool-system.
-func Namespace() string {
-	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
-		return ns
-	}
-	return stress.DefaultNamespace
 }

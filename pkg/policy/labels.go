@@ -113,7 +113,6 @@ var Registry = map[string]KeyInfo{
 	AnnotationForce:          {Key: AnnotationForce, Annotation: true, Description: "audited override of N3/R2: who and why"},
 	AnnotationConfirmDelete:  {Key: AnnotationConfirmDelete, Annotation: true, Description: "confirms deleting a pool with running pods"},
 	AnnotationStressResult:   {Key: AnnotationStressResult, Annotation: true, Description: "last stress-test result"},
-	Prefix + "stress-run":    {Key: Prefix + "stress-run", Annotation: true, Description: "a Pool's stress run (pkg/stress.AnnotationRun)"},
 	AnnotationScaleDown:      {Key: AnnotationScaleDown, Annotation: true, Description: "a scale-down of this pool has started on the node"},
 	LabelDeparturesOf:        {Key: LabelDeparturesOf, Internal: true, Description: "on litepool's departure ConfigMaps: the pool whose departures they reserve"},
 	AnnotationPoolName:       {Key: AnnotationPoolName, Annotation: true, Internal: true, Description: "on litepool's departure ConfigMaps: the full pool name"},

@@ -61,8 +61,8 @@ func testLeaderKilledMidRollout(t *testing.T) {
 	defer agent.Stop()
 
 	out := c.MustLitepool(t, "upgrade", "driver", "--pool", rolloutPool, "--version", rolloutTarget, "--max-unavailable", "2",
-		"--installer-image", installerOK, "--yes")
-	assert.Contains(t, out, "handed to the controller in litepool-webhook")
+		"--installer-image", installerOK, "--yes", "--wait=false")
+	assert.Contains(t, out, "litepool's controller drives it")
 
 	require.NoError(t, wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 3*time.Minute, true, func(context.Context) (bool, error) {
 		for _, n := range nodes {
@@ -82,9 +82,9 @@ func testLeaderKilledMidRollout(t *testing.T) {
 	}), "no other pod took the Lease")
 	watched := c.Litepool(t, "upgrade", "status", "--pool", rolloutPool, "-w")
 	require.Equal(t, 0, watched.ExitCode, watched.Stderr)
-	assert.Regexp(t, `complete: 4/4 done \(100%\), 0 in progress, 0 pending, 0 failed`, watched.Stdout)
+	assert.Regexp(t, `4/4 done \(100%\), 0 in progress, 0 pending, 0 failed`, watched.Stdout)
 
-	jobs, err := kube.BatchV1().Jobs("kube-system").List(ctx, metav1.ListOptions{LabelSelector: upgrade.LabelComponent + "=" + upgrade.Component})
+	jobs, err := kube.BatchV1().Jobs(system).List(ctx, metav1.ListOptions{LabelSelector: upgrade.LabelComponent + "=" + upgrade.Component})
 	require.NoError(t, err)
 	perNode := map[string]int{}
 	for _, j := range jobs.Items {
