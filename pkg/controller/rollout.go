@@ -1,10 +1,8 @@
 package controller
 
 import (
-	"strings"
 	"time"
 
-	"github.com/go-logr/logr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -38,14 +36,4 @@ func (r *RolloutReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("driver-rollout").
 		For(&v1alpha1.DriverRollout{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Complete(r)
-}
-
-// logWriter turns progress lines into log lines.
-type logWriter struct{ log logr.Logger }
-
-func (w logWriter) Write(p []byte) (int, error) {
-	for _, line := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
-		w.log.Info(line)
-	}
-	return len(p), nil
 }
