@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -194,6 +195,26 @@ func (c *requestCatalog) PoolNames() []string {
 	return policy.DistinctSorted(names)
 }
 
+// clusterScopedIndexKey starts controller-runtime's field-index keys of cluster-scoped
+// objects ("__all_namespaces/<value>").
+const clusterScopedIndexKey = "__all_namespaces/"
+
+// poolsOfIndexKeys turns the node pool index's keys into pool names: controller-runtime
+// keys a cluster-scoped object's value as "__all_namespaces/<value>"; a key without a
+// slash is a plain value (a reader that indexes by value alone).
+func poolsOfIndexKeys(keys []string) []string {
+	out := make([]string, 0, len(keys))
+	for _, k := range keys {
+		switch {
+		case strings.HasPrefix(k, clusterScopedIndexKey):
+			out = append(out, strings.TrimPrefix(k, clusterScopedIndexKey))
+		case !strings.Contains(k, "/"):
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 // informerGetter is the part of the manager's cache (cache.Informers) that hands out
 // the informers behind the reader.
 type informerGetter interface {
@@ -210,7 +231,7 @@ func (c *requestCatalog) labelPools() []string {
 			return nil
 		}
 		if ix, ok := inf.(interface{ GetIndexer() toolscache.Indexer }); ok {
-			return ix.GetIndexer().ListIndexFuncValues("field:" + IndexNodePool)
+			return poolsOfIndexKeys(ix.GetIndexer().ListIndexFuncValues("field:" + IndexNodePool))
 		}
 	}
 	var nodes corev1.NodeList

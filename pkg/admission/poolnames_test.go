@@ -47,3 +47,10 @@ func TestPoolNamesWithoutAnInformerListTheNodes(t *testing.T) {
 	names := Catalog{Reader: plainReader{poolNamesFixture()}}.forRequest(context.Background()).PoolNames()
 	assert.Equal(t, []string{"dev-labels", "train-a100"}, names)
 }
+
+func TestPoolsOfIndexKeys(t *testing.T) {
+	// controller-runtime's cache keys a cluster-scoped node's pool as
+	// "__all_namespaces/<pool>" (seen in test/e2e/demo's P2 denial before this).
+	assert.Equal(t, []string{"infer-a10", "train-a100", "dev"},
+		poolsOfIndexKeys([]string{"__all_namespaces/infer-a10", "__all_namespaces/train-a100", "dev", "ns/ignored"}))
+}

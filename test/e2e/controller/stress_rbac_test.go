@@ -81,19 +81,19 @@ func TestOperatorStartsAStressRunAndKubectlGetShowsIt(t *testing.T) {
 	require.NoError(t, err)
 	r := startReplica(t, certs)
 	stressLeader(t, r)
-	nodes := stressPool(t, "ctl-op", 2)
+	nodes := stressPool(t, "ctl-sop", 2)
 	const user = "e2e-stress-operator"
 	bindOperator(t, user)
 	var release atomic.Bool
-	stopAgent := playStress(t, "ctl-op-", map[string]string{}, &release)
+	stopAgent := playStress(t, "ctl-sop-", map[string]string{}, &release)
 	defer stopAgent()
 
-	res := framework.C.Kubectl(t, stressRunYAML("ctl-op-run", "ctl-op"), "--as", user, "create", "-f", "-")
+	res := framework.C.Kubectl(t, stressRunYAML("ctl-sop-run", "ctl-sop"), "--as", user, "create", "-f", "-")
 	require.Equal(t, 0, res.ExitCode, res.Stderr)
-	assert.Equal(t, "stressrun.runwhere.ai/ctl-op-run created\n", res.Stdout)
+	assert.Equal(t, "stressrun.runwhere.ai/ctl-sop-run created\n", res.Stdout)
 
 	get := func() [][]string {
-		res := framework.C.Kubectl(t, "", "--as", user, "get", "stressruns", "ctl-op-run")
+		res := framework.C.Kubectl(t, "", "--as", user, "get", "stressruns", "ctl-sop-run")
 		require.Equal(t, 0, res.ExitCode, res.Stderr)
 		var rows [][]string
 		for _, line := range strings.Split(strings.TrimSpace(res.Stdout), "\n") {
@@ -102,18 +102,18 @@ func TestOperatorStartsAStressRunAndKubectlGetShowsIt(t *testing.T) {
 		return rows
 	}
 	require.NoError(t, wait.PollUntilContextTimeout(context.Background(), waitInterval, waitTimeout, true, func(context.Context) (bool, error) {
-		return len(stressPods(t, "ctl-op-")) == len(nodes), nil
+		return len(stressPods(t, "ctl-sop-")) == len(nodes), nil
 	}), r.logs.String())
 	rows := get()
 	require.Len(t, rows, 2)
 	require.Len(t, rows[1], 7, "every column has a value: %q", rows[1])
 	assert.Equal(t, []string{"NAME", "POOL", "PHASE", "PASSED", "FAILED", "TOTAL", "AGE"}, rows[0])
-	assert.Equal(t, []string{"ctl-op-run", "ctl-op", "Running", "0", "0", "2"}, rows[1][:6])
+	assert.Equal(t, []string{"ctl-sop-run", "ctl-sop", "Running", "0", "0", "2"}, rows[1][:6])
 
 	release.Store(true)
-	waitStressRun(t, "ctl-op-run", v1alpha1.StressRunSucceeded, r)
+	waitStressRun(t, "ctl-sop-run", v1alpha1.StressRunSucceeded, r)
 	rows = get()
-	assert.Equal(t, []string{"ctl-op-run", "ctl-op", "Succeeded", "2", "0", "2"}, rows[1][:6])
+	assert.Equal(t, []string{"ctl-sop-run", "ctl-sop", "Succeeded", "2", "0", "2"}, rows[1][:6])
 	assertNoStressPodsOutside(t)
 }
 

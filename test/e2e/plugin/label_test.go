@@ -68,7 +68,7 @@ func TestLabelNodeRefusesBadInputAndChangesNothing(t *testing.T) {
 			`error: [N2] node "a100-node-3" (gpu-type H100-80G) cannot join pool "train-a100": the pool takes only A100-80G nodes; choose a node labelled runwhere.ai/gpu-type=A100-80G or a pool for H100-80G nodes`},
 		{"leaving with workload pods", []string{"a100-node-1", "runwhere.ai/pool-"},
 			`error: [N3] node "a100-node-1" cannot leave pool "train-a100": it runs 1 workload pod(s) (ai-team/llama-train-0); drain it first (kubectl litepool drain a100-node-1) or wait for them to finish`},
-		{"below minNodes", []string{"a100-node-3", "runwhere.ai/pool=train-snt9b", "runwhere.ai/gpu-type=Snt9B", "--overwrite"},
+		{"below minNodes", []string{"a100-node-3", "runwhere.ai/pool-"},
 			`error: [N3] node "a100-node-3" cannot leave pool "train-a100": the pool would have 2 Ready node(s), below its minNodes 3; lower spec.minNodes first or add a node (a NotReady member may leave)`},
 		{"unknown node", []string{"no-such-node", "runwhere.ai/health=healthy"},
 			`Error from server (NotFound): nodes "no-such-node" not found`},
