@@ -49,9 +49,16 @@ var C *Cluster
 // Main starts the cluster NAME with the sample fixtures, runs the tests and stops the
 // cluster (unless LITEPOOL_E2E_KEEP is set, to look at it afterwards).
 func Main(m *testing.M, name string) {
-	c, err := Start(name, true)
+	runMain(m, name, "the local control plane", func() (*Cluster, error) { return Start(name, true) })
+}
+
+// runMain is Main with the cluster start given: a cluster that did not start is
+// deleted again (a half-started one holds ports and, with a real node, host state).
+func runMain(m *testing.M, name, what string, start func() (*Cluster, error)) {
+	c, err := start()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "FATAL: e2e: the local control plane did not start: %v\n", err)
+		fmt.Fprintf(os.Stderr, "FATAL: e2e: %s did not start: %v\n", what, err)
+		_ = script("down", name)
 		os.Exit(1)
 	}
 	C = c
@@ -68,10 +75,13 @@ func Main(m *testing.M, name string) {
 
 // Start brings up cluster NAME (fresh: an earlier one of that name is deleted first)
 // and, with fixtures, loads the sample AI cluster.
-func Start(name string, fixtures bool) (*Cluster, error) {
+func Start(name string, fixtures bool) (*Cluster, error) { return start(name, fixtures) }
+
+// start is Start with extra flags for `hack/cluster.sh up` (--real-node).
+func start(name string, fixtures bool, upFlags ...string) (*Cluster, error) {
 	kubeconfig := filepath.Join(Root, "_output", "e2e", name, "kubeconfig")
 	_ = script("down", name)
-	if err := script("up", name, kubeconfig); err != nil {
+	if err := script(append([]string{"up", name, kubeconfig}, upFlags...)...); err != nil {
 		return nil, err
 	}
 	if fixtures {
