@@ -23,26 +23,29 @@ import (
 	"github.com/runwhere-ai/litepool/test/e2e/framework"
 )
 
-const (
-	jobs     = "realnode-jobs" // installer Jobs and stress pods
-	realPool = "rn-real"       // the real node's pool
-)
+// realPool is the real node's pool.
+const realPool = "rn-real"
 
 // testRealContainers: the plugin drives a stress run and driver upgrades of the real
-// node (no controller runs: litepool was uninstalled before), whose kubelet runs the
-// test pods and installer Jobs from the images make image built; their exit codes are
-// what litepool reads.
+// node (no controller runs: litepool was uninstalled before, so the plugin runs the
+// reconcilers itself), whose kubelet runs the test pods and installer Jobs from the
+// images make image built; their exit codes are what litepool reads. What delete -k
+// removed comes back as an operator would have it: the CRDs and litepool's namespace
+// from deploy/webhook as shipped (its Pod Security level is what lets the privileged
+// installers run), and the right the test installer needs to write its node's label.
 func testRealContainers(t *testing.T) {
-	t.Skip("to adapt after the DriverRollout/StressRun merge: this step drives the plugin with --installer-namespace and stress --namespace, " +
-		"which are gone (installer Jobs and stress pods live in litepool's namespace, and delete -k has removed it by this step); " +
-		"it passed on its branch before that merge (issue 17 stays open for it)")
 	c := framework.C
 	kube := c.Kube
-	// delete -k took the CRD with it: pools come back with it.
 	res := c.Kubectl(t, "", "apply", "-f", filepath.Join(framework.Root, "deploy", "webhook", "crd"))
 	require.Equal(t, 0, res.ExitCode, res.Stderr)
-	res = c.Kubectl(t, "", "wait", "--for=condition=Established", "--timeout=60s", "crd/pools.runwhere.ai")
+	res = c.Kubectl(t, "", "wait", "--for=condition=Established", "--timeout=60s",
+		"crd/pools.runwhere.ai", "crd/driverrollouts.runwhere.ai", "crd/stressruns.runwhere.ai")
 	require.Equal(t, 0, res.ExitCode, res.Stderr)
+	// The namespace may still be terminating if delete -k returned early.
+	require.NoError(t, wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(context.Context) (bool, error) {
+		res = c.Kubectl(t, "", "apply", "-f", filepath.Join(framework.Root, "deploy", "webhook", "namespace.yaml"))
+		return res.ExitCode == 0, nil
+	}), "litepool's namespace did not come back: %s", res.Stderr)
 	require.NoError(t, wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		_, err := poolclient.New(c.Dynamic).Create(ctx, &v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: realPool},
 			Spec: v1alpha1.PoolSpec{Type: v1alpha1.PoolTypeDevelopment, Description: "the real node"}}, metav1.CreateOptions{})
@@ -51,24 +54,27 @@ func testRealContainers(t *testing.T) {
 	_, err := kube.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(`{"metadata":{"labels":{"runwhere.ai/pool":"`+realPool+`"}}}`), metav1.PatchOptions{})
 	require.NoError(t, err)
 
-	// The installers write their node's driver label with their pod's service account.
-	_, err = kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: jobs}}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	// The test installer writes its node's driver label with its pod's service account
+	// (litepool's installer Jobs name none: the namespace's default).
 	_, err = kube.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "realnode-installer"},
 		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "patch"}}}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	_, err = kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "realnode-installer"},
 		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "realnode-installer"},
-		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "default", Namespace: jobs}}}, metav1.CreateOptions{})
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "default", Namespace: system}}}, metav1.CreateOptions{})
 	require.NoError(t, err)
+	defer func() {
+		_ = kube.RbacV1().ClusterRoleBindings().Delete(ctx, "realnode-installer", metav1.DeleteOptions{})
+		_ = kube.RbacV1().ClusterRoles().Delete(ctx, "realnode-installer", metav1.DeleteOptions{})
+	}()
 	require.NoError(t, wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		_, err := kube.CoreV1().ServiceAccounts(jobs).Get(ctx, "default", metav1.GetOptions{})
+		_, err := kube.CoreV1().ServiceAccounts(system).Get(ctx, "default", metav1.GetOptions{})
 		return err == nil, nil
 	}))
 
 	t.Run("a stress test that exits 1 leaves the node degraded", func(t *testing.T) {
 		res := c.Litepool(t, "stress", "run", "--pool", realPool, "--image", stressFailing, "--tests", "npu",
-			"--namespace", jobs, "--timeout", "3m", "--in-cluster=false")
+			"--timeout", "3m", "--in-cluster=false")
 		assert.NotEqual(t, 0, res.ExitCode, "a failed node fails the run:\n%s\n%s", res.Stdout, res.Stderr)
 		got := framework.Node(t, node)
 		assert.Equal(t, policy.HealthDegraded, got.Labels[policy.LabelHealth], "stdout:\n%s\nstderr:\n%s", res.Stdout, res.Stderr)
@@ -80,8 +86,8 @@ func testRealContainers(t *testing.T) {
 
 	upgradeNode := func(version, image string) framework.Result {
 		return c.Litepool(t, "upgrade", "driver", "--node", node, "--version", version, "--installer-image", image,
-			"--installer-namespace", jobs, "--wait-timeout", "0", "--install-timeout", "3m", "--validate-timeout", "1m",
-			"--force", "--yes", "--in-cluster=false")
+			"--wait-timeout", "0", "--install-timeout", "3m", "--validate-timeout", "1m",
+			"--force", "--yes", "--controller-timeout", "2s")
 	}
 
 	t.Run("an installer that succeeds: the node's driver version reads the target", func(t *testing.T) {
@@ -95,10 +101,10 @@ func testRealContainers(t *testing.T) {
 		pod := onlyPod(t, upgrade.LabelComponent+"="+upgrade.Component)
 		assert.Equal(t, corev1.PodSucceeded, pod.Status.Phase)
 		assertExited(t, pod, 0)
-		require.NoError(t, kube.BatchV1().Jobs(jobs).DeleteCollection(ctx, metav1.DeleteOptions{PropagationPolicy: ptrTo(metav1.DeletePropagationForeground)},
+		require.NoError(t, kube.BatchV1().Jobs(system).DeleteCollection(ctx, metav1.DeleteOptions{PropagationPolicy: ptrTo(metav1.DeletePropagationForeground)},
 			metav1.ListOptions{LabelSelector: upgrade.LabelComponent + "=" + upgrade.Component}))
 		require.NoError(t, wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-			pods, err := kube.CoreV1().Pods(jobs).List(ctx, metav1.ListOptions{LabelSelector: upgrade.LabelComponent + "=" + upgrade.Component})
+			pods, err := kube.CoreV1().Pods(system).List(ctx, metav1.ListOptions{LabelSelector: upgrade.LabelComponent + "=" + upgrade.Component})
 			return err == nil && len(pods.Items) == 0, nil
 		}))
 	})
@@ -119,10 +125,10 @@ func testRealContainers(t *testing.T) {
 
 func ptrTo[T any](v T) *T { return &v }
 
-// onlyPod is the one pod of jobs matching selector; it must have run on the real node.
+// onlyPod is the one pod of litepool's namespace matching selector; it must have run on the real node.
 func onlyPod(t *testing.T, selector string) corev1.Pod {
 	t.Helper()
-	pods, err := framework.C.Kube.CoreV1().Pods(jobs).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	pods, err := framework.C.Kube.CoreV1().Pods(system).List(ctx, metav1.ListOptions{LabelSelector: selector})
 	require.NoError(t, err)
 	require.Len(t, pods.Items, 1, selector)
 	p := pods.Items[0]

@@ -21,6 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/upgrade"
 	"github.com/runwhere-ai/litepool/test/e2e/framework"
 )
 
@@ -189,6 +191,42 @@ func testInstall(t *testing.T, overlay string) {
 	require.NotEmpty(t, vw.Webhooks)
 	for _, w := range vw.Webhooks {
 		assert.Equal(t, string(ca), string(w.ClientConfig.CABundle), "validating webhook %s carries the Secret's CA", w.Name)
+	}
+
+	t.Run("Pod Security: installers are admitted, litepool's own pods meet restricted", func(t *testing.T) { testPodSecurity(t, ds) })
+}
+
+// testPodSecurity: litepool's namespace as shipped admits the installer Jobs' pods
+// (privileged, host PID, the host's /), as it must: under `restricted` the Job
+// controller made none and every rollout waited in install. litepool's own pods still
+// pass `restricted`, checked by a server dry run in a namespace that enforces it, where
+// an installer pod is refused (so the check can fail).
+func testPodSecurity(t *testing.T, ds []appsv1.Deployment) {
+	kube := framework.C.Kube
+	ro := &v1alpha1.DriverRollout{ObjectMeta: metav1.ObjectMeta{Name: "psa-probe", UID: "psa-probe"},
+		Spec: v1alpha1.DriverRolloutSpec{Version: "1.0", Installer: v1alpha1.DriverInstaller{Image: installerOK}}}
+	job := upgrade.InstallerJob(ro, system, node, 1, time.Minute)
+	installer := func(ns string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "installer-probe-", Namespace: ns, Labels: job.Spec.Template.Labels},
+			Spec: *job.Spec.Template.Spec.DeepCopy()}
+	}
+	dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+	_, err := kube.CoreV1().Pods(system).Create(ctx, installer(system), dry)
+	assert.NoError(t, err, "an installer pod in %s", system)
+
+	const restricted = "realnode-restricted"
+	_, err = kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: restricted,
+		Labels: map[string]string{"pod-security.kubernetes.io/enforce": "restricted"}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	defer func() { _ = kube.CoreV1().Namespaces().Delete(ctx, restricted, metav1.DeleteOptions{}) }()
+	_, err = kube.CoreV1().Pods(restricted).Create(ctx, installer(restricted), dry)
+	require.Error(t, err, "restricted refuses a privileged installer")
+	assert.Contains(t, err.Error(), `violates PodSecurity "restricted:latest"`)
+	for _, d := range ds {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: d.Name + "-", Namespace: restricted, Labels: d.Spec.Template.Labels},
+			Spec: *d.Spec.Template.Spec.DeepCopy()}
+		_, err := kube.CoreV1().Pods(restricted).Create(ctx, p, dry)
+		assert.NoError(t, err, "a pod of Deployment %s meets restricted", d.Name)
 	}
 }
 

@@ -46,9 +46,6 @@ func leader(t *testing.T) string {
 // rollout, and every node was upgraded once: one installer pod, one installer Job, one
 // DriverUpgraded event.
 func testLeaderKilledMidRollout(t *testing.T) {
-	t.Skip("to adapt after the DriverRollout merge: `upgrade status --pool P -w` did not end within 5 minutes after the leader pod " +
-		"was killed, in the first fresh-clone CI run after the merge; the same scenario passes with local processes " +
-		"(test/e2e/controller TestRolloutSurvivesPluginExitAndLeaderKill); issue 17 stays open for it")
 	c := framework.C
 	kube := c.Kube
 	var first string
