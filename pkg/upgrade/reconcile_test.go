@@ -356,3 +356,29 @@ func TestInstallerJobIsNamedByRolloutNodeAndAttempt(t *testing.T) {
 	assert.True(t, out.Failed)
 	assert.Contains(t, out.Message, "belongs to another rollout")
 }
+
+// An installer Job the Job controller makes no pod for (refused by Pod Security, say)
+// is not reported as running: the node's message says it has no pod and where to look.
+func TestAnInstallerJobWithoutAPodSaysSo(t *testing.T) {
+	w := newWorld(t, testRollout("r", 1), "n1")
+	r := w.reconciler()
+	for i := 0; i < 10; i++ {
+		if nodes := w.rollout("r").Status.Nodes; len(nodes) == 1 && nodes[0].Job != "" {
+			break
+		}
+		w.reconcile(r, "r")
+	}
+	require.Len(t, w.rollout("r").Status.Nodes, 1)
+	n := w.rollout("r").Status.Nodes[0]
+	require.Equal(t, string(policy.UpgradeInstall), n.State)
+	assert.Equal(t, fmt.Sprintf("installer job %s/%s has no pod yet (image inst:2): `kubectl -n %s describe job %s` says why if it stays so", ns, n.Job, ns, n.Job), n.Message)
+
+	ctx := context.Background()
+	j, err := w.kube.BatchV1().Jobs(ns).Get(ctx, n.Job, metav1.GetOptions{})
+	require.NoError(t, err)
+	j.Status.Active = 1
+	_, err = w.kube.BatchV1().Jobs(ns).UpdateStatus(ctx, j, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	w.reconcile(r, "r")
+	assert.Equal(t, fmt.Sprintf("installer job %s/%s running (image inst:2)", ns, n.Job), w.rollout("r").Status.Nodes[0].Message)
+}

@@ -218,5 +218,11 @@ func (s *Stepper) install(ctx context.Context, ro *v1alpha1.DriverRollout, node 
 	if timeout > 0 && elapsed >= timeout+time.Minute {
 		return Outcome{Failed: true, Message: fmt.Sprintf("installer job %s/%s did not complete within %s", job.Namespace, job.Name, timeout), Job: job.Name}, nil
 	}
+	if job.Status.Active == 0 {
+		// A Job whose pods cannot be made (Pod Security, a quota, a missing service
+		// account) says so only in its events: point there rather than say it runs.
+		return Outcome{Message: fmt.Sprintf("installer job %s/%s has no pod yet (image %s): `kubectl -n %s describe job %s` says why if it stays so",
+			job.Namespace, job.Name, ro.Spec.Installer.Image, job.Namespace, job.Name), Job: job.Name}, nil
+	}
 	return Outcome{Message: fmt.Sprintf("installer job %s/%s running (image %s)", job.Namespace, job.Name, ro.Spec.Installer.Image), Job: job.Name}, nil
 }
