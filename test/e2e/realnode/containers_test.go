@@ -93,6 +93,7 @@ func testRealContainers(t *testing.T) {
 	t.Run("an installer that succeeds: the node's driver version reads the target", func(t *testing.T) {
 		res := upgradeNode("1.2.3", installerOK)
 		require.Equal(t, 0, res.ExitCode, "stdout:\n%s\nstderr:\n%s", res.Stdout, res.Stderr)
+		assert.Contains(t, res.Stderr, "no litepool controller acted on it within 2s: this command drives it", "no controller runs: the plugin drives the rollout")
 		got := framework.Node(t, node)
 		assert.Equal(t, "1.2.3", policy.DriverVersion(got))
 		assert.Equal(t, "1.2.3", got.Labels[policy.LabelDriverVersion], "written by the installer container itself")

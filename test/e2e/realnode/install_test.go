@@ -219,6 +219,15 @@ func testPodSecurity(t *testing.T, ds []appsv1.Deployment) {
 		Labels: map[string]string{"pod-security.kubernetes.io/enforce": "restricted"}}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	defer func() { _ = kube.CoreV1().Namespaces().Delete(ctx, restricted, metav1.DeleteOptions{}) }()
+	// The pods' service accounts, so that only Pod Security can refuse them.
+	accounts := []string{"default"}
+	for _, d := range ds {
+		accounts = append(accounts, d.Spec.Template.Spec.ServiceAccountName)
+	}
+	for _, sa := range accounts {
+		_, err := kube.CoreV1().ServiceAccounts(restricted).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{})
+		require.True(t, err == nil || apierrors.IsAlreadyExists(err), "service account %s: %v", sa, err)
+	}
 	_, err = kube.CoreV1().Pods(restricted).Create(ctx, installer(restricted), dry)
 	require.Error(t, err, "restricted refuses a privileged installer")
 	assert.Contains(t, err.Error(), `violates PodSecurity "restricted:latest"`)

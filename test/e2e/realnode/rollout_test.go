@@ -90,7 +90,18 @@ func testLeaderKilledMidRollout(t *testing.T) {
 	for _, j := range jobs.Items {
 		perNode[j.Spec.Template.Spec.NodeName]++
 	}
-	events := countEvents(t, "DriverUpgraded")
+	// A node's annotations and Event are published right after the status that records
+	// its move is stored: the status can read Succeeded a moment before the last ones.
+	var events map[string]int
+	require.NoError(t, wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		events = countEvents(t, "DriverUpgraded")
+		for _, n := range nodes {
+			if events[n] == 0 || framework.UpgradeState(t, n) != string(policy.UpgradeDone) {
+				return false, nil
+			}
+		}
+		return true, nil
+	}), "every node's DriverUpgraded event and done annotation: %v", events)
 	for _, n := range nodes {
 		got := framework.Node(t, n)
 		assert.Equal(t, string(policy.UpgradeDone), got.Annotations[policy.AnnotationUpgradeState], n)
