@@ -63,9 +63,11 @@ awk -v sizes="$sizes" '
     n = split("webhook.peak|webhook: peak RSS after start (MiB)|<= 128;" \
               "webhook.steady|webhook: RSS when steady (MiB)|<= 128;" \
               "webhook.burst|webhook: peak RSS after a 1,000-pod burst (MiB)|<= 128;" \
+              "webhook.anon|webhook: of it anonymous, at most (MiB)|-;" \
               "controller.peak|controller: peak RSS after start (MiB)|<= 160;" \
               "controller.steady|controller: RSS when steady (MiB)|<= 160;" \
               "controller.burst|controller: peak RSS after a 1,000-pod burst (MiB)|<= 160;" \
+              "controller.anon|controller: of it anonymous, at most (MiB)|-;" \
               "controller.start|controller: start until every Pool has status (s)|-;" \
               "controller.lag|controller: status lag of one pod, median (s)|-;" \
               "controller.follow|controller: burst counted in status after (s)|-;" \
@@ -98,7 +100,7 @@ awk -v sizes="$sizes" '
       }
       # growth between the smallest and the largest size, for the memory rows
       slope = "-"
-      if (!any && ns > 1 && key ~ /peak|steady|burst|rss/ && ((size[1], key) in v) && ((size[ns], key) in v))
+      if (!any && ns > 1 && key ~ /peak|steady|burst|rss|anon/ && ((size[1], key) in v) && ((size[ns], key) in v))
         slope = sprintf("%+.1f", (v[size[ns], key] - v[size[1], key]) / ((size[ns] - size[1]) / 1000))
       printf " %14s\n", slope
     }
