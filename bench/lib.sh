@@ -6,7 +6,8 @@
 # no controller-manager, no admission, no client QPS limits), installs the Pool CRD and
 # populates it with bench/getpools/populate: $nodes accelerator nodes and $pods pods.
 # It writes $KUBECONFIG and, unless BENCH_KEEP is set, tears the cluster down at exit.
-# BENCH_REUSE=1 measures on the cluster a BENCH_KEEP=1 run left instead.
+# BENCH_REUSE=1 measures on the cluster a BENCH_KEEP=1 run left instead. BENCH_CLUSTER
+# names the cluster, so that two benches can share one (hack/bench.sh, size by size).
 
 # The sourcing script sets root, bin, out, name, nodes and pods.
 # shellcheck disable=SC2154
@@ -18,7 +19,8 @@ bench_teardown() { hack/cluster.sh down "$name" >/dev/null 2>&1 || true; }
 bench_cluster() {
   export KUBECONFIG=$out/kubeconfig
   [ -n "${BENCH_KEEP:-}" ] || trap bench_teardown EXIT
-  if [ -n "${BENCH_REUSE:-}" ] && kubectl get --raw /readyz >/dev/null 2>&1; then
+  if [ -n "${BENCH_REUSE:-}" ] && "$bin/kwokctl" get kubeconfig --name "$name" >"$KUBECONFIG" 2>/dev/null &&
+    kubectl get --raw /readyz >/dev/null 2>&1; then
     say "reusing the running cluster $name"
     return
   fi

@@ -1,20 +1,107 @@
 #!/usr/bin/env bash
-# `make bench`: runs every bench/*/run.sh in turn. Each prints its figures side by side
-# with its baseline, measured in the same run on the same machine.
+# `make bench`: runs every bench/*/run.sh and ends with one table of the figures issue 20
+# sets goals for, each beside its goal, at each cluster size, measured in this one run on
+# this machine. Each bench also prints its own figures beside its own baseline.
+#
+# A bench that populates a cluster (it sources bench/lib.sh) runs once per size, and the
+# benches of one size share one cluster (BENCH_CLUSTER): 1,000 and 5,000 nodes with 8 pods
+# a node, and 10,000 with BENCH_10K=1 (populating it takes long on a small machine);
+# BENCH_SIZES="1000 2000" chooses others. The other benches run once.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
 shopt -s nullglob
+export KWOK_WORKDIR=$root/_output/kwok
+sizes=${BENCH_SIZES:-1000 5000}
+[ -z "${BENCH_10K:-}" ] || sizes="$sizes 10000"
+pods_per_node=8
 # BENCH_SMOKE=1 (make bench-smoke, run by make test): every bench at a size of tens of
 # nodes, so that a bench cannot break unseen; its figures mean nothing at that size.
 if [ -n "${BENCH_SMOKE:-}" ]; then
-  export BENCH_NODES=${BENCH_NODES:-40} BENCH_PODS=${BENCH_PODS:-240} BENCH_ROUNDS=${BENCH_ROUNDS:-1} RUNS=${RUNS:-2}
-  echo "smoke run: $BENCH_NODES nodes, $BENCH_PODS pods, $BENCH_ROUNDS round(s); the figures only show that each bench runs"
+  export BENCH_ROUNDS=${BENCH_ROUNDS:-1} RUNS=${RUNS:-2}
+  sizes=${BENCH_NODES:-40} pods_per_node=6
+  echo "smoke run: $sizes nodes, $((sizes * pods_per_node)) pods, $BENCH_ROUNDS round(s); the figures only show that each bench runs"
 fi
-ran=0
-for run in "$root"/bench/*/run.sh; do
+mkdir -p _output/bench
+export BENCH_FIGURES=$root/_output/bench/figures
+: >"$BENCH_FIGURES"
+echo "$(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at start"
+
+sized=() once=()
+for run in bench/*/run.sh; do
+  if grep -q 'source bench/lib.sh' "$run"; then sized+=("$run"); else once+=("$run"); fi
+done
+[ $((${#sized[@]} + ${#once[@]})) -gt 0 ] || { echo "no benchmarks under bench/" >&2; exit 1; }
+
+for run in "${once[@]}"; do
   echo "=== $(basename "$(dirname "$run")") ==="
   bash "$run"
-  ran=$((ran+1))
   echo
 done
-[ "$ran" -gt 0 ] || { echo "no benchmarks under bench/" >&2; exit 1; }
+for n in $sizes; do
+  cluster=bench-$n
+  trap 'hack/cluster.sh down "$cluster" >/dev/null 2>&1 || true' EXIT
+  first=1
+  for run in "${sized[@]}"; do
+    echo "=== $(basename "$(dirname "$run")") at $n nodes ==="
+    # The first bench of a size builds the cluster and leaves it; the others reuse it.
+    reuse=1; [ -z "$first" ] || reuse=
+    BENCH_NODES=$n BENCH_PODS=$((n * pods_per_node)) BENCH_CLUSTER=$cluster BENCH_KEEP=1 BENCH_REUSE=$reuse bash "$run"
+    first=
+    echo
+  done
+  hack/cluster.sh down "$cluster" >/dev/null 2>&1 || true
+done
+
+# The table: one row a figure, one column a size; "any" figures do not depend on the
+# cluster's size (the webhook bench's own small cluster).
+echo "=== issue 20's figures, one run ($(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at the end) ==="
+awk -v sizes="$sizes" '
+  BEGIN {
+    ns = split(sizes, size, " ")
+    # key|title|goal (op and bound; "-" for none)
+    n = split("webhook.peak|webhook: peak RSS after start (MiB)|<= 128;" \
+              "webhook.steady|webhook: RSS when steady (MiB)|<= 128;" \
+              "webhook.burst|webhook: peak RSS after a 1,000-pod burst (MiB)|<= 128;" \
+              "webhook.anon|webhook: of it anonymous, at most (MiB)|-;" \
+              "controller.peak|controller: peak RSS after start (MiB)|<= 160;" \
+              "controller.steady|controller: RSS when steady (MiB)|<= 160;" \
+              "controller.burst|controller: peak RSS after a 1,000-pod burst (MiB)|<= 160;" \
+              "controller.anon|controller: of it anonymous, at most (MiB)|-;" \
+              "controller.start|controller: start until every Pool has status (s)|-;" \
+              "controller.lag|controller: status lag of one pod, median (s)|-;" \
+              "controller.follow|controller: burst counted in status after (s)|-;" \
+              "getpools.floor|get pools: wall time / floor|<= 1.25;" \
+              "getpools.rss|get pools: peak RSS (MiB)|< 64;" \
+              "getpools.scanner|get pools: wall the scanner saves vs Unmarshal (%)|-;" \
+              "webhook.creates|pod create: time per create, litepool / trivial|<= 1.05;" \
+              "webhook.creates-p6|pod create: litepool / trivial with P6 config|-;" \
+              "webhook.denial|handler: P2 denial / allowed P1 request|<= 10", row, ";")
+  }
+  { v[$1, $2] = $3 }
+  function met(x, goal,   g) {
+    if (goal == "-") return ""
+    split(goal, g, " ")
+    return ((g[1] == "<=" && x + 0 <= g[2] + 0) || (g[1] == "<" && x + 0 < g[2] + 0)) ? " ok" : " MISS"
+  }
+  END {
+    printf "%-52s %8s", "figure", "goal"
+    for (i = 1; i <= ns; i++) printf " %13s", size[i] " nodes"
+    printf " %14s\n", "per 1k nodes"
+    for (r = 1; r <= n; r++) {
+      split(row[r], f, "|"); key = f[1]
+      printf "%-52s %8s", f[2], f[3]
+      any = ((("any", key) in v))
+      for (i = 1; i <= ns; i++) {
+        s = any ? "any" : size[i]
+        cell = ((s, key) in v) ? sprintf("%.2f%s", v[s, key], met(v[s, key], f[3])) : "-"
+        if (any && i > 1) cell = "\""
+        printf " %13s", cell
+      }
+      # growth between the smallest and the largest size, for the memory rows
+      slope = "-"
+      if (!any && ns > 1 && key ~ /peak|steady|burst|rss|anon/ && ((size[1], key) in v) && ((size[ns], key) in v))
+        slope = sprintf("%+.1f", (v[size[ns], key] - v[size[1], key]) / ((size[ns] - size[1]) / 1000))
+      printf " %14s\n", slope
+    }
+  }' "$BENCH_FIGURES"

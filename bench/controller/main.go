@@ -1,12 +1,17 @@
-// Command controller measures litepool-webhook's controllers (bench/controller/run.sh) on
-// a populated cluster, beside the same binary serving only the webhook:
+// Command controller measures litepool-webhook on a populated cluster
+// (bench/controller/run.sh) as deploy/webhook runs it: two processes of the one binary,
+// the webhook (--controllers=false) and the controller (--webhook=false), side by side:
 //
-//   - start-up: time until /readyz (caches synced) and, with controllers, until every
+//   - start-up: time until /readyz (caches synced) and, for the controller, until every
 //     Pool object has a status; CPU seconds spent; peak RSS;
-//   - idle: CPU over a quiet period;
+//   - idle: CPU over a quiet period, and the resident set after it (steady);
 //   - status lag: a pod bound to a pool's node appears in (and, deleted, leaves) the
 //     Pool's status.acceleratorUsed after how long (repeated, median and max);
-//   - churn: 1,000 pods created at once; CPU spent and time until status counts all.
+//   - churn: 1,000 pods created at once; CPU spent, time until status counts all, and
+//     the peak RSS of both processes after it.
+//
+// With --figures, the figures are also appended to that file, one "size key value" line
+// each, for the table hack/bench.sh prints.
 package main
 
 import (
@@ -18,6 +23,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -39,6 +45,7 @@ type config struct {
 	idle            time.Duration
 	lagRounds       int
 	churnPods       int
+	figures, size   string
 }
 
 func main() {
@@ -48,6 +55,8 @@ func main() {
 	flag.DurationVar(&c.idle, "idle", 20*time.Second, "quiet period measured after start-up")
 	flag.IntVar(&c.lagRounds, "lag-rounds", 10, "status-lag measurements (pod added, then removed)")
 	flag.IntVar(&c.churnPods, "churn-pods", 1000, "pods created at once in the churn phase")
+	flag.StringVar(&c.figures, "figures", "", "append the figures to this file (hack/bench.sh's table)")
+	flag.StringVar(&c.size, "size", "", "the size label of the figures (the cluster's node count)")
 	flag.Parse()
 	if err := run(c); err != nil {
 		fmt.Fprintln(os.Stderr, "bench/controller:", err)
@@ -81,33 +90,55 @@ func run(c config) error {
 		return err
 	}
 
-	fmt.Printf("%-34s %12s %14s %12s %12s\n", "litepool-webhook", "ready (s)", "all status (s)", "CPU start (s)", "CPU idle (%)")
+	fmt.Printf("%-34s %12s %14s %12s %12s %10s %10s\n", "litepool-webhook", "ready (s)", "all status (s)", "CPU start (s)", "CPU idle (%)", "peak MiB", "steady MiB")
 	web, err := measureStart(ctx, c, cl, false)
 	if err != nil {
 		return err
 	}
-	web.print("webhook only")
-	web.stop()
+	defer web.stop()
+	web.print("webhook (--controllers=false)")
 	ctl, err := measureStart(ctx, c, cl, true)
 	if err != nil {
 		return err
 	}
 	defer ctl.stop()
-	ctl.print("webhook + controllers (leader)")
-	fmt.Printf("peak RSS: webhook only %.1f MiB, webhook + controllers %.1f MiB\n", web.peakMiB, peakMiB(ctl.pid))
+	ctl.print("controller (--webhook=false)")
+	record(c, "webhook.peak", web.peakMiB)
+	record(c, "webhook.steady", web.steadyMiB)
+	record(c, "controller.peak", ctl.peakMiB)
+	record(c, "controller.steady", ctl.steadyMiB)
+	record(c, "controller.start", ctl.allStatus.Seconds())
 
 	if err := statusLag(ctx, c, cl); err != nil {
 		return err
 	}
-	return churn(ctx, c, cl, ctl.pid)
+	return churn(ctx, c, cl, web.pid, ctl.pid, web.anonPeak, ctl.anonPeak)
+}
+
+// record appends one figure to --figures.
+func record(c config, key string, v float64) {
+	if c.figures == "" {
+		return
+	}
+	f, err := os.OpenFile(c.figures, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench/controller: figures:", err)
+		return
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "%s %s %.2f\n", c.size, key, v)
 }
 
 type startFigures struct {
 	pid                      int
 	ready, allStatus         time.Duration
 	cpuStart, cpuIdlePercent float64
-	peakMiB                  float64
-	stop                     func()
+	peakMiB, steadyMiB       float64
+	// anonPeak is the largest anonymous resident set sampled so far: the process's own
+	// memory, without the pages of its 80 MB binary, which the kernel reclaims under a
+	// memory limit instead of killing the process.
+	anonPeak func() float64
+	stop     func()
 }
 
 func (f startFigures) print(name string) {
@@ -115,7 +146,7 @@ func (f startFigures) print(name string) {
 	if f.allStatus > 0 {
 		all = fmt.Sprintf("%.2f", f.allStatus.Seconds())
 	}
-	fmt.Printf("%-34s %12.2f %14s %12.2f %12.1f\n", name, f.ready.Seconds(), all, f.cpuStart, f.cpuIdlePercent)
+	fmt.Printf("%-34s %12.2f %14s %12.2f %12.1f %10.1f %10.1f\n", name, f.ready.Seconds(), all, f.cpuStart, f.cpuIdlePercent, f.peakMiB, f.steadyMiB)
 }
 
 // measureStart launches the binary and measures its start-up and a quiet period.
@@ -128,9 +159,9 @@ func measureStart(ctx context.Context, c config, cl clients, controllers bool) (
 	if err != nil {
 		return startFigures{}, err
 	}
-	flags := []string{"--cert-mode=files", "--cert-dir=" + certs.Dir}
+	flags := []string{"--cert-mode=files", "--cert-dir=" + certs.Dir, "--controllers=false"}
 	if controllers {
-		flags = append(flags, "--controllers=true", "--leader-elect=true")
+		flags = []string{"--webhook=false", "--controllers=true", "--leader-elect=true"}
 	}
 	logFile, err := os.Create(filepath.Join(dir, "log"))
 	if err != nil {
@@ -142,6 +173,7 @@ func measureStart(ctx context.Context, c config, cl clients, controllers bool) (
 		return startFigures{}, err
 	}
 	f := startFigures{pid: p.Cmd.Process.Pid, stop: func() { stop(p); logFile.Close(); os.RemoveAll(dir) }}
+	f.anonPeak = sampleAnon(ctx, f.pid)
 	if err := p.WaitReady(ctx, 5*time.Minute); err != nil {
 		f.stop()
 		return f, err
@@ -157,7 +189,7 @@ func measureStart(ctx context.Context, c config, cl clients, controllers bool) (
 	f.cpuStart = cpuSeconds(f.pid)
 	time.Sleep(c.idle)
 	f.cpuIdlePercent = (cpuSeconds(f.pid) - f.cpuStart) / c.idle.Seconds() * 100
-	f.peakMiB = peakMiB(f.pid)
+	f.peakMiB, f.steadyMiB = peakMiB(f.pid), rssMiB(f.pid, "VmRSS:")
 	return f, nil
 }
 
@@ -221,12 +253,13 @@ func statusLag(ctx context.Context, c config, cl clients) error {
 	sort.Slice(lags, func(i, j int) bool { return lags[i] < lags[j] })
 	fmt.Printf("status lag (pod created or deleted → Pool %s status.acceleratorUsed follows), %d changes: median %s, max %s\n",
 		pool, len(lags), lags[len(lags)/2].Round(time.Millisecond), lags[len(lags)-1].Round(time.Millisecond))
+	record(c, "controller.lag", lags[len(lags)/2].Seconds())
 	return nil
 }
 
 // churn creates many pods at once on one pool's node and measures the controller's CPU
 // and the time until status counts them all.
-func churn(ctx context.Context, c config, cl clients, pid int) error {
+func churn(ctx context.Context, c config, cl clients, webPID, pid int, webAnon, anon func() float64) error {
 	pool, nodes, res, err := pickPoolNodes(ctx, cl, 100)
 	if err != nil {
 		return err
@@ -259,8 +292,15 @@ func churn(ctx context.Context, c config, cl clients, pid int) error {
 	}
 	followed := time.Since(t0)
 	cpu := cpuSeconds(pid) - cpu0
-	fmt.Printf("churn: %d pods created in %s; status counted them all %s after the first create (%s after the last); controller CPU %.2f s; peak RSS %.1f MiB\n",
-		c.churnPods, created.Round(time.Millisecond), followed.Round(time.Millisecond), (followed - created).Round(time.Millisecond), cpu, peakMiB(pid))
+	fmt.Printf("churn: %d pods created in %s; status counted them all %s after the first create (%s after the last); controller CPU %.2f s\n",
+		c.churnPods, created.Round(time.Millisecond), followed.Round(time.Millisecond), (followed - created).Round(time.Millisecond), cpu)
+	fmt.Printf("peak RSS after the churn: webhook %.1f MiB, controller %.1f MiB; of it anonymous (the binary's pages left out), at most: webhook %.1f MiB, controller %.1f MiB\n",
+		peakMiB(webPID), peakMiB(pid), webAnon(), anon())
+	record(c, "webhook.anon", webAnon())
+	record(c, "controller.anon", anon())
+	record(c, "webhook.burst", peakMiB(webPID))
+	record(c, "controller.burst", peakMiB(pid))
+	record(c, "controller.follow", followed.Seconds())
 	for _, n := range names {
 		if err := deletePod(ctx, cl, n); err != nil {
 			return err
@@ -349,14 +389,41 @@ func cpuSeconds(pid int) float64 {
 	return (ut + st) / 100
 }
 
+// sampleAnon samples the process's RssAnon every 50 ms until it exits and returns the
+// largest value seen so far (the kernel keeps no peak of it).
+func sampleAnon(ctx context.Context, pid int) func() float64 {
+	var mu sync.Mutex
+	peak := 0.0
+	go func() {
+		for ctx.Err() == nil {
+			v := rssMiB(pid, "RssAnon:")
+			if v == 0 {
+				return
+			}
+			mu.Lock()
+			peak = max(peak, v)
+			mu.Unlock()
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	return func() float64 {
+		mu.Lock()
+		defer mu.Unlock()
+		return peak
+	}
+}
+
 // peakMiB is the process's peak resident set (VmHWM).
-func peakMiB(pid int) float64 {
+func peakMiB(pid int) float64 { return rssMiB(pid, "VmHWM:") }
+
+// rssMiB reads one of /proc/<pid>/status's sizes (VmHWM:, VmRSS:) in MiB.
+func rssMiB(pid int, field string) float64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "VmHWM:") {
+		if strings.HasPrefix(line, field) {
 			kb, _ := strconv.ParseFloat(strings.Fields(line)[1], 64)
 			return kb / 1024
 		}

@@ -16,7 +16,7 @@ source bench/lib.sh
 bin=$root/_output/bin
 out=$root/_output/bench/controller
 nodes=${BENCH_NODES:-5000} pods=${BENCH_PODS:-40000}
-name=bench-controller
+name=${BENCH_CLUSTER:-bench-controller}
 export KWOK_WORKDIR=$root/_output/kwok
 mkdir -p "$out" "$KWOK_WORKDIR"
 
@@ -31,4 +31,5 @@ kubectl apply -f deploy/webhook/crd >/dev/null # status fields and columns of th
 
 if [ -n "${BENCH_SMOKE:-}" ]; then set -- --idle=2s --lag-rounds=2 --churn-pods=20 "$@"; fi
 say "measuring ($(nproc) cores)"
-"$out/bench" --kubeconfig "$KUBECONFIG" --webhook-bin "$bin/litepool-webhook" "$@"
+"$out/bench" --kubeconfig "$KUBECONFIG" --webhook-bin "$bin/litepool-webhook" \
+  --figures "${BENCH_FIGURES:-}" --size "$nodes" "$@"

@@ -25,13 +25,16 @@ if [ -n "${BENCH_SMOKE:-}" ]; then
 fi
 echo "1. handler cost per request (go test -bench; informer-style cache of 1000 nodes, 20000 pods)"
 go test -run '^$' -bench '^BenchmarkAdmission$' -benchmem -benchtime "$benchtime" -count 1 ./pkg/admission |
-  awk '/^BenchmarkAdmission\// {
+  awk -v figures="${BENCH_FIGURES:-}" '/^BenchmarkAdmission\// {
          sub(/^BenchmarkAdmission\//, "", $1); sub(/-[0-9]+$/, "", $1)
          ns[NR]=$3; name[NR]=$1; b[NR]=$5; a[NR]=$7; if ($1 == "baseline-allow-all") base=$3; n[++k]=NR }
        END {
          if (k == 0 || base == "") { print "no BenchmarkAdmission results (or no baseline-allow-all case)" > "/dev/stderr"; exit 1 }
          printf "%-22s %12s %12s %10s %14s\n", "case", "ns/op", "B/op", "allocs/op", "vs baseline"
-         for (i=1; i<=k; i++) { r=n[i]; printf "%-22s %12d %12d %10d %13.1fx\n", name[r], ns[r], b[r], a[r], ns[r]/base }
+         for (i=1; i<=k; i++) { r=n[i]; printf "%-22s %12d %12d %10d %13.1fx\n", name[r], ns[r], b[r], a[r], ns[r]/base; t[name[r]]=ns[r] }
+         # the table of hack/bench.sh: a P2 denial against an allowed P1 request
+         if (figures != "" && t["pod-deny-P2"] && t["pod-mutate-P1-HCCL"])
+           printf "any webhook.denial %.2f\n", t["pod-deny-P2"]/t["pod-mutate-P1-HCCL"] >> figures
        }'
 echo
 
@@ -40,4 +43,4 @@ hack/cluster.sh up "$name" "$kubeconfig" >/dev/null
 hack/cluster.sh fixtures "$kubeconfig" >/dev/null
 echo "2./3. (cluster $name: kube-apiserver $("$root/_output/bin/kube-apiserver" --version | awk '{print $2}'), $(nproc) CPUs, load average $(cut -d' ' -f1 /proc/loadavg) at start)"
 go run ./bench/webhook --kubeconfig "$kubeconfig" --cluster-dir "$root/_output/kwok/clusters/$name/" \
-  --webhook-bin "$root/_output/bin/litepool-webhook" --root "$root" "$@"
+  --webhook-bin "$root/_output/bin/litepool-webhook" --root "$root" --figures "${BENCH_FIGURES:-}" "$@"

@@ -40,6 +40,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -202,12 +203,23 @@ func run(ctx context.Context, o options) error {
 	if err := admission.SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
-	synced, err := startInformers(ctx, mgr)
+	// The webhook reads pods from an index of its own, far smaller than the manager's
+	// cache of corev1.Pods (admission.PodIndex).
+	var pods *admission.PodIndex
+	if o.webhook {
+		if pods, err = admission.NewPodIndex(cfg); err != nil {
+			return err
+		}
+		if err := mgr.Add(pods); err != nil {
+			return err
+		}
+	}
+	synced, err := startInformers(ctx, mgr, pods)
 	if err != nil {
 		return err
 	}
 	if o.webhook {
-		if err := addWebhook(ctx, mgr, o, scheme, accel, tlsOpts); err != nil {
+		if err := addWebhook(ctx, mgr, o, scheme, accel, tlsOpts, pods); err != nil {
 			return err
 		}
 	}
@@ -260,7 +272,7 @@ func (o *options) cacheOptions(accel policy.Accelerators) cache.Options {
 
 // addWebhook adds the admission webhook: its server (started once the certificate is on
 // disk), the certificate rotator (--cert-mode=self) and its readiness check.
-func addWebhook(ctx context.Context, mgr manager.Manager, o options, scheme *runtime.Scheme, accel policy.Accelerators, tlsOpts []func(*tls.Config)) error {
+func addWebhook(ctx context.Context, mgr manager.Manager, o options, scheme *runtime.Scheme, accel policy.Accelerators, tlsOpts []func(*tls.Config), pods *admission.PodIndex) error {
 	log := ctrl.Log.WithName("setup")
 	// Departures are read and written live, never through the cache.
 	live, err := client.New(mgr.GetConfig(), client.Options{Scheme: scheme})
@@ -268,7 +280,7 @@ func addWebhook(ctx context.Context, mgr manager.Manager, o options, scheme *run
 		return fmt.Errorf("creating the API client: %w", err)
 	}
 	srv := webhook.NewServer(webhook.Options{Host: o.host, Port: o.port, CertDir: o.certDir, TLSOpts: tlsOpts})
-	admission.Register(drainingServer{Server: srv, closing: o.closing}, admission.Catalog{Reader: mgr.GetCache()},
+	admission.Register(drainingServer{Server: srv, closing: o.closing}, admission.Catalog{Reader: pods.Reader(mgr.GetCache())},
 		&admission.Departures{Client: live, Namespace: o.namespace, TTL: o.departureTTL}, accel)
 
 	certReady := make(chan struct{})
@@ -295,9 +307,9 @@ func addWebhook(ctx context.Context, mgr manager.Manager, o options, scheme *run
 }
 
 // startInformers creates the informers the rules read before the manager starts (the
-// cache would otherwise create them on the first request) and reports when all of them
-// have synced.
-func startInformers(ctx context.Context, mgr manager.Manager) (*atomic.Bool, error) {
+// cache would otherwise create them on the first request) and reports when all of them,
+// and the pod index when there is one, have synced.
+func startInformers(ctx context.Context, mgr manager.Manager, pods *admission.PodIndex) (*atomic.Bool, error) {
 	var synced atomic.Bool
 	for _, obj := range admission.CachedObjects() {
 		if _, err := mgr.GetCache().GetInformer(ctx, obj, cache.BlockUntilSynced(false)); err != nil {
@@ -305,7 +317,7 @@ func startInformers(ctx context.Context, mgr manager.Manager) (*atomic.Bool, err
 		}
 	}
 	go func() {
-		if mgr.GetCache().WaitForCacheSync(ctx) {
+		if mgr.GetCache().WaitForCacheSync(ctx) && (pods == nil || toolscache.WaitForCacheSync(ctx.Done(), pods.HasSynced)) {
 			synced.Store(true)
 			ctrl.Log.WithName("setup").Info("informer caches synced")
 		}

@@ -45,7 +45,7 @@ func newIndexerReader() *indexerReader {
 		extract := ix.Extract
 		indexers[t]["field:"+ix.Field] = func(o any) ([]string, error) { return extract(o.(client.Object)), nil }
 	}
-	for _, obj := range CachedObjects() {
+	for _, obj := range append(CachedObjects(), &corev1.Pod{}) {
 		t := reflect.TypeOf(obj)
 		r.stores[t] = toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, indexers[t])
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -43,9 +44,14 @@ func nonEmpty(v string) []string {
 	return []string{v}
 }
 
-// SetupIndexes registers the indexes with the manager's cache (before it starts).
+// SetupIndexes registers the node indexes with the manager's cache (before it starts).
+// Pods are indexed by PodIndex instead: an index on the manager's cache would start its
+// pod informer, the cost PodIndex avoids.
 func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 	for _, ix := range Indexes {
+		if _, pod := ix.Obj.(*corev1.Pod); pod {
+			continue
+		}
 		if err := indexer.IndexField(ctx, ix.Obj, ix.Field, ix.Extract); err != nil {
 			return fmt.Errorf("indexing %T by %s: %w", ix.Obj, ix.Field, err)
 		}
@@ -53,20 +59,27 @@ func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 	return nil
 }
 
-// CachedObjects are the kinds the webhook reads; cmd/webhook starts their informers
-// before it reports ready.
+// CachedObjects are the kinds the webhook reads from the manager's cache; cmd/webhook
+// starts their informers before it reports ready. Pods it reads from PodIndex.
 func CachedObjects() []client.Object {
-	return []client.Object{&corev1.Pod{}, &corev1.Node{}, &corev1.Namespace{}, &v1alpha1.Pool{}}
+	return []client.Object{&corev1.Node{}, &corev1.Namespace{}, &v1alpha1.Pool{}}
 }
 
 // CacheByObject trims what the informers keep: pods and nodes are the bulk of a large
 // cluster and the rules read only a few of their fields.
 func CacheByObject() map[client.Object]cache.ByObject {
 	return map[client.Object]cache.ByObject{
-		&corev1.Pod{}:  {Transform: trimPod},
+		&corev1.Pod{}:  {Transform: trimPod, Field: nonTerminalPods},
 		&corev1.Node{}: {Transform: trimNode},
 	}
 }
+
+// nonTerminalPods leaves finished pods (Succeeded, Failed) out of the cache: every reader
+// of cached pods skips them (inventory.IsTerminal), and in a cluster of batch jobs they
+// can outnumber the running ones. A pod that finishes leaves the cache as if deleted.
+var nonTerminalPods = fields.AndSelectors(
+	fields.OneTermNotEqualSelector("status.phase", string(corev1.PodSucceeded)),
+	fields.OneTermNotEqualSelector("status.phase", string(corev1.PodFailed)))
 
 // trimPod keeps what N3 and R2 read: identity, labels, owners, the mirror-pod
 // annotation, the deletion timestamp, the node and the phase.
