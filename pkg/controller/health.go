@@ -38,7 +38,9 @@ func (r *HealthReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("node-health").
 		For(&v1alpha1.Pool{}).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(poolOfNode), builder.WithPredicates(predicate.Funcs{
-			UpdateFunc: func(e event.UpdateEvent) bool { return healthFactsChanged(e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node)) },
+			UpdateFunc: func(e event.UpdateEvent) bool {
+				return healthFactsChanged(e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node))
+			},
 		})).
 		Watches(&v1alpha1.StressRun{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			run := o.(*v1alpha1.StressRun)
@@ -49,7 +51,6 @@ func (r *HealthReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		})).
 		Complete(r)
 }
-
 
 func poolOfNode(_ context.Context, o client.Object) []reconcile.Request {
 	if p := o.GetLabels()[policy.LabelPool]; p != "" {
