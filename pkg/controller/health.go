@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/labels"
@@ -75,8 +76,40 @@ func healthFactsChanged(old, new *corev1.Node) bool {
 	return false
 }
 
-// Reconcile takes one pool a step on.
+// Reconcile takes one pool a step on, then sets the pool's health gauges from its
+// status (the status write brings the pool back here, so they follow it).
 func (r *HealthReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	after, err := r.Reconciler.Reconcile(ctx, req.Name)
+	var pool v1alpha1.Pool
+	if getErr := r.Client.Get(ctx, client.ObjectKey{Name: req.Name}, &pool); getErr != nil || pool.Spec.Health == nil {
+		for _, g := range []*prometheus.GaugeVec{quarantinedNodes, healthBreakerTripped, healthHeldOut} {
+			g.DeletePartialMatch(prometheus.Labels{"pool": req.Name})
+		}
+		return reconcile.Result{RequeueAfter: after}, err
+	}
+	recordHealth(&pool)
 	return reconcile.Result{RequeueAfter: after}, err
+}
+
+// heldOutReasons are the reasons a node is held out until released by hand; each has
+// a series, 0 when no member has it, so alerts can compare.
+var heldOutReasons = []string{policy.ReasonFlapping, policy.ReasonRecheckFailed, policy.ReasonRemediationFailed,
+	policy.ReasonHeldByHand, health.ReasonImageNotApproved}
+
+func recordHealth(p *v1alpha1.Pool) {
+	quarantinedNodes.WithLabelValues(p.Name).Set(float64(p.Status.QuarantinedNodes))
+	tripped := 0.0
+	if p.Status.BreakerTripped {
+		tripped = 1
+	}
+	healthBreakerTripped.WithLabelValues(p.Name).Set(tripped)
+	counts := map[string]int{}
+	for _, e := range p.Status.NodeHealth {
+		if e.State == v1alpha1.NodeHealthHeldOut {
+			counts[e.Reason]++
+		}
+	}
+	for _, reason := range heldOutReasons {
+		healthHeldOut.WithLabelValues(p.Name, reason).Set(float64(counts[reason]))
+	}
 }

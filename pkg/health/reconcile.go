@@ -44,6 +44,10 @@ const (
 	Component      = "health"
 )
 
+// ReasonImageNotApproved holds out a node whose re-check or remediation image the
+// operator has not approved (--health-images).
+const ReasonImageNotApproved = "ImageNotApproved"
+
 // DefaultRemediationTimeout bounds a remediation Job when the policy gives none.
 const DefaultRemediationTimeout = 30 * time.Minute
 
@@ -318,7 +322,7 @@ func (r *Reconciler) approved(image string) bool {
 }
 
 func (r *Reconciler) holdUnapproved(e *v1alpha1.NodeHealthStatus, what, image string) {
-	e.State, e.Reason, e.Since = v1alpha1.NodeHealthHeldOut, "ImageNotApproved", metav1.NewTime(r.now())
+	e.State, e.Reason, e.Since = v1alpha1.NodeHealthHeldOut, ReasonImageNotApproved, metav1.NewTime(r.now())
 	e.Message = fmt.Sprintf("the %s image %s is not among the operator-approved images (litepool-webhook --health-images): held out until released by hand", what, image)
 	e.History = append(e.History, v1alpha1.NodeHealthTransition{Time: e.Since, State: e.State, Reason: e.Reason})
 }
