@@ -117,6 +117,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (time.Duration,
 	setCounts(want)
 	if !equality.Semantic.DeepEqual(want.Status, pool.Status) {
 		if err := r.Client.Status().Update(ctx, want); err != nil {
+			if apierrors.IsConflict(err) {
+				// The status controller wrote meanwhile; the next pass reads its write.
+				return conflictRetry, nil
+			}
 			return 0, fmt.Errorf("pool %s: writing node health: %w", name, err)
 		}
 	}
@@ -228,6 +232,9 @@ func (r *Reconciler) Plan(ctx context.Context, pool *v1alpha1.Pool, members []co
 	}
 	return steps, nil
 }
+
+// conflictRetry is how soon a pass whose status write lost a race runs again.
+const conflictRetry = 500 * time.Millisecond
 
 // jobPoll is how often a running remediation Job is looked at.
 const jobPoll = 5 * time.Second

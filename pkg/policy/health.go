@@ -350,8 +350,13 @@ func NextHealth(in HealthInput) HealthStep {
 		}
 		return advance(HealthStep{Entry: e, Taint: true}, in)
 	case v1alpha1.NodeHealthRechecking:
+		// The run's own failure sets the stress signal: the outcome is read first, and a
+		// stress signal alone does not interrupt a re-check.
 		switch {
-		case faulty:
+		case in.Recheck == OutcomeFailed:
+			return move(v1alpha1.NodeHealthHeldOut, ReasonRecheckFailed,
+				fmt.Sprintf("failed the re-check (stress run %s): held out until released by hand", e.StressRun))
+		case faulty && !onlyStressFailed(in.Signals):
 			st := move(v1alpha1.NodeHealthQuarantined, reason, msg+" (again, during the re-check)")
 			st.Entry.StressRun = ""
 			return st
@@ -360,9 +365,6 @@ func NextHealth(in HealthInput) HealthStep {
 				fmt.Sprintf("passed the re-check (stress run %s); returns after %s with its signals clear", e.StressRun, s.HoldTime))
 			st.Requeue = s.HoldTime
 			return st
-		case in.Recheck == OutcomeFailed:
-			return move(v1alpha1.NodeHealthHeldOut, ReasonRecheckFailed,
-				fmt.Sprintf("failed the re-check (stress run %s): held out until released by hand", e.StressRun))
 		case in.Recheck == OutcomeRetry || in.Recheck == "":
 			return HealthStep{Entry: e, Taint: true, Action: ActionNewRecheck, Requeue: RecheckRetry}
 		}

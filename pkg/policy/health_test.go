@@ -192,11 +192,16 @@ func TestHealthLoopSignalDuringHoldRequarantines(t *testing.T) {
 func TestHealthLoopFailedRecheckHoldsOut(t *testing.T) {
 	w := &walk{t: t, s: defaultSettings(), now: t0}
 	w.entry = &v1alpha1.NodeHealthStatus{Node: "n1", State: v1alpha1.NodeHealthRechecking, StressRun: "r1"}
-	w.step(HealthInput{Recheck: OutcomeFailed})
+	stressFailed := []HealthSignal{{Reason: SignalStressFailed, Message: "npu failed"}}
+	st := w.step(HealthInput{Signals: stressFailed, Recheck: OutcomeRunning})
+	assert.Equal(t, v1alpha1.NodeHealthRechecking, w.state(), "a stress signal alone does not interrupt the re-check")
+	assert.False(t, st.Changed)
+	// The failing run labels the node degraded as it ends: the outcome decides.
+	w.step(HealthInput{Signals: stressFailed, Recheck: OutcomeFailed})
 	assert.Equal(t, v1alpha1.NodeHealthHeldOut, w.state())
 	assert.Equal(t, ReasonRecheckFailed, w.entry.Reason)
 	assert.Contains(t, w.entry.Message, "stress run r1")
-	st := w.step(HealthInput{})
+	st = w.step(HealthInput{})
 	assert.Equal(t, v1alpha1.NodeHealthHeldOut, w.state(), "signals clear: still out")
 	assert.True(t, st.Taint)
 

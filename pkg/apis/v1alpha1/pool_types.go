@@ -263,9 +263,9 @@ type PoolStatus struct {
 	// +optional
 	DriverVersions []string `json:"driverVersions,omitempty"`
 	// QuarantinedNodes counts the members the health loop holds out of scheduling
-	// (every health state but Healthy and Waiting). Always written.
+	// (every health state but Healthy and Waiting); left out when none is.
 	// +optional
-	QuarantinedNodes int32 `json:"quarantinedNodes"`
+	QuarantinedNodes int32 `json:"quarantinedNodes,omitempty"`
 	// BreakerTripped: a fault was left unquarantined because the pool already has
 	// spec.health.maxQuarantinedPercent of its members out; a person must look.
 	// +optional
