@@ -344,7 +344,8 @@ func NextHealth(in HealthInput) HealthStep {
 	}
 	switch state {
 	case v1alpha1.NodeHealthQuarantined, v1alpha1.NodeHealthDraining, v1alpha1.NodeHealthRemediating:
-		if faulty && state == v1alpha1.NodeHealthQuarantined && (e.Reason != reason || e.Message != msg) && !e.Remediated && !(e.Fatal && s.Drain && !e.Drained) {
+		mustDrain := e.Fatal && s.Drain && !e.Drained
+		if faulty && state == v1alpha1.NodeHealthQuarantined && (e.Reason != reason || e.Message != msg) && !e.Remediated && !mustDrain {
 			st := move(v1alpha1.NodeHealthQuarantined, reason, msg)
 			return advance(st, in)
 		}
