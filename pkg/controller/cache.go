@@ -94,5 +94,19 @@ func keepNodeInventory(accel policy.Accelerators) func(from, to *corev1.Node) {
 			}
 		}
 		to.Status.Allocatable = acceleratorsOnly(from.Status.Allocatable, accel)
+		keepNodeHealth(from, to, accel)
 	}
+}
+
+// keepNodeHealth keeps what the health loop reads (pkg/health): every condition with
+// its transition time (NotReady's grace period, Node Problem Detector's and
+// NVSentinel's conditions), still without heartbeats, and the accelerator capacity
+// that allocatable is compared with.
+func keepNodeHealth(from, to *corev1.Node, accel policy.Accelerators) {
+	to.Status.Conditions = nil
+	for _, c := range from.Status.Conditions {
+		to.Status.Conditions = append(to.Status.Conditions, corev1.NodeCondition{Type: c.Type, Status: c.Status,
+			Reason: c.Reason, Message: c.Message, LastTransitionTime: c.LastTransitionTime})
+	}
+	to.Status.Capacity = acceleratorsOnly(from.Status.Capacity, accel)
 }

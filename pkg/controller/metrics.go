@@ -43,6 +43,19 @@ var (
 		Name: "litepool_pool_condition",
 		Help: "1 when a pool's condition (Degraded, BelowMinNodes, Upgrading) is True, else 0. BelowMinNodes only for Pool objects.",
 	}, []string{"pool", "condition"})
+	// Node health loop (pkg/health), set from each Pool's status by HealthReconciler.
+	quarantinedNodes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "litepool_pool_quarantined_nodes",
+		Help: "Members of a pool the health loop holds out of scheduling (status.quarantinedNodes).",
+	}, []string{"pool"})
+	healthBreakerTripped = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "litepool_pool_health_breaker_tripped",
+		Help: "1 when a faulty member of a pool was left in service because spec.health.maxQuarantinedPercent is reached.",
+	}, []string{"pool"})
+	healthHeldOut = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "litepool_pool_health_held_out_nodes",
+		Help: "Members of a pool held out until released by hand, by reason (Flapping, RecheckFailed, RemediationFailed, HeldByHand, ImageNotApproved).",
+	}, []string{"pool", "reason"})
 	statusUpdate = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "litepool_pool_status_last_sync_timestamp_seconds",
 		Help: "Unix time the status controller last recomputed every pool (the leader only).",
@@ -52,13 +65,15 @@ var (
 // Gauges are every metric the controller registers, for tests that check dashboards and
 // alerts use only these.
 var Gauges = []*prometheus.GaugeVec{acceleratorsTotal, acceleratorsUsed, acceleratorsFree,
-	poolNodes, upgradeNodes, minNodes, poolCondition, statusUpdate}
+	poolNodes, upgradeNodes, minNodes, poolCondition, statusUpdate,
+	quarantinedNodes, healthBreakerTripped, healthHeldOut}
 
 // MetricNames are the names of Gauges.
 var MetricNames = []string{
 	"litepool_pool_accelerators_allocatable", "litepool_pool_accelerators_used", "litepool_pool_accelerators_free",
 	"litepool_pool_nodes", "litepool_pool_upgrade_nodes", "litepool_pool_min_nodes", "litepool_pool_condition",
 	"litepool_pool_status_last_sync_timestamp_seconds",
+	"litepool_pool_quarantined_nodes", "litepool_pool_health_breaker_tripped", "litepool_pool_health_held_out_nodes",
 }
 
 func init() {

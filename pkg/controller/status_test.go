@@ -243,7 +243,8 @@ func TestCacheTransformKeepsWhatTheInventoryReads(t *testing.T) {
 			_, total := policy.Accelerators{}.NodeAccelerators(got)
 			assert.Equal(t, int64(8), total)
 			assert.Len(t, got.Status.Allocatable, 1)
-			assert.Len(t, got.Status.Conditions, 1)
+			require.Len(t, got.Status.Conditions, 2, "the health loop reads every condition (pkg/health)")
+			assert.True(t, got.Status.Conditions[1].LastHeartbeatTime.IsZero(), "heartbeats are dropped")
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/runwhere-ai/litepool/pkg/plugin/edit"
 	"github.com/runwhere-ai/litepool/pkg/plugin/get"
 	"github.com/runwhere-ai/litepool/pkg/plugin/hccl"
+	"github.com/runwhere-ai/litepool/pkg/plugin/health"
 	"github.com/runwhere-ai/litepool/pkg/plugin/kit"
 	"github.com/runwhere-ai/litepool/pkg/plugin/label"
 	"github.com/runwhere-ai/litepool/pkg/plugin/nodepool"
@@ -86,6 +87,7 @@ func NewCmdLitepool(streams genericiooptions.IOStreams) *cobra.Command {
 		check.NewCmdCheck(f, streams),
 		upgrade.NewCmdUpgrade(f, streams),
 		stress.NewCmdStress(f, streams),
+		health.NewCmdHealth(f, streams),
 	)
 	return cmd
 }

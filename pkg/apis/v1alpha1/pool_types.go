@@ -40,6 +40,7 @@ const (
 // +kubebuilder:printcolumn:name="Used",type=integer,JSONPath=`.status.acceleratorUsed`
 // +kubebuilder:printcolumn:name="Free",type=integer,JSONPath=`.status.acceleratorFree`
 // +kubebuilder:printcolumn:name="Faulty",type=integer,JSONPath=`.status.faultyNodes`,priority=1
+// +kubebuilder:printcolumn:name="Quarantined",type=integer,JSONPath=`.status.quarantinedNodes`,priority=1
 // +kubebuilder:printcolumn:name="Drivers",type=string,JSONPath=`.status.driverVersions`,priority=1
 // +kubebuilder:printcolumn:name="Min Nodes",type=integer,JSONPath=`.spec.minNodes`
 // +kubebuilder:printcolumn:name="Exclusive",type=boolean,JSONPath=`.spec.exclusive`
@@ -111,6 +112,10 @@ type PoolSpec struct {
 	// Upgrade holds the installer used by driver upgrades of this pool.
 	// +optional
 	Upgrade *UpgradeSpec `json:"upgrade,omitempty"`
+	// Health is the node health loop of the pool (docs/health.md); absent: litepool
+	// watches no signal and quarantines nothing in this pool.
+	// +optional
+	Health *HealthPolicy `json:"health,omitempty"`
 }
 
 // AcceleratorSpec names the accelerator model of a pool.
@@ -257,12 +262,200 @@ type PoolStatus struct {
 	// DriverVersions are the driver versions seen on members.
 	// +optional
 	DriverVersions []string `json:"driverVersions,omitempty"`
+	// QuarantinedNodes counts the members the health loop holds out of scheduling
+	// (every health state but Healthy and Waiting); left out when none is.
+	// +optional
+	QuarantinedNodes int32 `json:"quarantinedNodes,omitempty"`
+	// BreakerTripped: a fault was left unquarantined because the pool already has
+	// spec.health.maxQuarantinedPercent of its members out; a person must look.
+	// +optional
+	BreakerTripped bool `json:"breakerTripped,omitempty"`
+	// NodeHealth is the health loop's memory, one entry per member it has seen
+	// fault. Only the controller and the health verb (pools/status) write it: no label,
+	// annotation or taint on a node releases a node.
+	// +listType=map
+	// +listMapKey=node
+	// +optional
+	NodeHealth []NodeHealthStatus `json:"nodeHealth,omitempty"`
 	// Conditions of the pool: Degraded (some member not Running), BelowMinNodes (fewer
 	// Running members than spec.minNodes), Upgrading (a member is mid-upgrade).
 	// +listType=map
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// HealthMode says what the health loop does with what it sees.
+// +kubebuilder:validation:Enum=Enforce;DryRun
+type HealthMode string
+
+const (
+	// HealthEnforce quarantines, drains, remediates, re-checks and returns nodes.
+	HealthEnforce HealthMode = "Enforce"
+	// HealthDryRun records the Events the loop would record and changes no node.
+	HealthDryRun HealthMode = "DryRun"
+)
+
+// HealthPolicy is a pool's node health loop: which signals quarantine a member, what
+// is done while it is out and when it comes back. Every field has a safe default.
+type HealthPolicy struct {
+	// Mode: Enforce (default) or DryRun (Events only).
+	// +kubebuilder:default=Enforce
+	// +optional
+	Mode HealthMode `json:"mode,omitempty"`
+	// Conditions are the node conditions that quarantine a member when they have
+	// their status (default True). Absent: the conditions Node Problem Detector and
+	// NVSentinel set (policy.DefaultHealthConditions); an empty list: none.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []HealthCondition `json:"conditions,omitempty"`
+	// NotReadyGrace is how long a member may be NotReady before it is quarantined.
+	// Default 5m.
+	// +optional
+	NotReadyGrace *metav1.Duration `json:"notReadyGrace,omitempty"`
+	// Drain evicts the workload pods of a member quarantined for a fatal fault,
+	// through the Eviction API (PodDisruptionBudgets are honoured). Default off.
+	// +optional
+	Drain bool `json:"drain,omitempty"`
+	// Remediation runs an operator-approved Job on a quarantined member before it is
+	// re-checked (a reset or reboot image). Absent: no remediation.
+	// +optional
+	Remediation *RemediationSpec `json:"remediation,omitempty"`
+	// Recheck is the stress test a member must pass before it returns; its image and
+	// tests default to spec.stressTest's. With no image at all the member returns
+	// after the hold time alone, and the Event says it was not re-checked.
+	// +optional
+	Recheck *RecheckSpec `json:"recheck,omitempty"`
+	// HoldTime is how long a member's signals must stay clear after it passed the
+	// re-check before it returns. Default 10m.
+	// +optional
+	HoldTime *metav1.Duration `json:"holdTime,omitempty"`
+	// MaxQuarantinedPercent caps the share of members quarantined automatically (at
+	// least one node). Past it litepool raises BreakerTripped and waits for a person.
+	// Default 25.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	MaxQuarantinedPercent int32 `json:"maxQuarantinedPercent,omitempty"`
+	// FlapWindow: a member that faults again within this time of returning is held
+	// out until a person releases it. Default 24h.
+	// +optional
+	FlapWindow *metav1.Duration `json:"flapWindow,omitempty"`
+}
+
+// HealthCondition is one node condition the loop watches.
+type HealthCondition struct {
+	// Type of the node condition (KernelDeadlock, SysLogsXIDError, ...).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=316
+	Type string `json:"type"`
+	// Status that means a fault. Default True.
+	// +kubebuilder:validation:Enum=True;False;Unknown
+	// +optional
+	Status corev1.ConditionStatus `json:"status,omitempty"`
+	// Fatal faults drain the member when spec.health.drain is on.
+	// +optional
+	Fatal bool `json:"fatal,omitempty"`
+}
+
+// RemediationSpec is the Job run on a quarantined member, in litepool's namespace,
+// pinned to the node like the driver installer.
+type RemediationSpec struct {
+	// +kubebuilder:validation:MinLength=1
+	Image string `json:"image"`
+	// +optional
+	Command []string `json:"command,omitempty"`
+	// Timeout of the Job (its activeDeadlineSeconds). Default 30m.
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+}
+
+// RecheckSpec overrides the stress test a quarantined member must pass.
+type RecheckSpec struct {
+	// +optional
+	Image string `json:"image,omitempty"`
+	// +optional
+	Command []string `json:"command,omitempty"`
+	// +listType=set
+	// +optional
+	Tests []StressTest `json:"tests,omitempty"`
+}
+
+// NodeHealthState is where a member is in the health loop.
+// +kubebuilder:validation:Enum=Healthy;Waiting;Quarantined;Draining;Remediating;Rechecking;Holding;HeldOut;Released
+type NodeHealthState string
+
+const (
+	// NodeHealthHealthy: back in service; the entry remembers when, for the flap window.
+	NodeHealthHealthy NodeHealthState = "Healthy"
+	// NodeHealthWaiting: faulty, but the breaker left it in service.
+	NodeHealthWaiting NodeHealthState = "Waiting"
+	// NodeHealthQuarantined: tainted; waits for its signals to clear.
+	NodeHealthQuarantined NodeHealthState = "Quarantined"
+	// NodeHealthDraining: tainted; its workload pods are being evicted.
+	NodeHealthDraining NodeHealthState = "Draining"
+	// NodeHealthRemediating: tainted; the remediation Job runs.
+	NodeHealthRemediating NodeHealthState = "Remediating"
+	// NodeHealthRechecking: tainted; the re-check stress run runs.
+	NodeHealthRechecking NodeHealthState = "Rechecking"
+	// NodeHealthHolding: passed the re-check; its signals must stay clear for the hold time.
+	NodeHealthHolding NodeHealthState = "Holding"
+	// NodeHealthHeldOut: out until a person releases it (flapping, failed re-check or
+	// remediation, or held by hand).
+	NodeHealthHeldOut NodeHealthState = "HeldOut"
+	// NodeHealthReleased: a person released it; the controller removes the taint.
+	NodeHealthReleased NodeHealthState = "Released"
+)
+
+// NodeHealthStatus is one member's place in the health loop.
+type NodeHealthStatus struct {
+	Node  string          `json:"node"`
+	State NodeHealthState `json:"state"`
+	// Reason is the signal that took the node out (DeviceUnhealthy, NotReady,
+	// Condition/<type>, StressTestFailed, Flapping, RecheckFailed, ...).
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// +optional
+	Message string `json:"message,omitempty"`
+	// Since is when the node entered State.
+	Since metav1.Time `json:"since"`
+	// FaultedAt is when this episode's first fault was seen.
+	// +optional
+	FaultedAt *metav1.Time `json:"faultedAt,omitempty"`
+	// ReturnedAt is when the node last returned; a fault within spec.health.flapWindow
+	// of it holds the node out.
+	// +optional
+	ReturnedAt *metav1.Time `json:"returnedAt,omitempty"`
+	// Fatal: one of the signals is fatal.
+	// +optional
+	Fatal bool `json:"fatal,omitempty"`
+	// StressRun is the re-check run of this episode.
+	// +optional
+	StressRun string `json:"stressRun,omitempty"`
+	// Job is the remediation Job of this episode, in litepool's namespace.
+	// +optional
+	Job string `json:"job,omitempty"`
+	// Drained and Remediated record the steps this episode has done.
+	// +optional
+	Drained bool `json:"drained,omitempty"`
+	// +optional
+	Remediated bool `json:"remediated,omitempty"`
+	// By names who held or released the node by hand.
+	// +optional
+	By string `json:"by,omitempty"`
+	// History is the node's last transitions, newest last (at most 10).
+	// +listType=atomic
+	// +optional
+	History []NodeHealthTransition `json:"history,omitempty"`
+}
+
+// NodeHealthTransition is one step of a member's health history.
+type NodeHealthTransition struct {
+	Time  metav1.Time     `json:"time"`
+	State NodeHealthState `json:"state"`
+	// +optional
+	Reason string `json:"reason,omitempty"`
 }
 
 // MIGSliceStatus counts one MIG profile's slices: total (allocatable of Ready members),

@@ -61,7 +61,10 @@ func (o *DescribeNodeOptions) describe(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	return o.describer.Node(o.Out, node, pods, evs)
+	if err := o.describer.Node(o.Out, node, pods, evs); err != nil {
+		return err
+	}
+	return o.describeHealth(ctx, node)
 }
 
 // Node writes the description of a node with its non-terminated pods.

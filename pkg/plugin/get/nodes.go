@@ -103,7 +103,9 @@ func (o *GetNodesOptions) Run(ctx context.Context) error {
 		fmt.Fprintln(o.ErrOut, "No resources found")
 		return nil
 	}
-	return kit.PrintTable(o.Print, o.Out, NodeTable(nodes))
+	t := NodeTable(nodes)
+	o.addHealthColumn(ctx, t)
+	return kit.PrintTable(o.Print, o.Out, t)
 }
 
 // checkPool makes --pool of a pool that does not exist an error rather than an empty

@@ -1,0 +1,115 @@
+package controller
+
+import (
+	"context"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/health"
+	"github.com/runwhere-ai/litepool/pkg/policy"
+)
+
+// HealthImages are the operator-approved image prefixes of health re-checks and
+// remediation Jobs (litepool-webhook --health-images): a Pool's editor names the
+// image, the operator who runs the controller approves it.
+var HealthImages []string
+
+// HealthReconciler runs pkg/health's loop, one Pool per request, driven by watches on
+// Pools (spec, and the status the health verb writes), on member nodes and on the
+// loop's own StressRuns.
+type HealthReconciler struct {
+	health.Reconciler
+}
+
+// SetupWithManager registers the controller; it runs on the leader only.
+func (r *HealthReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("node-health").
+		For(&v1alpha1.Pool{}).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(poolOfNode), builder.WithPredicates(predicate.Funcs{
+			UpdateFunc: func(e event.UpdateEvent) bool {
+				return healthFactsChanged(e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node))
+			},
+		})).
+		Watches(&v1alpha1.StressRun{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			run := o.(*v1alpha1.StressRun)
+			if !health.Selector().Matches(labels.Set(run.Labels)) {
+				return nil
+			}
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: run.Spec.Pool}}}
+		})).
+		Complete(r)
+}
+
+func poolOfNode(_ context.Context, o client.Object) []reconcile.Request {
+	if p := o.GetLabels()[policy.LabelPool]; p != "" {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: p}}}
+	}
+	return nil
+}
+
+// healthFactsChanged lets through what the loop reads; heartbeats are not.
+func healthFactsChanged(old, new *corev1.Node) bool {
+	if !equality.Semantic.DeepEqual(old.Labels, new.Labels) || !equality.Semantic.DeepEqual(old.Spec.Taints, new.Spec.Taints) ||
+		!equality.Semantic.DeepEqual(old.Status.Allocatable, new.Status.Allocatable) ||
+		!equality.Semantic.DeepEqual(old.Status.Capacity, new.Status.Capacity) || len(old.Status.Conditions) != len(new.Status.Conditions) {
+		return true
+	}
+	for i := range new.Status.Conditions {
+		o, n := old.Status.Conditions[i], new.Status.Conditions[i]
+		if o.Type != n.Type || o.Status != n.Status || o.Reason != n.Reason || o.Message != n.Message {
+			return true
+		}
+	}
+	return false
+}
+
+// Reconcile takes one pool a step on, then sets the pool's health gauges from its
+// status (the status write brings the pool back here, so they follow it).
+func (r *HealthReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	after, err := r.Reconciler.Reconcile(ctx, req.Name)
+	var pool v1alpha1.Pool
+	if getErr := r.Client.Get(ctx, client.ObjectKey{Name: req.Name}, &pool); getErr != nil || pool.Spec.Health == nil {
+		for _, g := range []*prometheus.GaugeVec{quarantinedNodes, healthBreakerTripped, healthHeldOut} {
+			g.DeletePartialMatch(prometheus.Labels{"pool": req.Name})
+		}
+		return reconcile.Result{RequeueAfter: after}, err
+	}
+	recordHealth(&pool)
+	return reconcile.Result{RequeueAfter: after}, err
+}
+
+// heldOutReasons are the reasons a node is held out until released by hand; each has
+// a series, 0 when no member has it, so alerts can compare.
+var heldOutReasons = []string{policy.ReasonFlapping, policy.ReasonRecheckFailed, policy.ReasonRemediationFailed,
+	policy.ReasonHeldByHand, health.ReasonImageNotApproved}
+
+func recordHealth(p *v1alpha1.Pool) {
+	quarantinedNodes.WithLabelValues(p.Name).Set(float64(p.Status.QuarantinedNodes))
+	tripped := 0.0
+	if p.Status.BreakerTripped {
+		tripped = 1
+	}
+	healthBreakerTripped.WithLabelValues(p.Name).Set(tripped)
+	counts := map[string]int{}
+	for _, e := range p.Status.NodeHealth {
+		if e.State == v1alpha1.NodeHealthHeldOut {
+			counts[e.Reason]++
+		}
+	}
+	for _, reason := range heldOutReasons {
+		healthHeldOut.WithLabelValues(p.Name, reason).Set(float64(counts[reason]))
+	}
+}

@@ -1,0 +1,584 @@
+// Package health runs the node health loop of every Pool that has spec.health:
+// signals read from the API (device-plugin allocatable, node conditions, NotReady,
+// failed stress tests) → quarantine with a litepool taint → optional drain and
+// remediation Job → re-check with a StressRun → hold → return. The rules are
+// pkg/policy's (NextHealth); this package reads the cluster, applies their steps and
+// keeps each node's place in the Pool's status, which only the controller and the
+// health verb write. docs/health.md has the whole loop.
+package health
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+	cmdutil "k8s.io/kubectl/pkg/cmd/util"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/events"
+	"github.com/runwhere-ai/litepool/pkg/inventory"
+	"github.com/runwhere-ai/litepool/pkg/nodeops"
+	"github.com/runwhere-ai/litepool/pkg/policy"
+	"github.com/runwhere-ai/litepool/pkg/stress"
+)
+
+// Labels of the Jobs and StressRuns the loop creates.
+const (
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	LabelComponent = "app.kubernetes.io/component"
+	ManagedBy      = "litepool"
+	Component      = "health"
+)
+
+// ReasonImageNotApproved holds out a node whose re-check or remediation image the
+// operator has not approved (--health-images).
+const ReasonImageNotApproved = "ImageNotApproved"
+
+// DefaultRemediationTimeout bounds a remediation Job when the policy gives none.
+const DefaultRemediationTimeout = 30 * time.Minute
+
+// Reconciler takes one pool's members a step along the health loop each time it is
+// called, from what the cluster holds now; it starts nothing in the background.
+type Reconciler struct {
+	// Client reads Pools, nodes and StressRuns and writes Pool status and StressRuns.
+	Client client.Client
+	// Kube patches nodes, evicts pods, creates Jobs and reads pods live.
+	Kube     kubernetes.Interface
+	Recorder *events.Recorder
+	// Namespace is litepool's own: remediation Jobs run there.
+	Namespace    string
+	Accelerators policy.Accelerators
+	// Images are the operator-approved image prefixes (--health-images): a re-check or
+	// remediation image outside them is not run, and the node is held out.
+	Images []string
+	Now    func() time.Time
+}
+
+// Step is what the loop decided for one member: the preview prints these.
+type Step struct {
+	Node    string
+	From    v1alpha1.NodeHealthState
+	Signals []policy.HealthSignal
+	policy.HealthStep
+
+	node *corev1.Node
+}
+
+// Reconcile takes pool a step on and returns how soon it wants to look again (0:
+// when something changes).
+func (r *Reconciler) Reconcile(ctx context.Context, name string) (time.Duration, error) {
+	var pool v1alpha1.Pool
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: name}, &pool); err != nil {
+		return 0, client.IgnoreNotFound(err)
+	}
+	s := policy.HealthSettingsOf(&pool)
+	members, err := r.members(ctx, name)
+	if err != nil {
+		return 0, err
+	}
+	if !s.Enabled {
+		return 0, r.turnOff(ctx, &pool, members)
+	}
+	steps, err := r.Plan(ctx, &pool, members)
+	if err != nil {
+		return 0, err
+	}
+	want := pool.DeepCopy()
+	want.Status.NodeHealth = nil
+	var requeue time.Duration
+	for i := range steps {
+		st := &steps[i]
+		if !s.DryRun {
+			if err := r.apply(ctx, &pool, s, st); err != nil {
+				return 0, err
+			}
+		}
+		if st.Entry != nil {
+			want.Status.NodeHealth = append(want.Status.NodeHealth, *st.Entry)
+		}
+		if st.Requeue > 0 && (requeue == 0 || st.Requeue < requeue) {
+			requeue = st.Requeue
+		}
+	}
+	setCounts(want)
+	if !equality.Semantic.DeepEqual(want.Status, pool.Status) {
+		if err := r.Client.Status().Update(ctx, want); err != nil {
+			if apierrors.IsConflict(err) {
+				// The status controller wrote meanwhile; the next pass reads its write.
+				return conflictRetry, nil
+			}
+			return 0, fmt.Errorf("pool %s: writing node health: %w", name, err)
+		}
+	}
+	for i := range steps {
+		r.record(ctx, &pool, s, &steps[i])
+	}
+	return requeue, nil
+}
+
+func setCounts(p *v1alpha1.Pool) {
+	p.Status.QuarantinedNodes, p.Status.BreakerTripped = 0, false
+	for _, e := range p.Status.NodeHealth {
+		if policy.CountsAsOut(e.State) {
+			p.Status.QuarantinedNodes++
+		}
+		if e.State == v1alpha1.NodeHealthWaiting {
+			p.Status.BreakerTripped = true
+		}
+	}
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Now == nil {
+		return time.Now()
+	}
+	return r.Now()
+}
+
+func (r *Reconciler) members(ctx context.Context, pool string) ([]corev1.Node, error) {
+	var nodes corev1.NodeList
+	if err := r.Client.List(ctx, &nodes, client.MatchingLabels{policy.LabelPool: pool}); err != nil {
+		return nil, err
+	}
+	sort.Slice(nodes.Items, func(i, j int) bool { return nodes.Items[i].Name < nodes.Items[j].Name })
+	return nodes.Items, nil
+}
+
+// Plan is the step of every member (and of every entry whose node left the pool) from
+// what the cluster holds now; it changes nothing. Members are taken by name, so the
+// breaker lets the same nodes out on every pass.
+func (r *Reconciler) Plan(ctx context.Context, pool *v1alpha1.Pool, members []corev1.Node) ([]Step, error) {
+	s := policy.HealthSettingsOf(pool)
+	now := r.now()
+	entries := map[string]*v1alpha1.NodeHealthStatus{}
+	out := 0
+	for i := range pool.Status.NodeHealth {
+		e := &pool.Status.NodeHealth[i]
+		entries[e.Node] = e
+		if policy.CountsAsOut(e.State) {
+			out++
+		}
+	}
+	var steps []Step
+	seen := map[string]bool{}
+	for i := range members {
+		n := &members[i]
+		seen[n.Name] = true
+		e := entries[n.Name]
+		in := policy.HealthInput{Entry: e, Settings: s, Now: now,
+			Signals:     policy.HealthSignals(policy.NodeHealthFacts{Node: n}, s, r.Accelerators, now),
+			BreakerRoom: policy.BreakerRoom(len(members), out, s.MaxQuarantinedPercent) > 0}
+		if e != nil {
+			var err error
+			if in.Recheck, err = r.recheckOutcome(ctx, e); err != nil {
+				return nil, err
+			}
+			if in.Job, err = r.jobOutcome(ctx, e); err != nil {
+				return nil, err
+			}
+			if e.Fatal && s.Drain && !e.Drained {
+				left, err := r.workloadPods(ctx, n.Name)
+				if err != nil {
+					return nil, err
+				}
+				in.Drained = len(left) == 0
+			}
+		}
+		st := policy.NextHealth(in)
+		if st.Entry != nil {
+			st.Entry.Node = n.Name
+		}
+		if s.DryRun && st.Entry != nil {
+			st.Taint, st.Action = false, policy.ActionNone
+		}
+		wasOut := e != nil && policy.CountsAsOut(e.State)
+		if nowOut := st.Entry != nil && policy.CountsAsOut(st.Entry.State); nowOut != wasOut {
+			if nowOut {
+				out++
+			} else {
+				out--
+			}
+		}
+		from := v1alpha1.NodeHealthState("")
+		if e != nil {
+			from = e.State
+		}
+		if st.Entry != nil && st.Entry.State == v1alpha1.NodeHealthRemediating && st.Requeue == 0 {
+			st.Requeue = jobPoll // Jobs are not watched: the controller may not list them cluster-wide
+		}
+		if st.Requeue == 0 {
+			st.Requeue = untilGrace(n, s, now)
+		}
+		steps = append(steps, Step{Node: n.Name, From: from, Signals: in.Signals, HealthStep: st, node: n})
+	}
+	for name, e := range entries {
+		if !seen[name] {
+			steps = append(steps, Step{Node: name, From: e.State, HealthStep: policy.HealthStep{Changed: true}})
+		}
+	}
+	return steps, nil
+}
+
+// conflictRetry is how soon a pass whose status write lost a race runs again.
+const conflictRetry = 500 * time.Millisecond
+
+// jobPoll is how often a running remediation Job is looked at.
+const jobPoll = 5 * time.Second
+
+// untilGrace is how long until a NotReady node's grace period ends (0: it is Ready or
+// past it).
+func untilGrace(n *corev1.Node, s policy.HealthSettings, now time.Time) time.Duration {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady && c.Status != corev1.ConditionTrue {
+			if left := c.LastTransitionTime.Add(s.NotReadyGrace).Sub(now); left > 0 {
+				return left + time.Second
+			}
+		}
+	}
+	return 0
+}
+
+// hasTaint says whether the cached node already carries what the step wants.
+func hasTaint(n *corev1.Node, on bool, reason string) bool {
+	want := policy.QuarantineTaint(reason)
+	for _, t := range n.Spec.Taints {
+		if t.Key == policy.TaintQuarantine {
+			return on && t.Value == want.Value && t.Effect == want.Effect
+		}
+	}
+	return !on
+}
+
+// apply makes one step true: the taint, then the action.
+func (r *Reconciler) apply(ctx context.Context, pool *v1alpha1.Pool, s policy.HealthSettings, st *Step) error {
+	reason := ""
+	if st.Entry != nil {
+		reason = st.Entry.Reason
+	}
+	if st.node == nil || !hasTaint(st.node, st.Taint, reason) {
+		if err := r.setTaint(ctx, st.Node, st.Taint, reason); err != nil {
+			return err
+		}
+	}
+	e := st.Entry
+	switch st.Action {
+	case policy.ActionDrain:
+		return r.drain(ctx, st.Node)
+	case policy.ActionRemediate:
+		if e.Job != "" {
+			return nil
+		}
+		if !r.approved(s.Remediation.Image) {
+			r.holdUnapproved(e, "remediation", s.Remediation.Image)
+			st.Changed, st.Taint = true, true
+			return nil
+		}
+		job := RemediationJob(pool, e, r.Namespace, s.Remediation)
+		if _, err := r.Kube.BatchV1().Jobs(r.Namespace).Create(ctx, job, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("node %s: creating remediation Job: %w", st.Node, err)
+		}
+		e.Job = job.Name
+		st.Changed = true
+	case policy.ActionRecheck, policy.ActionNewRecheck:
+		if st.Action == policy.ActionRecheck && e.StressRun != "" {
+			return nil
+		}
+		if s.RecheckImage == "" {
+			e.State, e.Reason, e.Since = v1alpha1.NodeHealthHolding, policy.ReasonRecovered, metav1.NewTime(r.now())
+			e.Message = "not re-checked: the pool has no stress-test image (spec.stressTest.image or spec.health.recheck.image); returns after the hold time"
+			e.History = append(e.History, v1alpha1.NodeHealthTransition{Time: e.Since, State: e.State, Reason: e.Reason})
+			st.Changed, st.Requeue = true, s.HoldTime
+			return nil
+		}
+		if !r.approved(s.RecheckImage) {
+			r.holdUnapproved(e, "re-check", s.RecheckImage)
+			st.Changed, st.Taint = true, true
+			return nil
+		}
+		run := RecheckRun(pool.Name, st.Node, s, r.now())
+		if err := r.Client.Create(ctx, run); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("node %s: creating the re-check StressRun: %w", st.Node, err)
+		}
+		e.StressRun = run.Name
+		st.Changed = true
+	}
+	return nil
+}
+
+func (r *Reconciler) approved(image string) bool {
+	for _, p := range r.Images {
+		if p != "" && strings.HasPrefix(image, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *Reconciler) holdUnapproved(e *v1alpha1.NodeHealthStatus, what, image string) {
+	e.State, e.Reason, e.Since = v1alpha1.NodeHealthHeldOut, ReasonImageNotApproved, metav1.NewTime(r.now())
+	e.Message = fmt.Sprintf("the %s image %s is not among the operator-approved images (litepool-webhook --health-images): held out until released by hand", what, image)
+	e.History = append(e.History, v1alpha1.NodeHealthTransition{Time: e.Since, State: e.State, Reason: e.Reason})
+}
+
+// setTaint puts on or takes off the quarantine taint; a node that is gone needs none.
+func (r *Reconciler) setTaint(ctx context.Context, node string, on bool, reason string) error {
+	_, _, err := nodeops.ModifyNode(ctx, r.Kube, node, cmdutil.DryRunNone, func(n *corev1.Node) error {
+		var keep []corev1.Taint
+		var cur *corev1.Taint
+		for i, t := range n.Spec.Taints {
+			if t.Key == policy.TaintQuarantine {
+				cur = &n.Spec.Taints[i]
+				continue
+			}
+			keep = append(keep, t)
+		}
+		want := policy.QuarantineTaint(reason)
+		switch {
+		case !on && cur == nil:
+		case !on:
+			n.Spec.Taints = keep
+		case cur != nil && cur.Value == want.Value && cur.Effect == want.Effect:
+		default:
+			n.Spec.Taints = append(keep, want)
+		}
+		return nil
+	})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("node %s: quarantine taint: %w", node, err)
+	}
+	return nil
+}
+
+// workloadPods are the pods a drain must move: not terminal, not DaemonSet or mirror
+// pods, not litepool's own test pods.
+func (r *Reconciler) workloadPods(ctx context.Context, node string) ([]corev1.Pod, error) {
+	list, err := r.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+	if err != nil {
+		return nil, err
+	}
+	var out []corev1.Pod
+	for _, p := range list.Items {
+		if inventory.IsWorkloadPod(&p) && p.Labels[stress.LabelComponent] != stress.Component && p.DeletionTimestamp == nil {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// drain asks the Eviction API to move each workload pod; a PodDisruptionBudget that
+// says no (429) is honoured, and the next pass asks again.
+func (r *Reconciler) drain(ctx context.Context, node string) error {
+	pods, err := r.workloadPods(ctx, node)
+	if err != nil {
+		return err
+	}
+	for _, p := range pods {
+		ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}}
+		err := r.Kube.PolicyV1().Evictions(p.Namespace).Evict(ctx, ev)
+		switch {
+		case err == nil:
+			_ = r.Recorder.Normal(ctx, events.Ref{Kind: "Pod", Namespace: p.Namespace, Name: p.Name, APIVersion: "v1", UID: string(p.UID)},
+				"HealthDrain", "evicted from node %s, quarantined by litepool's health loop", node)
+		case apierrors.IsTooManyRequests(err), apierrors.IsNotFound(err):
+		default:
+			return fmt.Errorf("node %s: evicting %s/%s: %w", node, p.Namespace, p.Name, err)
+		}
+	}
+	return nil
+}
+
+func (r *Reconciler) recheckOutcome(ctx context.Context, e *v1alpha1.NodeHealthStatus) (string, error) {
+	if e.StressRun == "" {
+		return "", nil
+	}
+	var run v1alpha1.StressRun
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: e.StressRun}, &run); err != nil {
+		if apierrors.IsNotFound(err) {
+			return policy.OutcomeRetry, nil
+		}
+		return "", err
+	}
+	if !run.Status.Phase.Finished() {
+		return policy.OutcomeRunning, nil
+	}
+	outcome := ""
+	for _, res := range run.Status.Results {
+		if res.Node != e.Node {
+			continue
+		}
+		switch res.Outcome {
+		case v1alpha1.StressOutcomeFailed:
+			return policy.OutcomeFailed, nil
+		case v1alpha1.StressOutcomePassed:
+			outcome = policy.OutcomePassed
+		default:
+			return policy.OutcomeRetry, nil
+		}
+	}
+	if outcome == "" {
+		return policy.OutcomeRetry, nil
+	}
+	return outcome, nil
+}
+
+func (r *Reconciler) jobOutcome(ctx context.Context, e *v1alpha1.NodeHealthStatus) (string, error) {
+	if e.Job == "" {
+		return "", nil
+	}
+	job, err := r.Kube.BatchV1().Jobs(r.Namespace).Get(ctx, e.Job, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return policy.OutcomeFailed, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	for _, c := range job.Status.Conditions {
+		if c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch c.Type {
+		case batchv1.JobComplete:
+			return policy.OutcomeSucceeded, nil
+		case batchv1.JobFailed:
+			return policy.OutcomeFailed, nil
+		}
+	}
+	return policy.OutcomeRunning, nil
+}
+
+// turnOff is a pool whose spec.health went away: its nodes lose the quarantine taint
+// and the loop forgets them.
+func (r *Reconciler) turnOff(ctx context.Context, pool *v1alpha1.Pool, members []corev1.Node) error {
+	if len(pool.Status.NodeHealth) == 0 && pool.Status.QuarantinedNodes == 0 && !pool.Status.BreakerTripped {
+		return nil
+	}
+	for _, e := range pool.Status.NodeHealth {
+		if err := r.setTaint(ctx, e.Node, false, ""); err != nil {
+			return err
+		}
+	}
+	want := pool.DeepCopy()
+	want.Status.NodeHealth, want.Status.QuarantinedNodes, want.Status.BreakerTripped = nil, 0, false
+	return r.Client.Status().Update(ctx, want)
+}
+
+// record writes the Event of a step that moved.
+func (r *Reconciler) record(ctx context.Context, pool *v1alpha1.Pool, s policy.HealthSettings, st *Step) {
+	if !st.Changed {
+		return
+	}
+	ref := events.Ref{Kind: "Node", Name: st.Node, APIVersion: "v1"}.About(events.PoolRef(pool.Name))
+	prefix := ""
+	if s.DryRun {
+		prefix = "dry run (spec.health.mode=DryRun), nothing done: "
+	}
+	e := st.Entry
+	if e == nil {
+		_ = r.Recorder.Normal(ctx, ref, "HealthForgotten", "%snode %s left pool %s's health loop (was %s)", prefix, st.Node, pool.Name, st.From)
+		return
+	}
+	reason := "Health" + string(e.State)
+	msg := fmt.Sprintf("%snode %s: %s → %s (%s): %s", prefix, st.Node, orHealthy(st.From), e.State, e.Reason, e.Message)
+	switch e.State {
+	case v1alpha1.NodeHealthHealthy:
+		_ = r.Recorder.Normal(ctx, ref, reason, "%s", msg)
+	case v1alpha1.NodeHealthWaiting:
+		_ = r.Recorder.Warning(ctx, ref, "HealthBreakerTripped", "%s", msg)
+	default:
+		if e.Job != "" && st.Action == policy.ActionRemediate {
+			msg += "; remediation Job " + r.Namespace + "/" + e.Job
+		}
+		if e.StressRun != "" && e.State == v1alpha1.NodeHealthRechecking {
+			msg += "; stress run " + e.StressRun
+		}
+		_ = r.Recorder.Warning(ctx, ref, reason, "%s", msg)
+	}
+}
+
+func orHealthy(s v1alpha1.NodeHealthState) v1alpha1.NodeHealthState {
+	if s == "" {
+		return v1alpha1.NodeHealthHealthy
+	}
+	return s
+}
+
+var nonName = regexp.MustCompile(`[^a-z0-9-]+`)
+
+// shortName is prefix-node-hash, at most 63 characters, the same for the same inputs.
+func shortName(prefix, node, salt string) string {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(node + "\x00" + salt))
+	base := strings.Trim(nonName.ReplaceAllString(strings.ToLower(node), "-"), "-")
+	if max := 63 - len(prefix) - 10; len(base) > max {
+		base = strings.TrimRight(base[:max], "-")
+	}
+	return fmt.Sprintf("%s%s-%08x", prefix, base, h.Sum32())
+}
+
+// RecheckRun is the StressRun that re-checks node, named for the node and the time.
+func RecheckRun(pool, node string, s policy.HealthSettings, now time.Time) *v1alpha1.StressRun {
+	return &v1alpha1.StressRun{
+		ObjectMeta: metav1.ObjectMeta{Name: shortName("health-", node, now.UTC().Format(time.RFC3339Nano)),
+			Labels: map[string]string{LabelManagedBy: ManagedBy, LabelComponent: Component}},
+		Spec: v1alpha1.StressRunSpec{Pool: pool, Nodes: []string{node}, Tests: s.RecheckTests, Image: s.RecheckImage, Command: s.RecheckCommand},
+	}
+}
+
+// RemediationJob is the operator-approved Job that resets or reboots a quarantined
+// node: pinned to it, tolerating every taint, privileged with the host's root at
+// /host (as the driver installer), in litepool's namespace.
+func RemediationJob(pool *v1alpha1.Pool, e *v1alpha1.NodeHealthStatus, namespace string, spec *v1alpha1.RemediationSpec) *batchv1.Job {
+	timeout := DefaultRemediationTimeout
+	if spec.Timeout != nil && spec.Timeout.Duration > 0 {
+		timeout = spec.Timeout.Duration
+	}
+	labels := map[string]string{LabelManagedBy: ManagedBy, LabelComponent: Component}
+	salt := ""
+	if e.FaultedAt != nil {
+		salt = e.FaultedAt.UTC().Format(time.RFC3339)
+	}
+	return &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: shortName("litepool-remedy-", e.Node, salt), Namespace: namespace, Labels: labels},
+		Spec: batchv1.JobSpec{
+			BackoffLimit:          ptr.To[int32](0),
+			ActiveDeadlineSeconds: ptr.To(int64(timeout.Seconds())),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					NodeName: e.Node, RestartPolicy: corev1.RestartPolicyNever, HostPID: true,
+					Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+					Containers: []corev1.Container{{
+						Name: "remedy", Image: spec.Image, Command: spec.Command,
+						Env: []corev1.EnvVar{{Name: "NODE_NAME", Value: e.Node}, {Name: "POOL", Value: pool.Name},
+							{Name: "REASON", Value: e.Reason}, {Name: "HOST_ROOT", Value: "/host"}},
+						SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)},
+						VolumeMounts:    []corev1.VolumeMount{{Name: "host", MountPath: "/host"}},
+					}},
+					Volumes: []corev1.Volume{{Name: "host", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}}},
+				},
+			},
+		},
+	}
+}
+
+// Selector of the StressRuns and Jobs the loop made.
+func Selector() labels.Selector {
+	return labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedBy, LabelComponent: Component})
+}
