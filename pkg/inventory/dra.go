@@ -16,6 +16,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/pager"
 	dracel "k8s.io/dynamic-resource-allocation/cel"
+
+	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 )
 
 // DRADevices is one row of Dynamic Resource Allocation figures: the physical devices of
@@ -454,4 +456,21 @@ func CollectDRA(ctx context.Context, client kubernetes.Interface) (nodes DRANode
 		return nil, "", err
 	}
 	return c.Finish(), "", nil
+}
+
+// DRAStatus turns rows into a Pool's status.dra; nil when there are none.
+func DRAStatus(rows []DRADevices) *v1alpha1.DRAStatus {
+	if len(rows) == 0 {
+		return nil
+	}
+	sum := DRASum(rows)
+	out := &v1alpha1.DRAStatus{Total: sum.Total, Allocated: sum.Allocated, Free: sum.Free, Unhealthy: sum.Unhealthy}
+	for _, r := range rows {
+		out.Devices = append(out.Devices, v1alpha1.DRADeviceStatus{
+			Driver: r.Driver, DeviceClass: r.Class, Model: r.Model,
+			Total: r.Total, Allocated: r.Allocated, Free: r.Free, Unhealthy: r.Unhealthy,
+			Partitionable: r.Partitionable, PartitionsAllocated: r.PartitionsAllocated,
+		})
+	}
+	return out
 }
