@@ -52,13 +52,13 @@ var (
 // Gauges are every metric the controller registers, for tests that check dashboards and
 // alerts use only these.
 var Gauges = []*prometheus.GaugeVec{acceleratorsTotal, acceleratorsUsed, acceleratorsFree,
-	poolNodes, upgradeNodes, minNodes, poolCondition, statusUpdate}
+	poolNodes, upgradeNodes, minNodes, poolCondition, statusUpdate, draDevices}
 
 // MetricNames are the names of Gauges.
 var MetricNames = []string{
 	"litepool_pool_accelerators_allocatable", "litepool_pool_accelerators_used", "litepool_pool_accelerators_free",
 	"litepool_pool_nodes", "litepool_pool_upgrade_nodes", "litepool_pool_min_nodes", "litepool_pool_condition",
-	"litepool_pool_status_last_sync_timestamp_seconds",
+	"litepool_pool_status_last_sync_timestamp_seconds", "litepool_pool_dra_devices",
 }
 
 func init() {
@@ -79,6 +79,8 @@ var upgradeStates = []policy.UpgradeState{policy.UpgradeRequired, policy.Upgrade
 type poolMetrics struct {
 	mu   sync.Mutex
 	seen map[string]string // pool -> resource label last set
+	// draSeen is the DRA rows last set (metrics_dra.go).
+	draSeen map[[4]string]bool
 }
 
 func (m *poolMetrics) record(inv *inventory.Inventory, objects map[string]*v1alpha1.Pool) {
@@ -114,6 +116,7 @@ func (m *poolMetrics) record(inv *inventory.Inventory, objects map[string]*v1alp
 		}
 	}
 	m.seen = now
+	m.draSeen = recordDRA(inv, m.draSeen)
 }
 
 func (m *poolMetrics) recordConditions(name string, sum *inventory.Pool, obj *v1alpha1.Pool) {
