@@ -132,7 +132,6 @@ type draDevice struct {
 // NewDRACounter returns an empty counter.
 func NewDRACounter() *DRACounter {
 	return &DRACounter{
-		cache:     dracel.NewCache(64, dracel.Features{EnableConsumableCapacity: true}),
 		allocated: map[deviceKey]corev1.ResourceName{},
 		pools:     map[poolKey]*draPool{},
 	}
@@ -278,6 +277,10 @@ func (c *DRACounter) className(matched []uint16) string {
 }
 
 func (c *DRACounter) matches(selectors []string, input dracel.Device) bool {
+	if c.cache == nil && len(selectors) > 0 {
+		// Built on first use: a cluster without DRA classes does not pay for CEL's environment.
+		c.cache = dracel.NewCache(64, dracel.Features{EnableConsumableCapacity: true})
+	}
 	for _, expr := range selectors {
 		res := c.cache.GetOrCompile(expr)
 		if res.Error != nil {
