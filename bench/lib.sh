@@ -37,6 +37,6 @@ bench_cluster() {
   say "populating: $nodes nodes, $pods pods"
   local start
   start=$(date +%s)
-  "$out/populate" -nodes "$nodes" -pods "$pods" | grep -v '^populate: [0-9]* pods (' || exit 1
+  "$out/populate" -nodes "$nodes" -pods "$pods" ${BENCH_DRA:+-dra} | grep -v '^populate: [0-9]* pods (' || exit 1
   say "populated in $(( $(date +%s) - start ))s"
 }

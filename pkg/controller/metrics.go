@@ -66,7 +66,7 @@ var (
 // alerts use only these.
 var Gauges = []*prometheus.GaugeVec{acceleratorsTotal, acceleratorsUsed, acceleratorsFree,
 	poolNodes, upgradeNodes, minNodes, poolCondition, statusUpdate,
-	quarantinedNodes, healthBreakerTripped, healthHeldOut}
+	quarantinedNodes, healthBreakerTripped, healthHeldOut, draDevices}
 
 // MetricNames are the names of Gauges.
 var MetricNames = []string{
@@ -74,6 +74,7 @@ var MetricNames = []string{
 	"litepool_pool_nodes", "litepool_pool_upgrade_nodes", "litepool_pool_min_nodes", "litepool_pool_condition",
 	"litepool_pool_status_last_sync_timestamp_seconds",
 	"litepool_pool_quarantined_nodes", "litepool_pool_health_breaker_tripped", "litepool_pool_health_held_out_nodes",
+	"litepool_pool_dra_devices",
 }
 
 func init() {
@@ -94,6 +95,8 @@ var upgradeStates = []policy.UpgradeState{policy.UpgradeRequired, policy.Upgrade
 type poolMetrics struct {
 	mu   sync.Mutex
 	seen map[string]string // pool -> resource label last set
+	// draSeen is the DRA rows last set (metrics_dra.go).
+	draSeen map[[4]string]bool
 }
 
 func (m *poolMetrics) record(inv *inventory.Inventory, objects map[string]*v1alpha1.Pool) {
@@ -129,6 +132,7 @@ func (m *poolMetrics) record(inv *inventory.Inventory, objects map[string]*v1alp
 		}
 	}
 	m.seen = now
+	m.draSeen = recordDRA(inv, m.draSeen)
 }
 
 func (m *poolMetrics) recordConditions(name string, sum *inventory.Pool, obj *v1alpha1.Pool) {

@@ -40,6 +40,7 @@ func Setup(mgr ctrl.Manager, accel policy.Accelerators) error {
 // the one namespace the controllers create Jobs and pods in.
 func SetupIn(mgr ctrl.Manager, accel policy.Accelerators, namespace string) error {
 	status := &StatusReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), Accelerators: accel}
+	status.DRA = servesDRA(mgr)
 	var err error
 	if status.Pods, err = informerStore(mgr.GetCache(), &corev1.Pod{}); err != nil {
 		return err

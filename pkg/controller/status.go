@@ -51,6 +51,9 @@ type StatusReconciler struct {
 	Accelerators policy.Accelerators
 	metrics      poolMetrics
 	now          func() time.Time
+
+	// DRA counts DRA devices too (the cluster serves resource.k8s.io/v1; dra.go).
+	DRA bool
 }
 
 // store is what a pass needs of an informer's indexer.
@@ -74,12 +77,15 @@ func (r *StatusReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.now == nil {
 		r.now = time.Now
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("pool-status").
 		Watches(&v1alpha1.Pool{}, enqueue(0, poolSpecChanged)).
 		Watches(&corev1.Node{}, enqueue(BatchDelay, nodeChanged)).
-		Watches(&corev1.Pod{}, enqueue(BatchDelay, r.podChanged)).
-		Complete(r)
+		Watches(&corev1.Pod{}, enqueue(BatchDelay, r.podChanged))
+	if r.DRA {
+		b = watchDRA(b)
+	}
+	return b.Complete(r)
 }
 
 // Reconcile recomputes every pool from the cache, sets the gauges and writes the
@@ -117,6 +123,10 @@ func (r *StatusReconciler) inventory(ctx context.Context, pools []v1alpha1.Pool)
 	b := inventory.NewBuilder()
 	b.WithoutLabels = true
 	b.Accelerators = r.Accelerators
+	var err error
+	if b.DRA, err = r.draNodes(ctx); err != nil {
+		return nil, err
+	}
 	if r.Pods != nil && r.Nodes != nil {
 		for _, o := range r.Pods.List() {
 			b.AddPod(o.(*corev1.Pod))

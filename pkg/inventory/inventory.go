@@ -34,6 +34,8 @@ type Node struct {
 	// MIG is the node's NVIDIA MIG slices, per profile: shown apart, never added to GPUs.
 	MIG    []MIGSlices
 	Labels map[string]string
+	// DRA is the node's DRA devices (dra.go): apart from the extended resources above.
+	DRA []DRADevices
 }
 
 // MIGSlices is one MIG profile's slices: allocatable and requested.
@@ -63,7 +65,8 @@ type Pool struct {
 	Phase          string
 	GPUTypes       []string
 	DriverVersions []string
-	MIG            []MIGSlices // Ready members' slices (used: all members'), per profile
+	MIG            []MIGSlices  // Ready members' slices (used: all members'), per profile
+	DRA            []DRADevices // Ready members' DRA devices, as for GPUs
 }
 
 // Free is total minus used, never negative.
@@ -86,6 +89,8 @@ type Builder struct {
 	WithoutLabels bool
 	// Accelerators says which resources are counted; the zero value is the known set.
 	Accelerators policy.Accelerators
+	// DRA is the nodes' DRA devices (DRACounter.Finish), set before AddNode.
+	DRA DRANodes
 }
 
 // NewBuilder returns an empty Builder.
@@ -118,6 +123,10 @@ func (b *Builder) AddPod(pod *corev1.Pod) {
 func (b *Builder) AddNode(node *corev1.Node) {
 	resource, total := b.Accelerators.NodeAccelerators(node)
 	u := b.usage[node.Name]
+	dra := b.DRA[node.Name]
+	if dra != nil {
+		u = b.withoutServed(u, dra.Served)
+	}
 	var labels map[string]string
 	if !b.WithoutLabels {
 		labels = litepoolLabels(node.Labels)
@@ -136,6 +145,7 @@ func (b *Builder) AddNode(node *corev1.Node) {
 		Used:          u.accelerators,
 		WorkloadPods:  u.workloadPods,
 		MIG:           migSlices(policy.NodeMIG(node), u.mig),
+		DRA:           dra.devices(),
 		Labels:        labels,
 	})
 }
@@ -182,6 +192,9 @@ func addMIG(pool []MIGSlices, node []MIGSlices, ready bool) []MIGSlices {
 type Inventory struct {
 	Nodes []*Node          // sorted by name
 	Pools map[string]*Pool // by name; always has "default"
+	// DRASkipped says why there are no DRA figures (resource.k8s.io/v1 not served or not
+	// readable); empty when they were read.
+	DRASkipped string
 }
 
 // Build sums nodes into pools. extraPools (Pool objects with no members yet) get an
@@ -209,6 +222,9 @@ func (b *Builder) Build(extraPools ...string) *Inventory {
 			p.Used += n.Used
 		}
 		p.MIG = addMIG(p.MIG, n.MIG, n.Ready)
+		if n.Ready {
+			p.DRA = addDRA(p.DRA, n.DRA)
+		}
 		if p.Resource == "" {
 			p.Resource = n.Resource
 		}

@@ -43,7 +43,20 @@ type Options struct {
 // fake clientset of unit tests) or a response that is not protobuf falls back to the
 // typed, fully decoded lists.
 func Collect(ctx context.Context, client kubernetes.Interface, opts Options, extraPools ...string) (*Inventory, error) {
+	dra, draSkipped, err := CollectDRA(ctx, client)
+	if err != nil {
+		return nil, err
+	}
+	inv, err := collect(ctx, client, opts, dra, extraPools)
+	if inv != nil {
+		inv.DRASkipped = draSkipped
+	}
+	return inv, err
+}
+
+func collect(ctx context.Context, client kubernetes.Interface, opts Options, dra DRANodes, extraPools []string) (*Inventory, error) {
 	b := opts.builder()
+	b.DRA = dra
 	podOpts := metav1.ListOptions{FieldSelector: ActivePodsSelector}
 	nodeOpts := metav1.ListOptions{LabelSelector: opts.NodeSelector}
 	if rc := restClient(client); rc != nil {
@@ -73,6 +86,7 @@ func Collect(ctx context.Context, client kubernetes.Interface, opts Options, ext
 			return nil, err
 		}
 		b = opts.builder()
+		b.DRA = dra
 	}
 	return collectTyped(ctx, client, b, podOpts, nodeOpts, extraPools)
 }

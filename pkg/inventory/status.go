@@ -35,6 +35,7 @@ func SetStatus(pool *v1alpha1.Pool, sum *Pool) {
 	for _, m := range sum.MIG {
 		s.MIGSlices = append(s.MIGSlices, v1alpha1.MIGSliceStatus{Resource: m.Resource, Total: m.Total, Used: m.Used, Free: m.Free()})
 	}
+	s.DRA = DRAStatus(sum.DRA)
 	s.GPUTypes, s.DriverVersions = sum.GPUTypes, sum.DriverVersions
 	s.NodeStates, s.UpgradeStates = countMap(sum.NodeStates), countMap(sum.UpgradeStates)
 }

@@ -83,6 +83,9 @@ func main() {
 		_, err = kube.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, created, metav1.UpdateOptions{})
 		return err
 	})
+	if *withDRA {
+		populateDRA(ctx, kube)
+	}
 	fmt.Printf("populate: %d nodes, %d pods, %d pools in %s\n", *numNodes, *numPods, *numPools, time.Since(start).Round(time.Second))
 }
 

@@ -256,6 +256,11 @@ type PoolStatus struct {
 	// profile. A slice is part of a GPU: slices are never added to the figures above.
 	// +optional
 	MIGSlices []MIGSliceStatus `json:"migSlices,omitempty"`
+	// DRA counts the members' Dynamic Resource Allocation devices (ResourceSlices, and
+	// ResourceClaims allocated to them), apart from the extended-resource figures above:
+	// each physical device once. Absent when no member publishes any.
+	// +optional
+	DRA *DRAStatus `json:"dra,omitempty"`
 	// GPUTypes are the accelerator models seen on members.
 	// +optional
 	GPUTypes []string `json:"gpuTypes,omitempty"`
@@ -465,6 +470,41 @@ type MIGSliceStatus struct {
 	Total    int64               `json:"total"`
 	Used     int64               `json:"used"`
 	Free     int64               `json:"free"`
+}
+
+// DRAStatus counts DRA devices of Ready members. A device published whole and as
+// partitions (consuming one counter set) is one device; it is allocated when any of its
+// views is. Unhealthy devices carry a NoSchedule or NoExecute device taint. Free devices
+// are neither allocated nor unhealthy.
+type DRAStatus struct {
+	Total     int64 `json:"total"`
+	Allocated int64 `json:"allocated"`
+	Free      int64 `json:"free"`
+	Unhealthy int64 `json:"unhealthy"`
+	// Devices breaks the figures down by driver, device class and model.
+	// +optional
+	Devices []DRADeviceStatus `json:"devices,omitempty"`
+}
+
+// DRADeviceStatus is the devices of one driver, DeviceClass and model.
+type DRADeviceStatus struct {
+	Driver string `json:"driver"`
+	// DeviceClass is the narrowest DeviceClass that selects the devices; empty when none.
+	// +optional
+	DeviceClass string `json:"deviceClass,omitempty"`
+	// Model is the devices' productName, model or product attribute.
+	// +optional
+	Model     string `json:"model,omitempty"`
+	Total     int64  `json:"total"`
+	Allocated int64  `json:"allocated"`
+	Free      int64  `json:"free"`
+	Unhealthy int64  `json:"unhealthy"`
+	// Partitionable is devices published with partitions; PartitionsAllocated is the
+	// partitions allocated (a partition is part of one of the devices counted above).
+	// +optional
+	Partitionable int64 `json:"partitionable,omitempty"`
+	// +optional
+	PartitionsAllocated int64 `json:"partitionsAllocated,omitempty"`
 }
 
 // +kubebuilder:object:root=true

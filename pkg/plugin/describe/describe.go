@@ -20,6 +20,7 @@ import (
 	"k8s.io/kubectl/pkg/util/templates"
 
 	"github.com/runwhere-ai/litepool/pkg/events"
+	"github.com/runwhere-ai/litepool/pkg/inventory"
 	"github.com/runwhere-ai/litepool/pkg/plugin/kit"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
@@ -46,6 +47,8 @@ func NewCmdDescribe(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Co
 type Describer struct {
 	Accelerators policy.Accelerators
 	Now          time.Time
+	// DRA is the nodes' DRA devices (describe_dra.go), read before describing a node.
+	DRA inventory.DRANodes
 }
 
 func newDescriber(f kit.Factory, c *kit.Clients) Describer {

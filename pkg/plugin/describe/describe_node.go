@@ -61,6 +61,9 @@ func (o *DescribeNodeOptions) describe(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
+	if o.describer.DRA, err = nodeDRA(ctx, o.clients); err != nil {
+		return err
+	}
 	if err := o.describer.Node(o.Out, node, pods, evs); err != nil {
 		return err
 	}
@@ -71,6 +74,7 @@ func (o *DescribeNodeOptions) describe(ctx context.Context, name string) error {
 func (d Describer) Node(out io.Writer, node *corev1.Node, pods []corev1.Pod, evs *corev1.EventList) error {
 	b := inventory.NewBuilder()
 	b.Accelerators = d.Accelerators
+	b.DRA = d.DRA
 	for i := range pods {
 		b.AddPod(&pods[i])
 	}
@@ -99,6 +103,7 @@ func (d Describer) Node(out io.Writer, node *corev1.Node, pods []corev1.Pod, evs
 		for _, m := range n.MIG {
 			w.Write(level0, "MIG Slices:\t%s: %d total, %d used, %d free (not counted as GPUs)\n", m.Resource, m.Total, m.Used, m.Free())
 		}
+		describeDRA(w, n.DRA)
 		writeMap(w, "Litepool Labels", n.Labels)
 		annotations := map[string]string{}
 		for k, v := range node.Annotations {

@@ -98,6 +98,7 @@ func describePoolBody(w prefixWriter, pool *v1alpha1.Pool, sum *inventory.Pool) 
 	for _, m := range s.MIGSlices {
 		w.Write(level0, "MIG Slices:\t%s: %d total, %d used, %d free (not counted as GPUs)\n", m.Resource, m.Total, m.Used, m.Free)
 	}
+	describePoolDRA(w, s.DRA)
 	w.Write(level0, "Driver Versions:\t%s\n", kit.JoinOrNone(s.DriverVersions))
 	describeNodePools(w, pool, sum)
 	describeMembers(w, sum)

@@ -240,5 +240,6 @@ func NodeTable(nodes []inventory.Node) *metav1.Table {
 		}
 		t.Rows = append(t.Rows, metav1.TableRow{Cells: cells})
 	}
+	withDRANodes(t, nodes)
 	return t
 }

@@ -50,6 +50,7 @@ func PoolTable(pools []v1alpha1.Pool) *metav1.Table {
 		}
 		t.Rows = append(t.Rows, metav1.TableRow{Cells: cells, Object: runtime.RawExtension{Object: p}})
 	}
+	withDRAPools(t, pools)
 	return t
 }
 

@@ -1,0 +1,479 @@
+package inventory
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/pager"
+	dracel "k8s.io/dynamic-resource-allocation/cel"
+
+	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+)
+
+// DRADevices is one row of Dynamic Resource Allocation figures: the physical devices of
+// one driver, device class and model on a node or in a pool.
+//
+// The unit is the physical device. Devices that consume counters of the same counter set
+// (a GPU published whole and as MIG partitions) are views of one physical device and
+// count once, under the class and model of the view that consumes the most of the set
+// (the whole GPU).
+type DRADevices struct {
+	Driver string
+	Class  string // the DeviceClass that selects the device; empty when none does
+	Model  string // the device's productName, model or product attribute
+	Total  int64
+	// Allocated is physical devices with at least one view allocated to a ResourceClaim.
+	Allocated int64
+	// Unhealthy is physical devices with a NoSchedule or NoExecute device taint on a view.
+	Unhealthy int64
+	// Free is physical devices neither allocated nor unhealthy.
+	Free int64
+	// Partitionable is physical devices published with more than one view (partitions);
+	// PartitionsAllocated is allocated views that are not the whole device.
+	Partitionable, PartitionsAllocated int64
+}
+
+func (d *DRADevices) add(o DRADevices) {
+	d.Total += o.Total
+	d.Allocated += o.Allocated
+	d.Unhealthy += o.Unhealthy
+	d.Free += o.Free
+	d.Partitionable += o.Partitionable
+	d.PartitionsAllocated += o.PartitionsAllocated
+}
+
+// DRASum adds up rows into one (driver, class and model left empty).
+func DRASum(rows []DRADevices) DRADevices {
+	var s DRADevices
+	for _, r := range rows {
+		s.add(r)
+	}
+	return s
+}
+
+// addDRA adds a node's rows into a pool's, sorted by driver, class, model.
+func addDRA(pool, node []DRADevices) []DRADevices {
+	for _, r := range node {
+		i := slices.IndexFunc(pool, func(p DRADevices) bool {
+			return p.Driver == r.Driver && p.Class == r.Class && p.Model == r.Model
+		})
+		if i < 0 {
+			pool = append(pool, DRADevices{Driver: r.Driver, Class: r.Class, Model: r.Model})
+			i = len(pool) - 1
+		}
+		pool[i].add(r)
+	}
+	slices.SortFunc(pool, compareDRA)
+	return pool
+}
+
+func compareDRA(a, b DRADevices) int {
+	if c := strings.Compare(a.Driver, b.Driver); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.Class, b.Class); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Model, b.Model)
+}
+
+// ModelAttributes are the device attributes (without their domain) that name a model,
+// in order of preference: NVIDIA's DRA driver publishes productName, others model or
+// product.
+var ModelAttributes = []string{"productName", "model", "product"}
+
+// DRACounter counts DRA devices from DeviceClasses, ResourceClaims and ResourceSlices.
+// Feed every class first (AddClass), then claims and slices in any order, then call
+// Finish. It keeps a few strings per device, never the objects.
+type DRACounter struct {
+	classes []draClass
+	cache   *dracel.Cache
+	// allocated holds the devices allocated to claims; the value is the extended resource
+	// a claim made by the scheduler for an extended-resource request serves ("" otherwise).
+	allocated map[deviceKey]corev1.ResourceName
+	pools     map[poolKey]*draPool
+}
+
+type draClass struct {
+	name      string
+	selectors []string
+	extended  corev1.ResourceName
+	matched   int // devices it selects
+}
+
+type deviceKey struct{ driver, pool, device string }
+
+type poolKey struct{ driver, pool string }
+
+// draPool is what is kept of a resource pool's slices: those of its newest generation.
+type draPool struct {
+	generation int64
+	devices    []draDevice
+}
+
+type draDevice struct {
+	name, node, model string
+	classes           []uint16 // the classes that select it (classesOf)
+	counterSet        string   // the first counter set it consumes; empty for a plain device
+	consumed          int64    // sum of the counters it consumes: the largest is the whole device
+	tainted           bool
+}
+
+// NewDRACounter returns an empty counter.
+func NewDRACounter() *DRACounter {
+	return &DRACounter{
+		allocated: map[deviceKey]corev1.ResourceName{},
+		pools:     map[poolKey]*draPool{},
+	}
+}
+
+// AddClass records a DeviceClass: its CEL selectors and the extended resource it maps.
+func (c *DRACounter) AddClass(class *resourcev1.DeviceClass) {
+	dc := draClass{name: class.Name}
+	for _, s := range class.Spec.Selectors {
+		if s.CEL != nil {
+			dc.selectors = append(dc.selectors, s.CEL.Expression)
+		}
+	}
+	if class.Spec.ExtendedResourceName != nil {
+		dc.extended = corev1.ResourceName(*class.Spec.ExtendedResourceName)
+	}
+	c.classes = append(c.classes, dc)
+	slices.SortFunc(c.classes, func(a, b draClass) int { return strings.Compare(a.name, b.name) })
+}
+
+// ExtendedResources returns the extended resource names DeviceClasses map to DRA devices.
+func (c *DRACounter) ExtendedResources() []corev1.ResourceName {
+	var out []corev1.ResourceName
+	for _, dc := range c.classes {
+		if dc.extended != "" {
+			out = append(out, dc.extended)
+		}
+	}
+	return out
+}
+
+// AddClaim records the devices allocated to a claim. For a claim the scheduler made for
+// an extended-resource request, it also records which resource each device serves, so
+// that the pod's request is counted once (as a DRA device, not also as an extended
+// resource).
+func (c *DRACounter) AddClaim(claim *resourcev1.ResourceClaim) {
+	if claim.Status.Allocation == nil {
+		return
+	}
+	extended := claim.Annotations[resourcev1.ExtendedResourceClaimAnnotation] == "true"
+	for _, r := range claim.Status.Allocation.Devices.Results {
+		var rn corev1.ResourceName
+		if extended {
+			rn = c.servedResource(claim, r.Request)
+		}
+		c.allocated[deviceKey{r.Driver, r.Pool, r.Device}] = rn
+	}
+}
+
+// servedResource is the extended resource a request of an extended-resource claim
+// stands for: its class's extendedResourceName, or the implicit
+// deviceclass.resource.kubernetes.io/<class>.
+func (c *DRACounter) servedResource(claim *resourcev1.ResourceClaim, request string) corev1.ResourceName {
+	request, _, _ = strings.Cut(request, "/") // a subrequest names its parent first
+	for _, req := range claim.Spec.Devices.Requests {
+		if req.Name != request || req.Exactly == nil {
+			continue
+		}
+		for _, dc := range c.classes {
+			if dc.name == req.Exactly.DeviceClassName && dc.extended != "" {
+				return dc.extended
+			}
+		}
+		return corev1.ResourceName(resourcev1.ResourceDeviceClassPrefix + req.Exactly.DeviceClassName)
+	}
+	return ""
+}
+
+// AddSlice records a slice's node-local devices. Only a pool's newest generation counts
+// (as the scheduler reads it); devices not bound to one node (node selectors, all nodes)
+// belong to no pool of litepool's and are left out.
+func (c *DRACounter) AddSlice(slice *resourcev1.ResourceSlice) {
+	key := poolKey{slice.Spec.Driver, slice.Spec.Pool.Name}
+	p := c.pools[key]
+	switch {
+	case p == nil:
+		p = &draPool{generation: slice.Spec.Pool.Generation}
+		c.pools[key] = p
+	case slice.Spec.Pool.Generation < p.generation:
+		return
+	case slice.Spec.Pool.Generation > p.generation:
+		*p = draPool{generation: slice.Spec.Pool.Generation}
+	}
+	for i := range slice.Spec.Devices {
+		d := &slice.Spec.Devices[i]
+		node := ""
+		switch {
+		case slice.Spec.NodeName != nil:
+			node = *slice.Spec.NodeName
+		case d.NodeName != nil:
+			node = *d.NodeName
+		}
+		if node == "" {
+			continue
+		}
+		dd := draDevice{name: d.Name, node: node, classes: c.classesOf(slice.Spec.Driver, d), model: modelOf(slice.Spec.Driver, d)}
+		if len(d.ConsumesCounters) > 0 {
+			dd.counterSet = d.ConsumesCounters[0].CounterSet
+			for _, cc := range d.ConsumesCounters {
+				for _, v := range cc.Counters {
+					dd.consumed += v.Value.Value()
+				}
+			}
+		}
+		for _, t := range d.Taints {
+			if t.Effect == resourcev1.DeviceTaintEffectNoSchedule || t.Effect == resourcev1.DeviceTaintEffectNoExecute {
+				dd.tainted = true
+			}
+		}
+		p.devices = append(p.devices, dd)
+	}
+}
+
+// classesOf is the DeviceClasses whose selectors all match the device (indexes into
+// c.classes), evaluated with the scheduler's own CEL environment. A selector that fails
+// to compile or evaluate does not match, as the scheduler would not allocate through it.
+func (c *DRACounter) classesOf(driver string, d *resourcev1.Device) []uint16 {
+	var out []uint16
+	input := dracel.Device{Driver: driver, Attributes: d.Attributes, Capacity: d.Capacity, AllowMultipleAllocations: d.AllowMultipleAllocations}
+	for i, dc := range c.classes {
+		if c.matches(dc.selectors, input) {
+			c.classes[i].matched++
+			out = append(out, uint16(i))
+		}
+	}
+	return out
+}
+
+// className is the class a device is counted under when several select it: the
+// narrowest (the one that selects the fewest devices), then the first by name. A
+// catch-all class for a driver does not hide the class of each model.
+func (c *DRACounter) className(matched []uint16) string {
+	best := -1
+	for _, i := range matched {
+		if best < 0 || c.classes[i].matched < c.classes[best].matched {
+			best = int(i)
+		}
+	}
+	if best < 0 {
+		return ""
+	}
+	return c.classes[best].name
+}
+
+func (c *DRACounter) matches(selectors []string, input dracel.Device) bool {
+	if c.cache == nil && len(selectors) > 0 {
+		// Built on first use: a cluster without DRA classes does not pay for CEL's environment.
+		c.cache = dracel.NewCache(64, dracel.Features{EnableConsumableCapacity: true})
+	}
+	for _, expr := range selectors {
+		res := c.cache.GetOrCompile(expr)
+		if res.Error != nil {
+			return false
+		}
+		ok, _, err := res.DeviceMatches(context.Background(), input)
+		if err != nil || !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func modelOf(driver string, d *resourcev1.Device) string {
+	for _, want := range ModelAttributes {
+		for name, attr := range d.Attributes {
+			domain, id, found := strings.Cut(string(name), "/")
+			if !found {
+				domain, id = driver, string(name)
+			}
+			if id == want && domain == driver && attr.StringValue != nil {
+				return *attr.StringValue
+			}
+		}
+	}
+	return ""
+}
+
+// DRANodes is the counter's result: per node, its rows and the extended resources its
+// DRA devices serve.
+type DRANodes map[string]*DRANode
+
+// DRANode is one node's DRA figures.
+type DRANode struct {
+	Devices []DRADevices // sorted by driver, class, model
+	// Served is, per extended resource, the devices allocated to claims the scheduler made
+	// for extended-resource requests: the pod's request is already counted here.
+	Served map[corev1.ResourceName]int64
+}
+
+// physical is one physical device: its views (one for a plain device).
+type physical struct {
+	node  string
+	views []draDevice
+}
+
+// Finish sums the devices up per node.
+func (c *DRACounter) Finish() DRANodes {
+	out := DRANodes{}
+	for _, key := range slices.SortedFunc(maps.Keys(c.pools), func(a, b poolKey) int {
+		return strings.Compare(a.driver+"\x00"+a.pool, b.driver+"\x00"+b.pool)
+	}) {
+		p := c.pools[key]
+		groups := map[string]*physical{}
+		var order []*physical
+		for _, d := range p.devices {
+			if d.counterSet == "" {
+				order = append(order, &physical{node: d.node, views: []draDevice{d}})
+				continue
+			}
+			g := groups[d.counterSet]
+			if g == nil {
+				g = &physical{node: d.node}
+				groups[d.counterSet] = g
+				order = append(order, g)
+			}
+			g.views = append(g.views, d)
+		}
+		for _, g := range order {
+			c.countPhysical(out, key, g)
+		}
+	}
+	for _, n := range out {
+		slices.SortFunc(n.Devices, compareDRA)
+	}
+	return out
+}
+
+func (c *DRACounter) countPhysical(out DRANodes, key poolKey, g *physical) {
+	whole := slices.MaxFunc(g.views, func(a, b draDevice) int {
+		if c := cmp.Compare(a.consumed, b.consumed); c != 0 {
+			return c
+		}
+		return strings.Compare(b.name, a.name) // the first by name wins a tie
+	})
+	row := DRADevices{Driver: key.driver, Class: c.className(whole.classes), Model: whole.model, Total: 1}
+	if len(g.views) > 1 {
+		row.Partitionable = 1
+	}
+	n := out[g.node]
+	if n == nil {
+		n = &DRANode{}
+		out[g.node] = n
+	}
+	for _, v := range g.views {
+		served, allocated := c.allocated[deviceKey{key.driver, key.pool, v.name}]
+		if allocated {
+			row.Allocated = 1
+			if v.name != whole.name {
+				row.PartitionsAllocated++
+			}
+			if served != "" {
+				if n.Served == nil {
+					n.Served = map[corev1.ResourceName]int64{}
+				}
+				n.Served[served]++
+			}
+		}
+		if v.tainted {
+			row.Unhealthy = 1
+		}
+	}
+	if row.Allocated == 0 && row.Unhealthy == 0 {
+		row.Free = 1
+	}
+	n.Devices = addDRA(n.Devices, []DRADevices{row})
+}
+
+func (n *DRANode) devices() []DRADevices {
+	if n == nil {
+		return nil
+	}
+	return n.Devices
+}
+
+// withoutServed takes out of a node's extended-resource usage the requests DRA devices
+// serve (the 1.36 extended-resource mapping): they are counted once, as DRA devices.
+func (b *Builder) withoutServed(u usage, served map[corev1.ResourceName]int64) usage {
+	for rn, n := range served {
+		switch {
+		case b.Accelerators.IsWhole(rn):
+			u.accelerators = max(u.accelerators-n, 0)
+		case b.Accelerators.Is(rn) && u.mig != nil:
+			m := maps.Clone(u.mig)
+			m[rn] = max(m[rn]-n, 0)
+			u.mig = m
+		}
+	}
+	return u
+}
+
+// CollectDRA lists DeviceClasses, ResourceClaims and ResourceSlices, page by page, and
+// counts their devices per node. A cluster that does not serve resource.k8s.io/v1, or a
+// user not allowed to list it, has no DRA figures: skipped says why, and the error is nil.
+func CollectDRA(ctx context.Context, client kubernetes.Interface) (nodes DRANodes, skipped string, err error) {
+	c := NewDRACounter()
+	each := func(what string, list func(context.Context, metav1.ListOptions) (runtime.Object, error), fn func(runtime.Object)) error {
+		p := pager.New(list)
+		p.PageSize = PageSize
+		err := p.EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error { fn(obj); return nil })
+		if err != nil {
+			return fmt.Errorf("listing %s: %w", what, err)
+		}
+		return nil
+	}
+	r := client.ResourceV1()
+	err = each("deviceclasses", func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		return r.DeviceClasses().List(ctx, o)
+	}, func(obj runtime.Object) { c.AddClass(obj.(*resourcev1.DeviceClass)) })
+	if err == nil {
+		err = each("resourceclaims", func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return r.ResourceClaims(metav1.NamespaceAll).List(ctx, o)
+		}, func(obj runtime.Object) { c.AddClaim(obj.(*resourcev1.ResourceClaim)) })
+	}
+	if err == nil {
+		err = each("resourceslices", func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return r.ResourceSlices().List(ctx, o)
+		}, func(obj runtime.Object) { c.AddSlice(obj.(*resourcev1.ResourceSlice)) })
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, "the cluster does not serve resource.k8s.io/v1", nil
+	case apierrors.IsForbidden(err):
+		return nil, "not allowed to list DRA objects (" + err.Error() + ")", nil
+	case err != nil:
+		return nil, "", err
+	}
+	return c.Finish(), "", nil
+}
+
+// DRAStatus turns rows into a Pool's status.dra; nil when there are none.
+func DRAStatus(rows []DRADevices) *v1alpha1.DRAStatus {
+	if len(rows) == 0 {
+		return nil
+	}
+	sum := DRASum(rows)
+	out := &v1alpha1.DRAStatus{Total: sum.Total, Allocated: sum.Allocated, Free: sum.Free, Unhealthy: sum.Unhealthy}
+	for _, r := range rows {
+		out.Devices = append(out.Devices, v1alpha1.DRADeviceStatus{
+			Driver: r.Driver, DeviceClass: r.Class, Model: r.Model,
+			Total: r.Total, Allocated: r.Allocated, Free: r.Free, Unhealthy: r.Unhealthy,
+			Partitionable: r.Partitionable, PartitionsAllocated: r.PartitionsAllocated,
+		})
+	}
+	return out
+}
