@@ -168,30 +168,34 @@ func NewCmdUpgradeStatus(f kit.Factory, streams genericiooptions.IOStreams) *cob
 
 			# As data, for scripts
 			kubectl litepool upgrade status --pool train-snt9b -o json`),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Scope.complete(cmd, args, false); err != nil {
-				return err
-			}
-			if err := o.Output.Validate(); err != nil {
-				return err
-			}
-			if o.Watch && o.Output.Data() {
-				return fmt.Errorf("--watch prints progress lines: it does not go with -o %s", o.Output.Format)
-			}
-			var err error
-			if o.clients, err = f.Clients(); err != nil {
-				return err
-			}
-			if o.rollouts, err = rolloutClientFor(f); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
 	}
 	o.Scope.addFlags(cmd, f)
 	o.Output.AddFlags(cmd)
 	cmd.Flags().BoolVarP(&o.Watch, "watch", "w", false, "After the table, print the rollouts' progress lines whenever they change, until none is under way")
-	return cmd
+	return kit.Bind(cmd, f, o)
+}
+
+// Complete reads the rollout's name, if given, and builds the clients.
+func (o *UpgradeStatusOptions) Complete(f kit.Factory, cmd *cobra.Command, args []string) (err error) {
+	if err := o.Scope.complete(cmd, args, false); err != nil {
+		return err
+	}
+	if o.clients, err = f.Clients(); err != nil {
+		return err
+	}
+	o.rollouts, err = rolloutClientFor(f)
+	return err
+}
+
+// Validate checks -o, and that --watch does not go with data.
+func (o *UpgradeStatusOptions) Validate() error {
+	if err := o.Output.Validate(); err != nil {
+		return err
+	}
+	if o.Watch && o.Output.Data() {
+		return fmt.Errorf("--watch prints progress lines: it does not go with -o %s", o.Output.Format)
+	}
+	return nil
 }
 
 // UpgradeNodeStatus is one node in `upgrade status`.
@@ -338,11 +342,12 @@ func (s *changeOptions) addFlags(cmd *cobra.Command, f kit.Factory) {
 	s.Follow.addFlags(cmd)
 }
 
-func (s *changeOptions) complete(f kit.Factory, cmd *cobra.Command, args []string) (err error) {
+// Complete reads the rollout's name (it is required), and builds the clients.
+func (s *changeOptions) Complete(f kit.Factory, cmd *cobra.Command, args []string) (err error) {
 	if err := s.Scope.complete(cmd, args, true); err != nil {
 		return err
 	}
-	if s.clients, err = completeMutation(f, cmd, &s.Mutation); err != nil {
+	if s.clients, err = s.CompleteClients(f, cmd); err != nil {
 		return err
 	}
 	s.clock = f.Clock()
@@ -402,22 +407,21 @@ func NewCmdUpgradeResume(f kit.Factory, streams genericiooptions.IOStreams) *cob
 
 			# What would resume do?
 			kubectl litepool upgrade resume --pool train-snt9b --retry-failed --dry-run=client`),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if o.MaxUnavailable != "" {
-				if _, err := policy.ParseMaxUnavailable(o.MaxUnavailable); err != nil {
-					return err
-				}
-			}
-			if err := o.complete(f, cmd, args); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
 	}
 	o.addFlags(cmd, f)
 	cmd.Flags().BoolVar(&o.RetryFailed, "retry-failed", false, "Re-mark failed nodes upgrade-required and retry them")
 	cmd.Flags().StringVar(&o.MaxUnavailable, "max-unavailable", "", "Change the rollout's max-unavailable (a count or a percentage)")
-	return cmd
+	return kit.Bind(cmd, f, o)
+}
+
+// Validate checks --max-unavailable and -o.
+func (o *UpgradeResumeOptions) Validate() error {
+	if o.MaxUnavailable != "" {
+		if _, err := policy.ParseMaxUnavailable(o.MaxUnavailable); err != nil {
+			return err
+		}
+	}
+	return o.Mutation.Validate()
 }
 
 // Run resumes.
@@ -529,15 +533,9 @@ func NewCmdUpgradeAbort(f kit.Factory, streams genericiooptions.IOStreams) *cobr
 
 			# Request it and return
 			kubectl litepool upgrade abort --pool train-snt9b --wait=false`),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.complete(f, cmd, args); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
 	}
 	o.addFlags(cmd, f)
-	return cmd
+	return kit.Bind(cmd, f, o)
 }
 
 // Run aborts.
@@ -572,16 +570,4 @@ func (o *UpgradeAbortOptions) Run(ctx context.Context) error {
 		o.Say(o.IOStreams, "failed, left cordoned for inspection: %s\n", strings.Join(failed, ", "))
 	}
 	return o.follow(ctx, ro.Name)
-}
-
-// completeMutation builds the clients and reads --dry-run and -o.
-func completeMutation(f kit.Factory, cmd *cobra.Command, m *kit.Mutation) (*kit.Clients, error) {
-	c, err := f.Clients()
-	if err != nil {
-		return nil, err
-	}
-	if err := m.Complete(cmd, c); err != nil {
-		return nil, err
-	}
-	return c, m.Validate()
 }

@@ -138,7 +138,6 @@ func NewCmdUpgradeDriver(f kit.Factory, streams genericiooptions.IOStreams) *cob
 
 			# Show the pre-flight verdict and the waves without changing anything
 			kubectl litepool upgrade driver --pool train-snt9b --version 24.1.0.3 --max-unavailable 2 --dry-run=client`),
-		RunE: kit.RunE(f, o),
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&o.Pool, "pool", "", "Upgrade every node of this pool")
@@ -160,10 +159,10 @@ func NewCmdUpgradeDriver(f kit.Factory, streams genericiooptions.IOStreams) *cob
 	o.Compat.AddFlags(cmd)
 	o.Mutation.AddFlags(cmd, true)
 	_ = cmd.RegisterFlagCompletionFunc("pool", kit.CompletePoolNames(f))
-	return cmd
+	return kit.Bind(cmd, f, o)
 }
 
-// Complete reads the flags and the command after "--".
+// Complete reads the flags and the command after "--", and builds the clients.
 func (o *UpgradeDriverOptions) Complete(f kit.Factory, cmd *cobra.Command, args []string) (err error) {
 	if dash := cmd.ArgsLenAtDash(); dash >= 0 {
 		o.InstallerCommand = args[dash:]
@@ -172,7 +171,7 @@ func (o *UpgradeDriverOptions) Complete(f kit.Factory, cmd *cobra.Command, args 
 	if len(args) > 0 {
 		return fmt.Errorf("unexpected arguments %q: name the target with --pool or --node; put the installer command after --", strings.Join(args, " "))
 	}
-	if o.clients, err = completeMutation(f, cmd, &o.Mutation); err != nil {
+	if o.clients, err = o.CompleteClients(f, cmd); err != nil {
 		return err
 	}
 	if cmd.Flags().Changed("installer-namespace") {
@@ -183,8 +182,11 @@ func (o *UpgradeDriverOptions) Complete(f kit.Factory, cmd *cobra.Command, args 
 	return err
 }
 
-// Validate checks the flags.
+// Validate checks the flags and -o.
 func (o *UpgradeDriverOptions) Validate() error {
+	if err := o.Mutation.Validate(); err != nil {
+		return err
+	}
 	if (o.Pool == "") == (o.Node == "") {
 		return fmt.Errorf("give exactly one of --pool POOL or --node NODE")
 	}
