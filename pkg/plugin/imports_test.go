@@ -21,9 +21,6 @@ const module = "github.com/runwhere-ai/litepool"
 // work named beside it lands. Empty this list as they go; the test fails on a listed
 // import that is no longer there, so the list cannot outlive the work.
 var knownImports = []string{
-	// upgrade driver's pre-flight prints check compat's tables: what they share moves
-	// down (into pkg/compat or pkg/plugin/kit) once upgrade's rewrite has merged.
-	"pkg/plugin/upgrade -> pkg/plugin/check",
 	// The local webhook process that make demo and the benches run is the e2e
 	// framework's; it moves out of test/ once the branches touching it have merged.
 	"hack/localwebhook -> test/e2e/framework/localwebhook",

@@ -25,7 +25,6 @@ import (
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/compat"
-	"github.com/runwhere-ai/litepool/pkg/plugin/check"
 	"github.com/runwhere-ai/litepool/pkg/plugin/kit"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 	"github.com/runwhere-ai/litepool/pkg/upgrade"
@@ -71,7 +70,7 @@ type UpgradeDriverOptions struct {
 	ForceDrain          bool
 	Force               bool
 	Follow              FollowFlags
-	Compat              check.CompatSourceFlags
+	Compat              kit.CompatSourceFlags
 
 	clients  *kit.Clients
 	rollouts client.Client
@@ -363,16 +362,16 @@ func (o *UpgradeDriverOptions) preflight(ctx context.Context, pool *v1alpha1.Poo
 	if len(models) == 0 {
 		models[""] = true
 	}
-	var checks []check.CompatCheck
+	var checks []kit.CompatCheck
 	failed := false
 	for _, model := range kit.SortedKeys(models) {
 		chain := compat.Chain{Hardware: model, SoftwareSpec: declared}
 		chain.Driver = o.Version
 		res := compat.Check(m, chain)
-		checks = append(checks, check.CompatCheck{Subject: "pre-flight: driver " + o.Version, Result: res})
+		checks = append(checks, kit.CompatCheck{Subject: "pre-flight: driver " + o.Version, Result: res})
 		failed = failed || res.Verdict != compat.Compatible
 	}
-	if err := check.PrintCompatChecks(o.SayTo(o.IOStreams), checks, false, o.Compat.Describe()); err != nil {
+	if err := kit.PrintCompatChecks(o.SayTo(o.IOStreams), checks, false, o.Compat.Describe()); err != nil {
 		return err
 	}
 	if !failed {
