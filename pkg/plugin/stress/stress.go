@@ -254,7 +254,7 @@ func (o *StressRunOptions) Run(ctx context.Context) error {
 		fmt.Fprintf(o.ErrOut, "stress run %s: run in this process (--in-cluster=false); stopping this command leaves it for a controller to finish\n", run.Name)
 	}
 	rec := &stress.Reconciler{Client: o.runs, Live: o.runs, Pods: stress.PodsOf(o.clients.Kube), Kube: o.clients.Kube,
-		Recorder: o.Recorder, Namespace: stress.DefaultNamespace, Accelerators: o.clients.Accelerators}
+		Recorder: o.Recorder, Namespace: stress.DefaultNamespace, Accelerators: o.clients.Accelerators, Clock: o.clock}
 	return o.follow(ctx, run.Name, rec)
 }
 
