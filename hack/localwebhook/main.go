@@ -35,7 +35,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/runwhere-ai/litepool/test/e2e/framework/localwebhook"
+	"github.com/runwhere-ai/litepool/internal/localwebhook"
 )
 
 type options struct {

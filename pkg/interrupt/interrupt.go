@@ -91,10 +91,11 @@ func RetryStaleAdmission(ctx context.Context, write func() error) error {
 	return err
 }
 
-// isStalePodsDenial: the webhook's N3 (read from the denial's status causes) for
-// workload pods on the node, not for the pool's floor.
+// isStalePodsDenial: the webhook's N3 for workload pods on the node (its reason
+// ReasonBusyNode), not for the pool's floor; both read from the denial's status causes.
 func isStalePodsDenial(err error) bool {
-	return err != nil && apierrors.IsForbidden(err) && slices.Contains(policy.RulesOfStatus(err), "N3") && strings.Contains(err.Error(), "workload pod")
+	return err != nil && apierrors.IsForbidden(err) && slices.Contains(policy.RulesOfStatus(err), "N3") &&
+		slices.Contains(policy.ReasonsOfStatus(err), policy.ReasonBusyNode)
 }
 
 // CommandLine is the command as the user ran it, to repeat it to resume.

@@ -42,21 +42,19 @@ func TestStoppedBecause(t *testing.T) {
 	assert.Equal(t, "interrupted (SIGINT/SIGTERM)", StoppedBecause(context.Background(), context.Canceled))
 }
 
-// Only the webhook's N3 refusal for workload pods (a stale cache after a drain) is
-// retried; any other answer comes back at once.
-// denial is a request the webhook denied, as the API server returns it: the message,
-// and the rule ids as status causes.
-func denial(message string, rules ...string) error {
-	st := metav1.Status{Status: metav1.StatusFailure, Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden,
-		Message: `admission webhook "node-departures.runwhere.ai" denied the request: ` + message, Details: &metav1.StatusDetails{}}
-	for _, r := range rules {
-		st.Details.Causes = append(st.Details.Causes, metav1.StatusCause{Type: policy.CauseRule, Message: r})
-	}
-	return &apierrors.StatusError{ErrStatus: st}
+// denial is a request the webhook denied for err, as the API server returns it: the
+// message, and the causes the webhook writes (policy.Causes).
+func denial(err error) error {
+	return &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden,
+		Message: `admission webhook "node-departures.runwhere.ai" denied the request: ` + err.Error(),
+		Details: &metav1.StatusDetails{Causes: policy.Causes(err)}}}
 }
 
+// Only the webhook's N3 refusal for workload pods (a stale cache after a drain) is
+// retried, told by its reason among the causes; any other answer comes back at once.
 func TestRetryStaleAdmission(t *testing.T) {
-	stale := denial(`[N3] node "n1" cannot leave pool "p": it runs 1 workload pod(s) (ai/job-0)`, "N3")
+	busy := policy.CheckLeave(policy.Leave{Node: "n1", PoolName: "p", WorkloadPods: []string{"ai/job-0"}})
+	stale := denial(busy)
 	calls := 0
 	err := RetryStaleAdmission(context.Background(), func() error {
 		if calls++; calls < 3 {
@@ -67,10 +65,12 @@ func TestRetryStaleAdmission(t *testing.T) {
 	assert.NoError(t, err)
 	assert.Equal(t, 3, calls)
 
-	calls = 0
+	floor := policy.Violationf("N3", "node %q cannot leave pool %q: it runs 1 workload pod(s) says this text, but no reason does", "n1", "p")
+	textOnly := &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: http.StatusForbidden,
+		Reason: metav1.StatusReasonForbidden, Message: busy.Error()}}
 	for _, other := range []error{
-		denial("[N3] the pool would have 0 node(s), below its minNodes 1", "N3"),                               // a floor refusal is not a stale cache
-		denial(`[N3] node "n1" cannot leave pool "p": it runs 1 workload pod(s) (ai/job-0)`),                   // no rule in the causes: not ours
+		denial(floor), // an N3 without the busy-node reason (the floor) is not a stale cache, whatever its text
+		textOnly,      // no causes: not ours, though the text reads like it
 		apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "n1", errors.New("RBAC: not allowed")), // nothing to do with N3
 	} {
 		calls = 0

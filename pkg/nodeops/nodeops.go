@@ -118,14 +118,6 @@ func ModifyNode(ctx context.Context, client kubernetes.Interface, name string, d
 	return out, changed, err
 }
 
-// UpdateNode is ModifyNode without the changed flag.
-//
-// Old name, kept only for pkg/scale until its rewrite lands: use ModifyNode.
-func UpdateNode(ctx context.Context, client kubernetes.Interface, name string, dryRun cmdutil.DryRunStrategy, change func(*corev1.Node) error) (*corev1.Node, error) {
-	node, _, err := ModifyNode(ctx, client, name, dryRun, change)
-	return node, err
-}
-
 // ServerDryRun is the DryRun field of a write's options under a dry-run strategy:
 // dryRun=All under --dry-run=server, nothing otherwise (a client dry run sends no write).
 func ServerDryRun(s cmdutil.DryRunStrategy) []string {

@@ -17,26 +17,12 @@ import (
 
 const module = "github.com/runwhere-ai/litepool"
 
-// knownImports are the imports the layering rules below still allow, each until the
-// work named beside it lands. Empty this list as they go; the test fails on a listed
-// import that is no longer there, so the list cannot outlive the work.
-var knownImports = []string{
-	// upgrade driver's pre-flight prints check compat's tables: what they share moves
-	// down (into pkg/compat or pkg/plugin/kit) once upgrade's rewrite has merged.
-	"pkg/plugin/upgrade -> pkg/plugin/check",
-	// The local webhook process that make demo and the benches run is the e2e
-	// framework's; it moves out of test/ once the branches touching it have merged.
-	"hack/localwebhook -> test/e2e/framework/localwebhook",
-	"bench/controller -> test/e2e/framework/localwebhook",
-}
-
 // TestImportLayers reads the import lines of every Go file of the module (tests too) and
 // holds them to two rules: a command package (pkg/plugin/<verb>) imports no other
 // command package, only what they share below them (pkg/plugin/kit,
 // pkg/plugin/internal/...); and nothing outside test/ imports test/.
 func TestImportLayers(t *testing.T) {
 	root := moduleRoot(t)
-	found := map[string]bool{}
 	var problems []string
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -67,12 +53,7 @@ func TestImportLayers(t *testing.T) {
 			if problem == "" {
 				continue
 			}
-			edge := from + " -> " + to
-			if slices.Contains(knownImports, edge) {
-				found[edge] = true
-				continue
-			}
-			problems = append(problems, filepath.Base(path)+": "+edge+": "+problem)
+			problems = append(problems, filepath.Base(path)+": "+from+" -> "+to+": "+problem)
 		}
 		return nil
 	})
@@ -80,9 +61,6 @@ func TestImportLayers(t *testing.T) {
 	slices.Sort(problems)
 	for _, p := range slices.Compact(problems) {
 		t.Error(p)
-	}
-	for _, edge := range knownImports {
-		assert.True(t, found[edge], "knownImports lists %q, which no file has any more: remove it", edge)
 	}
 }
 

@@ -74,7 +74,7 @@ func (l Leave) Dissolves() bool { return l.Pool == nil && l.Remaining <= 0 }
 // (Leave.Dissolves).
 func CheckLeave(l Leave) error {
 	if len(l.WorkloadPods) > 0 {
-		return Violationf("N3", "node %q cannot leave pool %q: it runs %d workload pod(s) (%s); drain it first (kubectl litepool drain %s) or wait for them to finish",
+		return reasonViolationf("N3", ReasonBusyNode, "node %q cannot leave pool %q: it runs %d workload pod(s) (%s); drain it first (kubectl litepool drain %s) or wait for them to finish",
 			l.Node, l.PoolName, len(l.WorkloadPods), summarize(l.WorkloadPods, 3), l.Node)
 	}
 	if l.Pool == nil || !l.NodeReady {

@@ -18,6 +18,7 @@ import (
 var nonKeys = map[string]string{
 	"runwhere.ai/v1alpha1": "the API group and version",
 	"runwhere.ai/rule":     "the status cause type that carries a rule id",
+	"runwhere.ai/reason":   "the status cause type that carries a violation's reason",
 	"runwhere.ai/litepool": "the reporting controller of litepool's Events",
 }
 

@@ -67,3 +67,26 @@ func TestCausesRoundTripThroughAStatus(t *testing.T) {
 	assert.Empty(t, RulesOfStatus(apierrors.NewForbidden(corev1.Resource("nodes"), "n1", errors.New("[N3] only text"))))
 	assert.Empty(t, RulesOfStatus(errors.New("not an API error")))
 }
+
+// N3's two refusals are told apart by the reason the busy-node one carries, in process
+// and through a denial's status causes; the floor's carries none.
+func TestBusyNodeReason(t *testing.T) {
+	busy := CheckLeave(Leave{Node: "n1", PoolName: "p", WorkloadPods: []string{"ai/job-0"}})
+	var v *Violation
+	require.ErrorAs(t, busy, &v)
+	assert.Equal(t, ReasonBusyNode, v.Reason)
+	assert.Equal(t, []metav1.StatusCause{{Type: CauseRule, Message: "N3"}, {Type: CauseReason, Message: ReasonBusyNode}}, Causes(busy))
+	suffixed := withSuffix(busy, " (node \"n1\")")
+	require.ErrorAs(t, suffixed, &v)
+	assert.Equal(t, ReasonBusyNode, v.Reason, "a suffix keeps the reason")
+
+	floor := CheckLeave(Leave{Node: "n1", PoolName: "p", Pool: pool("p", "", 2), NodeReady: true, ReadyRemaining: 1})
+	require.Error(t, floor)
+	assert.Equal(t, []metav1.StatusCause{{Type: CauseRule, Message: "N3"}}, Causes(floor))
+
+	status := &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: 403,
+		Reason: metav1.StatusReasonForbidden, Message: busy.Error(), Details: &metav1.StatusDetails{Causes: Causes(busy)}}}
+	assert.Equal(t, []string{ReasonBusyNode}, ReasonsOfStatus(fmt.Errorf("wrapped: %w", status)))
+	assert.Equal(t, []string{"N3"}, RulesOfStatus(status))
+	assert.Empty(t, ReasonsOfStatus(errors.New("not an API error")))
+}

@@ -94,7 +94,7 @@ func (s *Scaler) Up(ctx context.Context, pool *v1alpha1.Pool, current int, named
 					break
 				}
 			}
-			node, err := nodeops.UpdateNode(ctx, s.Kube, n.Name, s.DryRun, func(n *corev1.Node) error {
+			node, _, err := nodeops.ModifyNode(ctx, s.Kube, n.Name, s.DryRun, func(n *corev1.Node) error {
 				if policy.PoolOf(n) == pool.Name {
 					return errAlreadyIn
 				}
@@ -192,7 +192,7 @@ func (s *Scaler) undoJoins(ctx context.Context, pool *v1alpha1.Pool, joined []st
 	ctx, cancel := interrupt.RollbackContext(ctx)
 	defer cancel()
 	for _, name := range joined {
-		if _, err := nodeops.UpdateNode(ctx, s.Kube, name, s.DryRun, func(n *corev1.Node) error {
+		if _, _, err := nodeops.ModifyNode(ctx, s.Kube, name, s.DryRun, func(n *corev1.Node) error {
 			policy.ApplyLeave(pool, n)
 			return nil
 		}); err != nil {
@@ -292,7 +292,7 @@ func (s *Scaler) candidates(ctx context.Context, pool *v1alpha1.Pool, members []
 func (s *Scaler) cordonAll(ctx context.Context, pool *v1alpha1.Pool, remove []string, progress *downProgress) ([]string, error) {
 	var touched []string
 	for _, name := range remove {
-		node, err := nodeops.UpdateNode(ctx, s.Kube, name, s.DryRun, func(n *corev1.Node) error {
+		node, _, err := nodeops.ModifyNode(ctx, s.Kube, name, s.DryRun, func(n *corev1.Node) error {
 			if n.Annotations == nil {
 				n.Annotations = map[string]string{}
 			}
@@ -342,7 +342,7 @@ func (s *Scaler) putBack(ctx context.Context, pool *v1alpha1.Pool, touched []str
 	for _, name := range touched {
 		var stay bool
 		var heldBy []string
-		node, err := nodeops.UpdateNode(ctx, s.Kube, name, s.DryRun, func(n *corev1.Node) error {
+		node, _, err := nodeops.ModifyNode(ctx, s.Kube, name, s.DryRun, func(n *corev1.Node) error {
 			delete(n.Annotations, policy.AnnotationScaleDown)
 			heldBy, stay = policy.ApplyRelease(policy.CordonScaleDown, n)
 			return nil
@@ -387,7 +387,7 @@ func (s *Scaler) leave(ctx context.Context, pool *v1alpha1.Pool, name string) er
 	var heldBy []string
 	var node *corev1.Node
 	err := interrupt.RetryStaleAdmission(ctx, func() (err error) {
-		node, err = nodeops.UpdateNode(ctx, s.Kube, name, s.DryRun, func(n *corev1.Node) error {
+		node, _, err = nodeops.ModifyNode(ctx, s.Kube, name, s.DryRun, func(n *corev1.Node) error {
 			policy.ApplyLeave(pool, n)
 			delete(n.Annotations, policy.AnnotationScaleDown)
 			heldBy, stay = policy.ApplyRelease(policy.CordonScaleDown, n)

@@ -1,12 +1,11 @@
 // Package check is `kubectl litepool check`: the compatibility matrix checks
-// (pkg/compat). Its matrix flags and printing are exported for `upgrade driver`'s
-// pre-flight.
+// (pkg/compat). The matrix flags and the tables are the kit's, shared with `upgrade
+// driver`'s pre-flight.
 package check
 
 import (
 	"context"
 	"fmt"
-	"io"
 	"sort"
 	"strings"
 
@@ -15,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/kubectl/pkg/util/templates"
 
@@ -41,21 +39,12 @@ func NewCmdCheck(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Comma
 	return cmd
 }
 
-// CompatSourceFlags select the matrix: embedded, a file or a ConfigMap.
-type CompatSourceFlags struct{ compat.Source }
-
-// AddFlags adds --compat-file and --compat-configmap.
-func (c *CompatSourceFlags) AddFlags(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&c.File, "compat-file", "", "Read the compatibility matrix from this YAML file instead of the embedded one")
-	cmd.Flags().StringVar(&c.ConfigMap, "compat-configmap", "", "Read the compatibility matrix from this ConfigMap (NAMESPACE/NAME, key "+compat.ConfigMapKey+") instead of the embedded one")
-}
-
 // CheckCompatOptions is `check compat`.
 type CheckCompatOptions struct {
 	Pool   string
 	Chain  compat.Chain
 	Output *kit.DataOutput
-	Compat CompatSourceFlags
+	Compat kit.CompatSourceFlags
 
 	clients *kit.Clients
 	genericiooptions.IOStreams
@@ -139,13 +128,6 @@ func (o *CheckCompatOptions) Validate() error {
 	return nil
 }
 
-// CompatCheck is one checked chain and what it was checked for.
-type CompatCheck struct {
-	Subject string        `json:"subject"`
-	Nodes   []string      `json:"nodes,omitempty"`
-	Result  compat.Result `json:"result"`
-}
-
 // Run checks and prints.
 func (o *CheckCompatOptions) Run(ctx context.Context) error {
 	kube := compatKube(o.clients)
@@ -153,7 +135,7 @@ func (o *CheckCompatOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var checks []CompatCheck
+	var checks []kit.CompatCheck
 	if o.Pool != "" {
 		chains, err := poolChains(ctx, o.clients, o.Pool)
 		if err != nil {
@@ -161,10 +143,10 @@ func (o *CheckCompatOptions) Run(ctx context.Context) error {
 		}
 		for _, pc := range chains {
 			chain := overlayChain(pc.Chain, o.Chain)
-			checks = append(checks, CompatCheck{Subject: "pool " + o.Pool, Nodes: pc.Nodes, Result: compat.Check(m, chain)})
+			checks = append(checks, kit.CompatCheck{Subject: "pool " + o.Pool, Nodes: pc.Nodes, Result: compat.Check(m, chain)})
 		}
 	} else {
-		checks = append(checks, CompatCheck{Subject: "versions given", Result: compat.Check(m, o.Chain)})
+		checks = append(checks, kit.CompatCheck{Subject: "versions given", Result: compat.Check(m, o.Chain)})
 	}
 	if err := o.print(checks); err != nil {
 		return err
@@ -178,11 +160,11 @@ func (o *CheckCompatOptions) Run(ctx context.Context) error {
 }
 
 // print writes the checks as data (-o json, yaml, jsonpath, ...) or as tables.
-func (o *CheckCompatOptions) print(checks []CompatCheck) error {
+func (o *CheckCompatOptions) print(checks []kit.CompatCheck) error {
 	if o.Output.Data() {
 		return o.Output.Print(o.Out, checks)
 	}
-	return PrintCompatChecks(o.Out, checks, o.Output.Format == "wide", o.Compat.Describe())
+	return kit.PrintCompatChecks(o.Out, checks, o.Output.Format == "wide", o.Compat.Describe())
 }
 
 func compatKube(c *kit.Clients) kubernetes.Interface {
@@ -273,45 +255,4 @@ func overlayChain(base, given compat.Chain) compat.Chain {
 	set(&base.CUDA, given.CUDA)
 	set(&base.Image, given.Image)
 	return base
-}
-
-// PrintCompatChecks prints each check as a head line, a table of its links (with their
-// source when wide) and a verdict line.
-func PrintCompatChecks(out io.Writer, checks []CompatCheck, wide bool, source string) error {
-	for i, c := range checks {
-		if i > 0 {
-			fmt.Fprintln(out)
-		}
-		head := c.Subject
-		if len(c.Nodes) > 0 {
-			head += " (nodes " + strings.Join(c.Nodes, ", ") + ")"
-		}
-		vendor := c.Result.Vendor
-		if vendor == "" {
-			vendor = "unknown vendor"
-		}
-		fmt.Fprintf(out, "%s: %s, matrix %s\n", head, vendor, source)
-		w := printers.GetNewTabWriter(out)
-		if wide {
-			fmt.Fprintln(w, "LINK\tVERSION\tVERDICT\tREASON\tSOURCE")
-		} else {
-			fmt.Fprintln(w, "LINK\tVERSION\tVERDICT\tREASON")
-		}
-		for _, l := range c.Result.Links {
-			v := l.Value
-			if v == "" {
-				v = "-"
-			}
-			if wide {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", l.Link, v, l.Verdict, l.Reason, kit.None(l.Source))
-			} else {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", l.Link, v, l.Verdict, l.Reason)
-			}
-		}
-		if err := w.Flush(); err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "verdict: %s\n", c.Result.Verdict)
-	}
-	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/compat"
+	"github.com/runwhere-ai/litepool/pkg/plugin/kit"
 	"github.com/runwhere-ai/litepool/pkg/plugin/kit/kittest"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
@@ -36,7 +37,7 @@ func TestCheckCompatJSONIsTheChecks(t *testing.T) {
 	require.NoError(t, r.Err)
 	m, err := compat.Source{}.Load(t.Context(), nil)
 	require.NoError(t, err)
-	want, err := json.MarshalIndent([]CompatCheck{{Subject: "versions given", Result: compat.Check(m,
+	want, err := json.MarshalIndent([]kit.CompatCheck{{Subject: "versions given", Result: compat.Check(m,
 		compat.Chain{Hardware: "Snt9B", SoftwareSpec: v1alpha1.SoftwareSpec{Driver: "24.1.0.3", Firmware: "7.5.0.5.220"}})}}, "", "  ")
 	require.NoError(t, err)
 	assert.Equal(t, string(want)+"\n", r.Out)

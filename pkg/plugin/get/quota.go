@@ -50,29 +50,26 @@ func NewCmdGetQuota(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Co
 
 			# One quota, one namespace, as YAML
 			kubectl litepool get quota team-quota -n team-a -o yaml`),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.Names = args
-			if cmd.Flags().Changed("namespace") {
-				ns, _, err := f.ToRawKubeConfigLoader().Namespace()
-				if err != nil {
-					return err
-				}
-				o.Namespace = ns
-			}
-			if err := o.Print.Validate(); err != nil {
-				return err
-			}
-			c, err := f.Clients()
-			if err != nil {
-				return err
-			}
-			o.clients = c
-			return o.Run(cmd.Context())
-		},
 	}
 	o.Print.AddFlags(cmd)
-	return cmd
+	return kit.Bind(cmd, f, o)
 }
+
+// Complete reads the names and -n (every namespace without it), and builds the
+// clients.
+func (o *GetQuotaOptions) Complete(f kit.Factory, cmd *cobra.Command, args []string) (err error) {
+	o.Names = args
+	if cmd.Flags().Changed("namespace") {
+		if o.Namespace, _, err = f.ToRawKubeConfigLoader().Namespace(); err != nil {
+			return err
+		}
+	}
+	o.clients, err = f.Clients()
+	return err
+}
+
+// Validate checks -o.
+func (o *GetQuotaOptions) Validate() error { return o.Print.Validate() }
 
 // Run lists the quotas and prints them.
 func (o *GetQuotaOptions) Run(ctx context.Context) error {

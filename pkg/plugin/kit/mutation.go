@@ -62,19 +62,6 @@ func (m *Mutation) CompleteClients(f Factory, cmd *cobra.Command) (*Clients, err
 	return c, nil
 }
 
-// Complete reads --dry-run and sets up the event recorder, with clients built
-// elsewhere and the real clock.
-//
-// Old path, for upgrade and stress until they are on Bind: use CompleteClients.
-func (m *Mutation) Complete(cmd *cobra.Command, c *Clients) (err error) {
-	m.DryRun, err = cmdutil.GetDryRunStrategy(cmd)
-	if err != nil {
-		return err
-	}
-	m.Recorder = &events.Recorder{Client: c.Kube, DryRun: m.DryRun != cmdutil.DryRunNone}
-	return nil
-}
-
 // Validate checks -o.
 func (m *Mutation) Validate() error {
 	_, err := m.ToPrinter("")

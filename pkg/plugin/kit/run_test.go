@@ -60,32 +60,42 @@ func mutatingCmd(t *testing.T, r *runner, args ...string) *cobra.Command {
 	return cmd
 }
 
-func TestRunMutation(t *testing.T) {
-	c := &Clients{Kube: fake.NewClientset()}
-	r := &runner{}
-	cmd := mutatingCmd(t, r, "--dry-run=server")
-	require.NoError(t, RunMutation(fakeFactory{clients: c}, cmd, &r.Mutation, &r.clients, r))
-	assert.Same(t, c, r.clients, "the clients are handed over")
-	assert.Equal(t, cmdutil.DryRunServer, r.DryRun, "--dry-run is read")
-	assert.True(t, r.Recorder.DryRun, "the recorder records nothing under dry run")
-	assert.True(t, r.validated && r.ran)
+// mutator is a mutating command's options as the commands write them: Complete builds
+// the clients through Mutation.CompleteClients.
+type mutator struct{ runner }
+
+func (m *mutator) Complete(f Factory, cmd *cobra.Command, _ []string) (err error) {
+	m.clients, err = m.CompleteClients(f, cmd)
+	return err
 }
 
-func TestRunMutationStopsAtTheFirstError(t *testing.T) {
-	r := &runner{}
-	err := RunMutation(fakeFactory{err: errors.New("no kubeconfig")}, mutatingCmd(t, r), &r.Mutation, &r.clients, r)
-	require.EqualError(t, err, "no kubeconfig")
-	assert.False(t, r.validated || r.ran)
+func runMutator(t *testing.T, f Factory, m *mutator, args ...string) error {
+	cmd := Bind(mutatingCmd(t, &m.runner, args...), f, m)
+	return cmd.RunE(cmd, nil)
+}
 
-	r = &runner{invalid: errors.New("bad flags")}
-	err = RunMutation(fakeFactory{clients: &Clients{Kube: fake.NewClientset()}}, mutatingCmd(t, r), &r.Mutation, &r.clients, r)
-	require.EqualError(t, err, "bad flags")
-	assert.False(t, r.ran, "an invalid command does not run")
+func TestBindMutation(t *testing.T) {
+	c := &Clients{Kube: fake.NewClientset()}
+	m := &mutator{}
+	require.NoError(t, runMutator(t, fakeFactory{clients: c}, m, "--dry-run=server"))
+	assert.Same(t, c, m.clients, "the clients are handed over")
+	assert.Equal(t, cmdutil.DryRunServer, m.DryRun, "--dry-run is read")
+	assert.True(t, m.Recorder.DryRun, "the recorder records nothing under dry run")
+	assert.True(t, m.validated && m.ran)
+}
 
-	r = &runner{}
-	err = RunMutation(fakeFactory{clients: &Clients{Kube: fake.NewClientset()}}, mutatingCmd(t, r, "-o", "table"), &r.Mutation, &r.clients, r)
-	require.Error(t, err)
-	assert.False(t, r.ran, "an unknown -o does not run")
+func TestBindMutationStopsAtTheFirstError(t *testing.T) {
+	m := &mutator{}
+	require.EqualError(t, runMutator(t, fakeFactory{err: errors.New("no kubeconfig")}, m), "no kubeconfig")
+	assert.False(t, m.validated || m.ran)
+
+	m = &mutator{runner{invalid: errors.New("bad flags")}}
+	require.EqualError(t, runMutator(t, fakeFactory{clients: &Clients{Kube: fake.NewClientset()}}, m), "bad flags")
+	assert.False(t, m.ran, "an invalid command does not run")
+
+	m = &mutator{}
+	require.Error(t, runMutator(t, fakeFactory{clients: &Clients{Kube: fake.NewClientset()}}, m, "-o", "table"))
+	assert.False(t, m.ran, "an unknown -o does not run")
 }
 
 type completer struct {
@@ -126,7 +136,7 @@ func TestBind(t *testing.T) {
 	assert.True(t, c.completed)
 	assert.False(t, c.ran)
 
-	assert.False(t, IsBound(&cobra.Command{Use: "y", RunE: RunE(fakeFactory{}, c)}), "the old RunE does not count as bound")
+	assert.False(t, IsBound(&cobra.Command{Use: "y", RunE: cmd.RunE}), "a RunE of its own does not count as bound")
 }
 
 // CompleteClients hands over the Factory's clients, reads --dry-run and stamps events

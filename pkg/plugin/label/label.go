@@ -12,6 +12,7 @@ import (
 	"k8s.io/kubectl/pkg/util/templates"
 
 	"github.com/runwhere-ai/litepool/pkg/events"
+	"github.com/runwhere-ai/litepool/pkg/nodeops"
 	"github.com/runwhere-ai/litepool/pkg/plugin/kit"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
@@ -82,23 +83,20 @@ func NewCmdLabelNode(f kit.Factory, streams genericiooptions.IOStreams) *cobra.C
 			kubectl litepool label node gpu-node-6 runwhere.ai/gpu-type=A100-100G runwhere.ai/pool-`),
 		Args:              cobra.MinimumNArgs(2),
 		ValidArgsFunction: kit.CompleteNodeNames(f),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(args); err != nil {
-				return err
-			}
-			return kit.RunMutation(f, cmd, &o.Mutation, &o.clients, o)
-		},
 	}
 	cmd.Flags().BoolVar(&o.Overwrite, "overwrite", false, "Allow labels to be overwritten; otherwise a label with a different value is an error")
 	o.Mutation.AddFlags(cmd, false)
-	return cmd
+	return kit.Bind(cmd, f, o)
 }
 
 // Complete parses KEY=VALUE and KEY- arguments, checking every key and value before
-// anything is read from the cluster.
-func (o *LabelNodeOptions) Complete(args []string) (err error) {
+// the clients are built, and then builds them.
+func (o *LabelNodeOptions) Complete(f kit.Factory, cmd *cobra.Command, args []string) (err error) {
 	o.Node = args[0]
-	o.Set, o.Remove, err = ParseLabelArgs(args[1:])
+	if o.Set, o.Remove, err = ParseLabelArgs(args[1:]); err != nil {
+		return err
+	}
+	o.clients, err = o.CompleteClients(f, cmd)
 	return err
 }
 
@@ -143,7 +141,7 @@ func ParseLabelArgs(args []string) (map[string]string, []string, error) {
 // Run checks the change against the membership rules and applies it.
 func (o *LabelNodeOptions) Run(ctx context.Context) error {
 	var moved *membershipChange
-	node, changed, err := kit.UpdateNode(ctx, o.clients, o.Node, o.DryRun, func(n *corev1.Node) error {
+	node, changed, err := nodeops.ModifyNode(ctx, o.clients.Kube, o.Node, o.DryRun, func(n *corev1.Node) error {
 		if err := o.checkOverwrite(n); err != nil {
 			return err
 		}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/kubectl/pkg/util/templates"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/nodeops"
 	"github.com/runwhere-ai/litepool/pkg/plugin/kit"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
@@ -107,17 +108,25 @@ func NewCmdNodePoolApply(f kit.Factory, streams genericiooptions.IOStreams) *cob
 
 func newNodePoolCommand(f kit.Factory, streams genericiooptions.IOStreams, verb string, cmd *cobra.Command) *cobra.Command {
 	o := NewNodePoolOptions(streams, verb)
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		o.NodePool, o.Nodes = args[0], args[1:]
-		if o.Pool == "" {
-			return fmt.Errorf("--pool is required: node pool names are unique only inside a pool")
-		}
-		return kit.RunMutation(f, cmd, &o.Mutation, &o.clients, o)
-	}
 	cmd.Flags().StringVar(&o.Pool, "pool", "", "The pool the node pool belongs to")
 	_ = cmd.RegisterFlagCompletionFunc("pool", kit.CompletePoolNames(f))
 	o.Mutation.AddFlags(cmd, false)
-	return cmd
+	return kit.Bind(cmd, f, o)
+}
+
+// Complete reads the node pool and the nodes, and builds the clients.
+func (o *NodePoolOptions) Complete(f kit.Factory, cmd *cobra.Command, args []string) (err error) {
+	o.NodePool, o.Nodes = args[0], args[1:]
+	o.clients, err = o.CompleteClients(f, cmd)
+	return err
+}
+
+// Validate wants --pool: node pool names are unique only inside a pool.
+func (o *NodePoolOptions) Validate() error {
+	if o.Pool == "" {
+		return fmt.Errorf("--pool is required: node pool names are unique only inside a pool")
+	}
+	return o.Mutation.Validate()
 }
 
 // Run checks every node, then changes them.
@@ -228,7 +237,7 @@ func (o *NodePoolOptions) checkNode(n *corev1.Node) error {
 }
 
 func (o *NodePoolOptions) change(ctx context.Context, pool *v1alpha1.Pool, np *v1alpha1.NodePool, name string) error {
-	node, changed, err := kit.UpdateNode(ctx, o.clients, name, o.DryRun, func(n *corev1.Node) error {
+	node, changed, err := nodeops.ModifyNode(ctx, o.clients.Kube, name, o.DryRun, func(n *corev1.Node) error {
 		if err := o.checkNode(n); err != nil {
 			return err
 		}

@@ -79,11 +79,6 @@ func NewCmdScale(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Comma
 			kubectl litepool scale train-a100 --nodes 2 --dry-run=client`),
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: kit.CompletePoolNames(f),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.Pool = args[0]
-			o.NodesSet = cmd.Flags().Changed("nodes")
-			return kit.RunMutation(f, cmd, &o.Mutation, &o.clients, o)
-		},
 	}
 	cmd.Flags().IntVar(&o.Nodes, "nodes", 0, "The number of nodes the pool should have (0 or more)")
 	cmd.Flags().StringSliceVar(&o.Add, "add", nil, "Nodes of the default pool to add (repeatable, or comma-separated)")
@@ -97,7 +92,15 @@ func NewCmdScale(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Comma
 	o.Mutation.AddFlags(cmd, true)
 	_ = cmd.RegisterFlagCompletionFunc("add", kit.CompleteNodeNames(f))
 	_ = cmd.RegisterFlagCompletionFunc("remove", kit.CompleteNodeNames(f))
-	return cmd
+	return kit.Bind(cmd, f, o)
+}
+
+// Complete reads the pool and whether --nodes was given, and builds the clients.
+func (o *ScaleOptions) Complete(f kit.Factory, cmd *cobra.Command, args []string) (err error) {
+	o.Pool = args[0]
+	o.NodesSet = cmd.Flags().Changed("nodes")
+	o.clients, err = o.CompleteClients(f, cmd)
+	return err
 }
 
 // Validate checks that exactly one way of scaling is given, and -o.

@@ -106,6 +106,8 @@ func TestStressRunRunsItHereWithoutAController(t *testing.T) {
 	var run v1alpha1.StressRun
 	require.NoError(t, runs.Get(t.Context(), client.ObjectKey{Name: "pool-a-20261122-120000"}, &run))
 	assert.Equal(t, v1alpha1.StressRunFailed, run.Status.Phase)
+	require.NotNil(t, run.Status.StartTime)
+	assert.Equal(t, "2026-11-22T12:00:00Z", run.Status.StartTime.UTC().Format(time.RFC3339), "the run here is stamped with the command's clock")
 	assert.Equal(t, []string{stress.DefaultNamespace + "/pool-a-20261122-120000-n2-npu"}, stressPods(t, f), "only litepool's namespace; the passed pod deleted")
 	assert.Equal(t, policy.HealthDegraded, f.Node(t, "n2").Labels[policy.LabelHealth])
 }

@@ -127,7 +127,6 @@ func NewCmdStressRun(f kit.Factory, streams genericiooptions.IOStreams) *cobra.C
 
 			# Which nodes would be tested, changing nothing
 			kubectl litepool stress run --pool train-snt9b --image registry.example.com/npu-stress:1.0 --dry-run=client`),
-		RunE: kit.RunE(f, o),
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&o.Pool, "pool", "", "Pool whose idle nodes to test")
@@ -142,7 +141,7 @@ func NewCmdStressRun(f kit.Factory, streams genericiooptions.IOStreams) *cobra.C
 	o.Output.AddFlags(cmd)
 	cmdutil.AddDryRunFlag(cmd) // not Mutation.AddFlags: -o is the results' (see the package doc)
 	_ = cmd.RegisterFlagCompletionFunc("pool", kit.CompletePoolNames(f))
-	return cmd
+	return kit.Bind(cmd, f, o)
 }
 
 // newRunsClient builds the StressRun client; tests replace it.
@@ -173,10 +172,7 @@ func (o *StressRunOptions) Complete(f kit.Factory, cmd *cobra.Command, args []st
 	if len(args) > 0 {
 		return fmt.Errorf("unexpected arguments %q: name the pool with --pool; put a command after --", strings.Join(args, " "))
 	}
-	if o.clients, err = f.Clients(); err != nil {
-		return err
-	}
-	if err = o.Mutation.Complete(cmd, o.clients); err != nil {
+	if o.clients, err = o.CompleteClients(f, cmd); err != nil {
 		return err
 	}
 	if o.runs, err = newRunsClient(f); err != nil {
@@ -258,7 +254,7 @@ func (o *StressRunOptions) Run(ctx context.Context) error {
 		fmt.Fprintf(o.ErrOut, "stress run %s: run in this process (--in-cluster=false); stopping this command leaves it for a controller to finish\n", run.Name)
 	}
 	rec := &stress.Reconciler{Client: o.runs, Live: o.runs, Pods: stress.PodsOf(o.clients.Kube), Kube: o.clients.Kube,
-		Recorder: o.Recorder, Namespace: stress.DefaultNamespace, Accelerators: o.clients.Accelerators}
+		Recorder: o.Recorder, Namespace: stress.DefaultNamespace, Accelerators: o.clients.Accelerators, Clock: o.clock}
 	return o.follow(ctx, run.Name, rec)
 }
 
@@ -480,28 +476,6 @@ func NewCmdStressSchedule(f kit.Factory, streams genericiooptions.IOStreams) *co
 
 			# Show the objects it would create
 			kubectl litepool stress schedule --pool train-snt9b --cron "@daily" --image registry.example.com/npu-stress:1.0 --dry-run=client`),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return fmt.Errorf("stress schedule takes no arguments: name the pool with --pool")
-			}
-			var err error
-			if o.namespace, _, err = f.ToRawKubeConfigLoader().Namespace(); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			if o.clients, err = f.Clients(); err != nil {
-				return err
-			}
-			if err := o.Mutation.Complete(cmd, o.clients); err != nil {
-				return err
-			}
-			if err := o.Mutation.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&o.Pool, "pool", "", "Pool to test")
@@ -512,11 +486,27 @@ func NewCmdStressSchedule(f kit.Factory, streams genericiooptions.IOStreams) *co
 	fl.DurationVar(&o.Timeout, "timeout", 30*time.Minute, "How long a node's test may run")
 	o.Mutation.AddFlags(cmd, false)
 	_ = cmd.RegisterFlagCompletionFunc("pool", kit.CompletePoolNames(f))
-	return cmd
+	return kit.Bind(cmd, f, o)
 }
 
-// Validate checks the flags; the cron expression is parsed as the CronJob controller does.
+// Complete reads the namespace of -n and builds the clients.
+func (o *StressScheduleOptions) Complete(f kit.Factory, cmd *cobra.Command, args []string) (err error) {
+	if len(args) > 0 {
+		return fmt.Errorf("stress schedule takes no arguments: name the pool with --pool")
+	}
+	if o.namespace, _, err = f.ToRawKubeConfigLoader().Namespace(); err != nil {
+		return err
+	}
+	o.clients, err = o.CompleteClients(f, cmd)
+	return err
+}
+
+// Validate checks the flags and -o; the cron expression is parsed as the CronJob
+// controller does.
 func (o *StressScheduleOptions) Validate() error {
+	if err := o.Mutation.Validate(); err != nil {
+		return err
+	}
 	if o.Pool == "" {
 		return fmt.Errorf("--pool is required")
 	}

@@ -25,7 +25,6 @@ import (
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/compat"
-	"github.com/runwhere-ai/litepool/pkg/plugin/check"
 	"github.com/runwhere-ai/litepool/pkg/plugin/kit"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 	"github.com/runwhere-ai/litepool/pkg/upgrade"
@@ -71,7 +70,7 @@ type UpgradeDriverOptions struct {
 	ForceDrain          bool
 	Force               bool
 	Follow              FollowFlags
-	Compat              check.CompatSourceFlags
+	Compat              kit.CompatSourceFlags
 
 	clients  *kit.Clients
 	rollouts client.Client
@@ -138,7 +137,6 @@ func NewCmdUpgradeDriver(f kit.Factory, streams genericiooptions.IOStreams) *cob
 
 			# Show the pre-flight verdict and the waves without changing anything
 			kubectl litepool upgrade driver --pool train-snt9b --version 24.1.0.3 --max-unavailable 2 --dry-run=client`),
-		RunE: kit.RunE(f, o),
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&o.Pool, "pool", "", "Upgrade every node of this pool")
@@ -160,10 +158,10 @@ func NewCmdUpgradeDriver(f kit.Factory, streams genericiooptions.IOStreams) *cob
 	o.Compat.AddFlags(cmd)
 	o.Mutation.AddFlags(cmd, true)
 	_ = cmd.RegisterFlagCompletionFunc("pool", kit.CompletePoolNames(f))
-	return cmd
+	return kit.Bind(cmd, f, o)
 }
 
-// Complete reads the flags and the command after "--".
+// Complete reads the flags and the command after "--", and builds the clients.
 func (o *UpgradeDriverOptions) Complete(f kit.Factory, cmd *cobra.Command, args []string) (err error) {
 	if dash := cmd.ArgsLenAtDash(); dash >= 0 {
 		o.InstallerCommand = args[dash:]
@@ -172,7 +170,7 @@ func (o *UpgradeDriverOptions) Complete(f kit.Factory, cmd *cobra.Command, args 
 	if len(args) > 0 {
 		return fmt.Errorf("unexpected arguments %q: name the target with --pool or --node; put the installer command after --", strings.Join(args, " "))
 	}
-	if o.clients, err = completeMutation(f, cmd, &o.Mutation); err != nil {
+	if o.clients, err = o.CompleteClients(f, cmd); err != nil {
 		return err
 	}
 	if cmd.Flags().Changed("installer-namespace") {
@@ -183,8 +181,11 @@ func (o *UpgradeDriverOptions) Complete(f kit.Factory, cmd *cobra.Command, args 
 	return err
 }
 
-// Validate checks the flags.
+// Validate checks the flags and -o.
 func (o *UpgradeDriverOptions) Validate() error {
+	if err := o.Mutation.Validate(); err != nil {
+		return err
+	}
 	if (o.Pool == "") == (o.Node == "") {
 		return fmt.Errorf("give exactly one of --pool POOL or --node NODE")
 	}
@@ -361,16 +362,16 @@ func (o *UpgradeDriverOptions) preflight(ctx context.Context, pool *v1alpha1.Poo
 	if len(models) == 0 {
 		models[""] = true
 	}
-	var checks []check.CompatCheck
+	var checks []kit.CompatCheck
 	failed := false
 	for _, model := range kit.SortedKeys(models) {
 		chain := compat.Chain{Hardware: model, SoftwareSpec: declared}
 		chain.Driver = o.Version
 		res := compat.Check(m, chain)
-		checks = append(checks, check.CompatCheck{Subject: "pre-flight: driver " + o.Version, Result: res})
+		checks = append(checks, kit.CompatCheck{Subject: "pre-flight: driver " + o.Version, Result: res})
 		failed = failed || res.Verdict != compat.Compatible
 	}
-	if err := check.PrintCompatChecks(o.SayTo(o.IOStreams), checks, false, o.Compat.Describe()); err != nil {
+	if err := kit.PrintCompatChecks(o.SayTo(o.IOStreams), checks, false, o.Compat.Describe()); err != nil {
 		return err
 	}
 	if !failed {

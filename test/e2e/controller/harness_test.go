@@ -11,8 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/runwhere-ai/litepool/internal/localwebhook"
 	"github.com/runwhere-ai/litepool/test/e2e/framework"
-	"github.com/runwhere-ai/litepool/test/e2e/framework/localwebhook"
 )
 
 const (

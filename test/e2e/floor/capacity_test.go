@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,13 +16,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
+	"github.com/runwhere-ai/litepool/internal/localwebhook"
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 	"github.com/runwhere-ai/litepool/pkg/poolclient"
 	"github.com/runwhere-ai/litepool/test/e2e/framework"
-	"github.com/runwhere-ai/litepool/test/e2e/framework/localwebhook"
 )
 
 // startOne runs one webhook process with its controllers and registers deploy/webhook's
@@ -115,21 +113,18 @@ func TestLabelPoolDissolves(t *testing.T) {
 	}), "the busy node was never refused: %v", last)
 	assert.Contains(t, last.Error(), `[N3] node "lp-busy" cannot leave pool "labels-dissolve": it runs 1 workload pod(s) (default/busy)`)
 
-	warned := &warnings{}
-	cfg := rest.CopyConfig(framework.C.Config)
-	cfg.WarningHandler = warned
-	wkube, err := kubernetes.NewForConfig(cfg)
-	require.NoError(t, err)
+	warned := &framework.Warnings{}
+	wkube := framework.WarningClient(t, warned)
 	require.NoError(t, unlabel(ctx, wkube, "lp-1"))
 	require.NoError(t, wkube.CoreV1().Nodes().Delete(ctx, "lp-2", metav1.DeleteOptions{}))
-	assert.Empty(t, warned.take(), "the pool still has a node")
+	assert.Empty(t, warned.Take(), "the pool still has a node")
 
 	require.NoError(t, kube.CoreV1().Pods("default").Delete(ctx, "busy", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}))
 	require.NoError(t, wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		last = unlabel(ctx, wkube, "lp-busy")
 		return last == nil, nil
 	}), "the last node, idle now, never left: %v", last)
-	assert.Contains(t, warned.take(), `[N3] node "lp-busy" was the last node of pool "labels-dissolve", a pool of labels only (no Pool object): the pool is gone; label a node runwhere.ai/pool=labels-dissolve to make it again, or create a Pool object to give it a floor (minNodes)`)
+	assert.Contains(t, warned.Take(), `[N3] node "lp-busy" was the last node of pool "labels-dissolve", a pool of labels only (no Pool object): the pool is gone; label a node runwhere.ai/pool=labels-dissolve to make it again, or create a Pool object to give it a floor (minNodes)`)
 	members, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: policy.LabelPool + "=" + pool})
 	require.NoError(t, err)
 	assert.Empty(t, members.Items, "the pool is gone")
@@ -171,24 +166,4 @@ func cleanNodes(kube kubernetes.Interface, prefix string) {
 			}
 		}
 	}
-}
-
-// warnings collects the warnings the API server relays from the webhook.
-type warnings struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (w *warnings) HandleWarningHeader(_ int, _ string, text string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.msgs = append(w.msgs, text)
-}
-
-func (w *warnings) take() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	out := w.msgs
-	w.msgs = nil
-	return out
 }

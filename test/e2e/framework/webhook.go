@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runwhere-ai/litepool/test/e2e/framework/localwebhook"
+	"github.com/runwhere-ai/litepool/internal/localwebhook"
 )
 
 // Webhook is the litepool-webhook the package's tests run under: a local process the

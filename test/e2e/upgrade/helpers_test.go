@@ -14,11 +14,11 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/runwhere-ai/litepool/internal/localwebhook"
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/plugin/kit"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 	"github.com/runwhere-ai/litepool/test/e2e/framework"
-	"github.com/runwhere-ai/litepool/test/e2e/framework/localwebhook"
 )
 
 const (

@@ -7,16 +7,14 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
+	"github.com/runwhere-ai/litepool/internal/localwebhook"
 	"github.com/runwhere-ai/litepool/test/e2e/framework"
-	"github.com/runwhere-ai/litepool/test/e2e/framework/localwebhook"
 )
 
 // newCerts makes a CA and a serving certificate for 127.0.0.1 (serial 100), as files
@@ -95,33 +93,4 @@ func registerWebhooks(t *testing.T, kube kubernetes.Interface, addr string, caPE
 		_ = cfgs.Unregister(context.Background(), kube)
 	})
 	require.NoError(t, cfgs.Register(context.Background(), kube))
-}
-
-// warnings collects the warnings the API server relays from the webhook.
-type warnings struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (w *warnings) HandleWarningHeader(_ int, _ string, text string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.msgs = append(w.msgs, text)
-}
-
-func (w *warnings) take() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	out := w.msgs
-	w.msgs = nil
-	return out
-}
-
-// warningClient is a clientset whose warnings land in w.
-func warningClient(t *testing.T, w *warnings) kubernetes.Interface {
-	cfg := rest.CopyConfig(framework.C.Config)
-	cfg.WarningHandler = w
-	kube, err := kubernetes.NewForConfig(cfg)
-	require.NoError(t, err)
-	return kube
 }

@@ -23,11 +23,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/runwhere-ai/litepool/internal/localwebhook"
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 	"github.com/runwhere-ai/litepool/pkg/poolclient"
 	"github.com/runwhere-ai/litepool/test/e2e/framework"
-	"github.com/runwhere-ai/litepool/test/e2e/framework/localwebhook"
 )
 
 func TestMain(m *testing.M) { framework.Main(m, "e2e-webhook") }
@@ -287,13 +287,13 @@ func TestWebhook(t *testing.T) {
 		require.Error(t, err)
 		assert.Equal(t, denied("node-departures.runwhere.ai", busy), err.Error())
 
-		w := &warnings{}
-		wkube := warningClient(t, w)
+		w := &framework.Warnings{}
+		wkube := framework.WarningClient(t, w)
 		_, err = wkube.CoreV1().Nodes().Patch(ctx, "a100-node-1", types.MergePatchType, mergePatch(t, map[string]any{"metadata": map[string]any{
 			"labels": map[string]any{policy.LabelPool: nil}, "annotations": map[string]any{policy.AnnotationForce: "e2e-operator: testing the override"}}}), metav1.PatchOptions{})
 		require.NoError(t, err)
 		assert.Equal(t, []string{`[N3] forced by e2e-operator (testing the override) through runwhere.ai/force; overridden: ` + strings.TrimPrefix(busy, "[N3] ") +
-			`; remove the annotation when done (kubectl annotate node a100-node-1 runwhere.ai/force-)`}, w.take())
+			`; remove the annotation when done (kubectl annotate node a100-node-1 runwhere.ai/force-)`}, w.Take())
 		assert.Contains(t, logs.String(), `"msg":"rule N3 overridden by runwhere.ai/force"`)
 		assert.Contains(t, logs.String(), `"forcedBy":"e2e-operator"`)
 

@@ -3,7 +3,7 @@
 // 127.0.0.1, the process on free loopback ports, a readiness wait, and deploy/webhook's
 // own webhook configurations registered with their client config pointed at it.
 //
-// The webhook e2e tests use it in-process; hack/localwebhook uses it to run the webhook
+// The e2e tests and the benches use it in-process; hack/localwebhook uses it to run the webhook
 // in the background for `make demo`. Nothing here depends on package testing: every
 // function returns its error.
 package localwebhook

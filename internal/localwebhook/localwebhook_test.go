@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-var webhooksYAML = filepath.Join("..", "..", "..", "..", "deploy", "webhook", "webhooks.yaml")
+var webhooksYAML = filepath.Join("..", "..", "deploy", "webhook", "webhooks.yaml")
 
 func TestLoadConfigurationsByURL(t *testing.T) {
 	c, err := LoadConfigurations(webhooksYAML)
