@@ -1,6 +1,6 @@
 // Command localwebhook runs litepool-webhook in the background against a local cluster
 // and registers deploy/webhook's webhook configurations with the API server by URL, the
-// way the webhook e2e tests do (test/e2e/framework/localwebhook). `make demo` starts it
+// way the webhook e2e tests do (internal/localwebhook). `make demo` starts it
 // and `make cluster-down` stops it.
 //
 //	go run ./hack/localwebhook start --kubeconfig K --dir _output/dev/webhook

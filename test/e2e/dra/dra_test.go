@@ -19,9 +19,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/runwhere-ai/litepool/internal/localwebhook"
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/test/e2e/framework"
-	"github.com/runwhere-ai/litepool/test/e2e/framework/localwebhook"
 )
 
 const (

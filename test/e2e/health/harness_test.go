@@ -19,12 +19,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/runwhere-ai/litepool/internal/localwebhook"
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 	"github.com/runwhere-ai/litepool/pkg/poolclient"
 	"github.com/runwhere-ai/litepool/pkg/stress"
 	"github.com/runwhere-ai/litepool/test/e2e/framework"
-	"github.com/runwhere-ai/litepool/test/e2e/framework/localwebhook"
 )
 
 const (
