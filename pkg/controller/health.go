@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -35,7 +36,7 @@ type HealthReconciler struct {
 
 // SetupWithManager registers the controller; it runs on the leader only.
 func (r *HealthReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("node-health").
 		For(&v1alpha1.Pool{}).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(poolOfNode), builder.WithPredicates(predicate.Funcs{
@@ -49,8 +50,27 @@ func (r *HealthReconciler) SetupWithManager(mgr ctrl.Manager) error {
 				return nil
 			}
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: run.Spec.Pool}}}
-		})).
-		Complete(r)
+		}))
+	if r.DRA {
+		b = b.Watches(&resourcev1.ResourceSlice{}, handler.EnqueueRequestsFromMapFunc(r.poolOfSliceNode),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+	}
+	return b.Complete(r)
+}
+
+// poolOfSliceNode is the pool of the node a driver published a slice for: a device
+// taint there is a fault of that node. Slices of devices on several nodes are read
+// on the pool's next pass.
+func (r *HealthReconciler) poolOfSliceNode(ctx context.Context, o client.Object) []reconcile.Request {
+	slice := o.(*resourcev1.ResourceSlice)
+	if slice.Spec.NodeName == nil {
+		return nil
+	}
+	var node corev1.Node
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: *slice.Spec.NodeName}, &node); err != nil {
+		return nil
+	}
+	return poolOfNode(ctx, &node)
 }
 
 func poolOfNode(_ context.Context, o client.Object) []reconcile.Request {

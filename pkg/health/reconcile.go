@@ -19,6 +19,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -65,7 +66,10 @@ type Reconciler struct {
 	// Images are the operator-approved image prefixes (--health-images): a re-check or
 	// remediation image outside them is not run, and the node is held out.
 	Images []string
-	Now    func() time.Time
+	// DRA says the cluster serves ResourceSlices: a device a driver taints there is a
+	// fault of its node.
+	DRA bool
+	Now func() time.Time
 }
 
 // Step is what the loop decided for one member: the preview prints these.
@@ -149,6 +153,19 @@ func (r *Reconciler) now() time.Time {
 	return r.Now()
 }
 
+// taintedDevices reads the drivers' ResourceSlices (from the cache, in the controller)
+// for devices tainted NoSchedule or NoExecute, by node.
+func (r *Reconciler) taintedDevices(ctx context.Context) (map[string][]string, error) {
+	if !r.DRA {
+		return nil, nil
+	}
+	var slices resourcev1.ResourceSliceList
+	if err := r.Client.List(ctx, &slices); err != nil {
+		return nil, err
+	}
+	return inventory.TaintedDevicesByNode(slices.Items), nil
+}
+
 func (r *Reconciler) members(ctx context.Context, pool string) ([]corev1.Node, error) {
 	var nodes corev1.NodeList
 	if err := r.Client.List(ctx, &nodes, client.MatchingLabels{policy.LabelPool: pool}); err != nil {
@@ -173,6 +190,10 @@ func (r *Reconciler) Plan(ctx context.Context, pool *v1alpha1.Pool, members []co
 			out++
 		}
 	}
+	tainted, err := r.taintedDevices(ctx)
+	if err != nil {
+		return nil, err
+	}
 	var steps []Step
 	seen := map[string]bool{}
 	for i := range members {
@@ -180,10 +201,9 @@ func (r *Reconciler) Plan(ctx context.Context, pool *v1alpha1.Pool, members []co
 		seen[n.Name] = true
 		e := entries[n.Name]
 		in := policy.HealthInput{Entry: e, Settings: s, Now: now,
-			Signals:     policy.HealthSignals(policy.NodeHealthFacts{Node: n}, s, r.Accelerators, now),
+			Signals:     policy.HealthSignals(policy.NodeHealthFacts{Node: n, TaintedDevices: tainted[n.Name]}, s, r.Accelerators, now),
 			BreakerRoom: policy.BreakerRoom(len(members), out, s.MaxQuarantinedPercent) > 0}
 		if e != nil {
-			var err error
 			if in.Recheck, err = r.recheckOutcome(ctx, e); err != nil {
 				return nil, err
 			}

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -105,4 +106,34 @@ func TestRecheckRunAndJobNamesFit(t *testing.T) {
 	j := RemediationJob(&v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: "p1"}}, &v1alpha1.NodeHealthStatus{Node: long}, "ns", &v1alpha1.RemediationSpec{Image: "reset"})
 	assert.LessOrEqual(t, len(j.Name), 63)
 	assert.Equal(t, long, j.Spec.Template.Spec.NodeName)
+}
+
+// A device its driver taints in a ResourceSlice is a fault of its node, when the
+// cluster serves DRA; with DRA off the same slice is not read.
+func TestReconcileQuarantinesOnDRADeviceTaint(t *testing.T) {
+	for _, dra := range []bool{true, false} {
+		r, kube := setup(t, nil, member("n1", "8"), member("n2", "8"), member("n3", "8"), member("n4", "8"))
+		r.DRA = dra
+		ctx := context.Background()
+		n1 := "n1"
+		require.NoError(t, r.Client.Create(ctx, &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "n1-gpu"},
+			Spec: resourcev1.ResourceSliceSpec{Driver: "gpu.nvidia.com", NodeName: &n1, Pool: resourcev1.ResourcePool{Name: "n1", ResourceSliceCount: 1},
+				Devices: []resourcev1.Device{{Name: "gpu-3", Taints: []resourcev1.DeviceTaint{{Key: "gpu.nvidia.com/xid", Value: "79", Effect: resourcev1.DeviceTaintEffectNoExecute}}}}}}))
+		_, err := r.Reconcile(ctx, "p1")
+		require.NoError(t, err)
+		var pool v1alpha1.Pool
+		require.NoError(t, r.Client.Get(ctx, client.ObjectKey{Name: "p1"}, &pool))
+		node, err := kube.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+		require.NoError(t, err)
+		if !dra {
+			assert.Empty(t, pool.Status.NodeHealth, "DRA off: slices are not read")
+			continue
+		}
+		require.Len(t, pool.Status.NodeHealth, 1)
+		e := pool.Status.NodeHealth[0]
+		assert.Equal(t, v1alpha1.NodeHealthQuarantined, e.State)
+		assert.Equal(t, policy.SignalDeviceTaint, e.Reason)
+		assert.Contains(t, e.Message, "gpu.nvidia.com/n1/gpu-3")
+		assert.True(t, hasTaint(node, true, policy.SignalDeviceTaint), "taints: %v", node.Spec.Taints)
+	}
 }

@@ -217,13 +217,7 @@ func (c *DRACounter) AddSlice(slice *resourcev1.ResourceSlice) {
 	}
 	for i := range slice.Spec.Devices {
 		d := &slice.Spec.Devices[i]
-		node := ""
-		switch {
-		case slice.Spec.NodeName != nil:
-			node = *slice.Spec.NodeName
-		case d.NodeName != nil:
-			node = *d.NodeName
-		}
+		node := deviceNode(slice, d)
 		if node == "" {
 			continue
 		}
@@ -236,11 +230,7 @@ func (c *DRACounter) AddSlice(slice *resourcev1.ResourceSlice) {
 				}
 			}
 		}
-		for _, t := range d.Taints {
-			if t.Effect == resourcev1.DeviceTaintEffectNoSchedule || t.Effect == resourcev1.DeviceTaintEffectNoExecute {
-				dd.tainted = true
-			}
-		}
+		dd.tainted = DeviceTainted(d)
 		p.devices = append(p.devices, dd)
 	}
 }
@@ -474,6 +464,57 @@ func DRAStatus(rows []DRADevices) *v1alpha1.DRAStatus {
 			Total: r.Total, Allocated: r.Allocated, Free: r.Free, Unhealthy: r.Unhealthy,
 			Partitionable: r.Partitionable, PartitionsAllocated: r.PartitionsAllocated,
 		})
+	}
+	return out
+}
+
+// DeviceTainted says whether a device carries a taint that keeps new claims off it
+// (NoSchedule or NoExecute): such a device counts as unhealthy in the inventory and is
+// a fault signal of the health loop.
+func DeviceTainted(d *resourcev1.Device) bool {
+	for _, t := range d.Taints {
+		if t.Effect == resourcev1.DeviceTaintEffectNoSchedule || t.Effect == resourcev1.DeviceTaintEffectNoExecute {
+			return true
+		}
+	}
+	return false
+}
+
+// deviceNode is the node a device is on: its slice's, or its own for slices that
+// publish devices of several nodes; empty for devices not tied to one node.
+func deviceNode(slice *resourcev1.ResourceSlice, d *resourcev1.Device) string {
+	switch {
+	case slice.Spec.NodeName != nil:
+		return *slice.Spec.NodeName
+	case d.NodeName != nil:
+		return *d.NodeName
+	}
+	return ""
+}
+
+// TaintedDevicesByNode names each node's tainted devices (driver/pool/device) in the
+// newest generation of each driver's resource pool, as the counting does.
+func TaintedDevicesByNode(list []resourcev1.ResourceSlice) map[string][]string {
+	newest := map[poolKey]int64{}
+	for i := range list {
+		k := poolKey{list[i].Spec.Driver, list[i].Spec.Pool.Name}
+		newest[k] = max(newest[k], list[i].Spec.Pool.Generation)
+	}
+	out := map[string][]string{}
+	for i := range list {
+		s := &list[i]
+		if s.Spec.Pool.Generation < newest[poolKey{s.Spec.Driver, s.Spec.Pool.Name}] {
+			continue
+		}
+		for j := range s.Spec.Devices {
+			d := &s.Spec.Devices[j]
+			if node := deviceNode(s, d); node != "" && DeviceTainted(d) {
+				out[node] = append(out[node], s.Spec.Driver+"/"+s.Spec.Pool.Name+"/"+d.Name)
+			}
+		}
+	}
+	for _, names := range out {
+		slices.Sort(names)
 	}
 	return out
 }

@@ -222,3 +222,29 @@ func TestCollectDRAFake(t *testing.T) {
 	assert.Empty(t, skipped)
 	assert.Equal(t, []DRADevices{{Driver: gpuDriver, Class: "gpu", Model: "A100", Total: 1, Allocated: 1}}, nodes["n1"].Devices)
 }
+
+func TestTaintedDevicesByNode(t *testing.T) {
+	node := func(n string) *string { return &n }
+	taint := func(e resourcev1.DeviceTaintEffect) []resourcev1.DeviceTaint {
+		return []resourcev1.DeviceTaint{{Key: "gpu.nvidia.com/xid", Effect: e}}
+	}
+	slice := func(name string, gen int64, n *string, devs ...resourcev1.Device) resourcev1.ResourceSlice {
+		return resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: resourcev1.ResourceSliceSpec{
+			Driver: "gpu.nvidia.com", Pool: resourcev1.ResourcePool{Name: name, Generation: gen}, NodeName: n, Devices: devs}}
+	}
+	got := TaintedDevicesByNode([]resourcev1.ResourceSlice{
+		slice("n1", 1, node("n1"), resourcev1.Device{Name: "gpu-1", Taints: taint(resourcev1.DeviceTaintEffectNoSchedule)},
+			resourcev1.Device{Name: "gpu-0"}),
+		// An older generation of n2's pool: its taint is history, not a fault.
+		slice("n2", 1, node("n2"), resourcev1.Device{Name: "gpu-0", Taints: taint(resourcev1.DeviceTaintEffectNoExecute)}),
+		slice("n2", 2, node("n2"), resourcev1.Device{Name: "gpu-0"}),
+		// A taint that only prefers other devices leaves the device in service.
+		slice("n3", 1, node("n3"), resourcev1.Device{Name: "gpu-0", Taints: taint(resourcev1.DeviceTaintEffect("None"))}),
+		// Devices of several nodes in one slice carry their own node.
+		slice("multi", 1, nil, resourcev1.Device{Name: "gpu-9", NodeName: node("n4"), Taints: taint(resourcev1.DeviceTaintEffectNoExecute)}),
+	})
+	assert.Equal(t, map[string][]string{
+		"n1": {"gpu.nvidia.com/n1/gpu-1"},
+		"n4": {"gpu.nvidia.com/multi/gpu-9"},
+	}, got)
+}
