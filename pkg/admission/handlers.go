@@ -38,7 +38,7 @@ const (
 // through d; accel says which resources the pod rules judge as accelerators.
 func Register(srv webhook.Server, c Catalog, d *Departures, accel policy.Accelerators) {
 	srv.Register(PathPlacement, &admission.Webhook{Handler: &PlacementHandler{Catalog: c, Live: liveReader(d)}})
-	srv.Register(PathPods, &admission.Webhook{Handler: &PodHandler{Catalog: c, Accelerators: accel}})
+	srv.Register(PathPods, &admission.Webhook{Handler: &PodHandler{Catalog: c, Accelerators: accel, Live: liveReader(d)}})
 	srv.Register(PathNodes, &admission.Webhook{Handler: &NodeHandler{Catalog: c, Departures: d}})
 	srv.Register(PathPools, &admission.Webhook{Handler: &PoolHandler{Catalog: c}})
 }
@@ -101,6 +101,9 @@ type PodHandler struct {
 	Catalog Catalog
 	// Accelerators says which resources P5 judges; the zero value is the known set.
 	Accelerators policy.Accelerators
+	// Live reads a pod's ResourceClaims, their templates and DeviceClasses for P5; nil
+	// leaves claims unjudged.
+	Live client.Reader
 }
 
 // Handle implements admission.Handler.
@@ -131,6 +134,11 @@ func (h *PodHandler) Handle(ctx context.Context, req admission.Request) admissio
 	patch, warnings, err := policy.MutatePod(&pod, ns, cat, h.Accelerators)
 	if cat.err != nil {
 		return errorf(hookPods, start, http.StatusInternalServerError, "reading the informer cache: %v", cat.err)
+	}
+	if err == nil {
+		var claimWarnings []string
+		claimWarnings, err = h.checkClaims(ctx, &pod, ns, cat)
+		warnings = append(warnings, claimWarnings...)
 	}
 	if err != nil {
 		return deny(ctx, hookPods, start, err, warnings)

@@ -2,10 +2,12 @@ package policy
 
 import (
 	"errors"
+	"fmt"
 	"regexp"
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 )
 
@@ -74,4 +76,31 @@ func CheckClaimModels(claim string, spec *resourcev1.ResourceClaimSpec, info Poo
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// ClaimSource reads what P5 needs of a pod's claims: the spec of a claim the pod names
+// or makes from a template, and the models a DeviceClass names.
+type ClaimSource interface {
+	ClaimSpec(namespace string, claim corev1.PodResourceClaim) (*resourcev1.ResourceClaimSpec, error)
+	ClassModels(class string) []string
+}
+
+// CheckPodClaims is rule P5 for the claims of a pod of pool info. A claim that cannot
+// be read yet (a template or claim created after the pod, or no right to read it) is
+// not judged and is named in a warning: the pod then waits, Pending, for a device of
+// that model on the pool's nodes, which P1's nodeSelector keeps it to.
+func CheckPodClaims(pod *corev1.Pod, info PoolInfo, src ClaimSource) (warnings []string, err error) {
+	if info.AcceleratorType() == "" {
+		return nil, nil
+	}
+	var errs []error
+	for _, c := range pod.Spec.ResourceClaims {
+		spec, rerr := src.ClaimSpec(pod.Namespace, c)
+		if rerr != nil {
+			warnings = append(warnings, fmt.Sprintf("P5 not judged for claim %s: %v", c.Name, rerr))
+			continue
+		}
+		errs = append(errs, CheckClaimModels(c.Name, spec, info, src.ClassModels))
+	}
+	return warnings, errors.Join(errs...)
 }

@@ -1,9 +1,11 @@
 package policy
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
@@ -73,4 +75,52 @@ func TestDeviceClassModels(t *testing.T) {
 		{CEL: &resourcev1.CELDeviceSelector{Expression: `device.attributes["gpu.nvidia.com"].productName == "NVIDIA A100-SXM4-40GB"`}},
 	}}}
 	assert.Equal(t, []string{"NVIDIA A100-SXM4-40GB"}, DeviceClassModels(c))
+}
+
+// claimSource is a ClaimSource over fixed specs; a claim it lacks cannot be read.
+type claimSource struct {
+	specs   map[string]*resourcev1.ResourceClaimSpec
+	classes map[string][]string
+}
+
+func (s claimSource) ClaimSpec(_ string, c corev1.PodResourceClaim) (*resourcev1.ResourceClaimSpec, error) {
+	if spec, ok := s.specs[c.Name]; ok {
+		return spec, nil
+	}
+	return nil, errors.New("resourceclaimtemplate not found")
+}
+
+func (s claimSource) ClassModels(class string) []string { return s.classes[class] }
+
+func TestCheckPodClaims(t *testing.T) {
+	pool := PoolInfo{Name: "train-h100", Object: &v1alpha1.Pool{Spec: v1alpha1.PoolSpec{Accelerator: v1alpha1.AcceleratorSpec{Type: "H100-80G"}}}}
+	byClass := func(class string) *resourcev1.ResourceClaimSpec {
+		return &resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{
+			{Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: class}}}}}
+	}
+	src := claimSource{specs: map[string]*resourcev1.ResourceClaimSpec{"good": byClass("h100"), "bad": byClass("a100")},
+		classes: map[string][]string{"h100": {"H100"}, "a100": {"A100"}}}
+	pod := func(claims ...string) *corev1.Pod {
+		p := &corev1.Pod{}
+		for _, c := range claims {
+			p.Spec.ResourceClaims = append(p.Spec.ResourceClaims, corev1.PodResourceClaim{Name: c})
+		}
+		return p
+	}
+	warnings, err := CheckPodClaims(pod("good"), pool, src)
+	assert.NoError(t, err)
+	assert.Empty(t, warnings)
+
+	warnings, err = CheckPodClaims(pod("good", "bad"), pool, src)
+	assert.ErrorContains(t, err, "claim bad, request gpu asks for model A100 (device class a100)")
+	assert.Equal(t, []string{"P5"}, Rules(err))
+	assert.Empty(t, warnings)
+
+	warnings, err = CheckPodClaims(pod("later"), pool, src)
+	assert.NoError(t, err, "a claim that cannot be read is not refused")
+	assert.Equal(t, []string{"P5 not judged for claim later: resourceclaimtemplate not found"}, warnings)
+
+	warnings, err = CheckPodClaims(pod("bad"), PoolInfo{Name: "cpu"}, src)
+	assert.NoError(t, err, "a pool without a type is not judged")
+	assert.Empty(t, warnings)
 }

@@ -146,6 +146,12 @@ func testWebhookIdentity(t *testing.T) {
 		canI{verb: "create", resource: "leases.coordination.k8s.io", namespace: namespace},
 		canI{verb: "create", resource: "tokenreviews.authentication.k8s.io", want: true},
 		canI{verb: "create", resource: "subjectaccessreviews.authorization.k8s.io", want: true},
+		// P5 for claims reads a pod's claim or template and its DeviceClass by name.
+		canI{verb: "get", resource: "resourceclaimtemplates.resource.k8s.io", namespace: "team-a", want: true},
+		canI{verb: "get", resource: "resourceclaims.resource.k8s.io", namespace: "team-a", want: true},
+		canI{verb: "get", resource: "deviceclasses.resource.k8s.io", want: true},
+		canI{verb: "list", resource: "resourceclaims.resource.k8s.io", namespace: "team-a"},
+		canI{verb: "create", resource: "resourceclaims.resource.k8s.io", namespace: "team-a"},
 	)
 	check(t, webhookSA, table)
 }
