@@ -13,7 +13,6 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -344,8 +343,8 @@ func (h *PoolHandler) Handle(ctx context.Context, req admission.Request) admissi
 // but the scheduler (matchConditions send only these).
 type PlacementHandler struct {
 	Catalog Catalog
-	// Live reads a pod a binding names when the cache does not hold it yet (a binding
-	// right after the create); nil: such a binding is answered with an error to retry.
+	// Live reads the pod a binding names from the API server; nil (unit tests) reads
+	// it from Catalog.
 	Live client.Reader
 }
 
@@ -382,13 +381,17 @@ func (h *PlacementHandler) podAndTarget(ctx context.Context, req admission.Reque
 		if err := decode(req.Object, &b); err != nil {
 			return nil, "", fmt.Errorf("decoding the binding: %w", err)
 		}
+		// The webhook keeps no pod specs (PodIndex holds what the rules list), so the
+		// pod of a binding is read from the API server: only bindings to exclusive
+		// nodes reach this hook (its matchCondition), and the read sees the pod as it is
+		// now, whatever changed since it was created.
 		pod := &corev1.Pod{}
 		key := client.ObjectKey{Namespace: req.Namespace, Name: req.Name}
-		err := h.Catalog.Reader.Get(ctx, key, pod)
-		if apierrors.IsNotFound(err) && h.Live != nil {
-			err = h.Live.Get(ctx, key, pod)
+		reader := h.Live
+		if reader == nil {
+			reader = h.Catalog.Reader
 		}
-		if err != nil {
+		if err := reader.Get(ctx, key, pod); err != nil {
 			return nil, "", fmt.Errorf("reading pod %s of the binding: %w", key, err)
 		}
 		return pod, b.Target.Name, nil
