@@ -231,8 +231,8 @@ func waitHealth(t *testing.T, logs *localwebhook.LogBuffer, ok func(*v1alpha1.No
 			}
 		}
 		// A Healthy entry past its flap window is forgotten.
-		last = nil
-		return ok(&v1alpha1.NodeHealthStatus{Node: node, State: v1alpha1.NodeHealthHealthy}), nil
+		last = &v1alpha1.NodeHealthStatus{Node: node, State: v1alpha1.NodeHealthHealthy}
+		return ok(last), nil
 	})
 	log := ""
 	if logs != nil {
