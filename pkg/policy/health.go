@@ -426,6 +426,9 @@ func advance(st HealthStep, in HealthInput) HealthStep {
 		default:
 			set(v1alpha1.NodeHealthRemediating, e.Reason, e.Message)
 			st.Action = ActionRemediate
+			// Nothing watches the Job (litepool caches no Jobs): its end is read
+			// by asking again, as a drain is.
+			st.Requeue = 2 * time.Second
 			return st
 		}
 	}

@@ -278,6 +278,7 @@ func TestHealthLoopDrainsFatalFaultsAndRemediates(t *testing.T) {
 	w.entry.Job = "health-n1"
 	st = w.step(HealthInput{Signals: xid, Job: OutcomeRunning})
 	assert.Equal(t, ActionRemediate, st.Action)
+	assert.Positive(t, st.Requeue, "the running Job is asked about again: nothing watches it")
 	st = w.step(HealthInput{Job: OutcomeSucceeded})
 	assert.True(t, w.entry.Remediated)
 	assert.Equal(t, v1alpha1.NodeHealthRechecking, w.state())
