@@ -74,6 +74,8 @@ awk -v sizes="$sizes" '
               "getpools.floor|get pools: wall time / floor|<= 1.25;" \
               "getpools.rss|get pools: peak RSS (MiB)|< 64;" \
               "getpools.scanner|get pools: wall the scanner saves vs Unmarshal (%)|-;" \
+              "getpools.dra-floor|get pools with DRA objects: wall time / floor|-;" \
+              "getpools.dra-rss|get pools with DRA objects: peak RSS (MiB)|-;" \
               "webhook.creates|pod create: time per create, litepool / trivial|<= 1.05;" \
               "webhook.creates-p6|pod create: litepool / trivial with P6 config|-;" \
               "webhook.denial|handler: P2 denial / allowed P1 request|<= 10", row, ";")

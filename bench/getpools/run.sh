@@ -4,7 +4,8 @@
 #   floor    a minimal client-go program that pages through every node and pod and sums
 #            accelerator requests (bench/getpools/floor): what any tool pays
 #   kubectl  `kubectl get nodes -o json` plus `kubectl get pods -A -o json`
-# Each tool runs BENCH_ROUNDS times (default 3), interleaved; the table shows the
+# Each tool runs BENCH_ROUNDS times (default 3), interleaved; then get pools again on the
+# same cluster with DRA objects added (docs/dra.md), and the tables show the
 # median wall time and the median peak RSS (/usr/bin/time). The cluster is built with
 # bench/getpools/populate (many goroutines, one high-QPS client) and torn down at exit.
 #
@@ -90,6 +91,35 @@ if [ -n "${BENCH_FIGURES:-}" ]; then # for the table hack/bench.sh prints
     printf "%s getpools.floor %.2f\n%s getpools.rss %.2f\n%s getpools.scanner %.1f\n", n, $1/$2, n, $3/1024, n, 100*($5-$4)/$5 }' >>"$BENCH_FIGURES"
 fi
 cmp -s "$out/plugin-direct.out" "$out/plugin-unmarshal.out" || { echo "the two decoders printed different tables:"; diff "$out/plugin-direct.out" "$out/plugin-unmarshal.out"; exit 1; }
+
+# The same cluster with DRA objects added (a ResourceSlice of 8 GPUs a node, an allocated
+# ResourceClaim a pod: docs/dra.md), measured beside the rounds without them; they are
+# deleted after, so the benches after this one see the cluster they always did. With
+# BENCH_DRA=1 the cluster had them from the start, and there is nothing to add.
+if [ -z "${BENCH_DRA:-}" ]; then
+  say "adding DRA objects: $nodes ResourceSlices, $pods allocated ResourceClaims"
+  "$out/populate" -nodes "$nodes" -pods "$pods" -only-dra | grep -v '^populate: [0-9]* resourceclaims (' || exit 1
+  rm -f "$out"/*-dra.times
+  for round in $(seq "$rounds"); do
+    say "round $round/$rounds with DRA objects"
+    measure floor-dra "$out/floor"
+    measure litepool-dra kubectl litepool get pools
+  done
+  "$out/populate" -delete-dra >/dev/null || exit 1
+  echo
+  echo "get pools on the same cluster with DRA objects ($rounds rounds, medians)"
+  printf '%-50s %10s %16s %10s\n' "command" "wall (s)" "peak RSS (MiB)" "vs floor"
+  row litepool "kubectl litepool get pools, without DRA objects"
+  row litepool-dra "kubectl litepool get pools, with DRA objects"
+  row floor-dra "floor (nodes and pods only) with DRA objects there"
+  dra_wall=$(median "$out/litepool-dra.times" 1); dra_rss=$(median "$out/litepool-dra.times" 2)
+  echo "$dra_wall $lp_wall $dra_rss $lp_rss" | awk '{
+    printf "DRA objects cost get pools %.2fx the wall time and %+.1f MiB of peak RSS\n", $1/$2, ($3-$4)/1024 }'
+  if [ -n "${BENCH_FIGURES:-}" ]; then
+    echo "$dra_wall $floor_wall $dra_rss" | awk -v n="$nodes" '{
+      printf "%s getpools.dra-floor %.2f\n%s getpools.dra-rss %.2f\n", n, $1/$2, n, $3/1024 }' >>"$BENCH_FIGURES"
+  fi
+fi
 echo
 echo "floor: $(cat "$out/floor.out")"
 echo "kubectl litepool get pools (first and last lines):"

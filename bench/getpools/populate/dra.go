@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -15,6 +16,14 @@ import (
 // DeviceClasses, one ResourceSlice of 8 GPUs per node, and one ResourceClaim per pod,
 // allocated (status written as the scheduler would) to a device on the pod's node.
 var withDRA = flag.Bool("dra", false, "also create DeviceClasses, a ResourceSlice per node and an allocated ResourceClaim per pod")
+
+// -only-dra adds them to a cluster already populated with the same -nodes and -pods (the
+// bench measures get pools without them, then with them, on one cluster); -delete-dra
+// takes them away again, one delete-collection a namespace.
+var (
+	onlyDRA   = flag.Bool("only-dra", false, "create only the DRA objects (nodes and pods exist)")
+	deleteDRA = flag.Bool("delete-dra", false, "delete the DRA objects -dra created, and nothing else")
+)
 
 const draDriver = "gpu.bench.example.com"
 
@@ -69,4 +78,19 @@ func populateDRA(ctx context.Context, kube kubernetes.Interface) {
 		_, err = r.ResourceClaims(p.Namespace).UpdateStatus(ctx, created, metav1.UpdateOptions{})
 		return err
 	})
+}
+
+// removeDRA deletes what populateDRA created: the claims a namespace at a time, every
+// slice (the bench cluster has no other driver), and the two classes.
+func removeDRA(ctx context.Context, kube kubernetes.Interface) {
+	r := kube.ResourceV1()
+	for n := 0; n < *namespaces; n++ {
+		check(r.ResourceClaims(nsName(n)).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}))
+	}
+	check(r.ResourceSlices().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}))
+	for _, c := range []string{"gpu.bench.example.com", "mig.bench.example.com"} {
+		if err := r.DeviceClasses().Delete(ctx, c, metav1.DeleteOptions{}); !apierrors.IsNotFound(err) {
+			check(err)
+		}
+	}
 }

@@ -55,6 +55,16 @@ func main() {
 	check(err)
 	ctx := context.Background()
 	start := time.Now()
+	switch {
+	case *deleteDRA:
+		removeDRA(ctx, kube)
+		fmt.Printf("populate: DRA objects deleted in %s\n", time.Since(start).Round(time.Second))
+		return
+	case *onlyDRA:
+		populateDRA(ctx, kube)
+		fmt.Printf("populate: DRA objects for %d nodes and %d pods in %s\n", *numNodes, *numPods, time.Since(start).Round(time.Second))
+		return
+	}
 
 	for p := 0; p < *numPools*3/4; p++ {
 		check(createPool(ctx, dyn, p))
