@@ -81,6 +81,17 @@ func (s *Scaler) Up(ctx context.Context, pool *v1alpha1.Pool, current int, named
 	// joined by someone else, or fails to plan.
 	for round := 0; round <= count+len(named); round++ {
 		picked, err := s.pickUp(ctx, pool, named, target-have)
+		if err != nil && len(named) == 0 && s.DryRun == cmdutil.DryRunNone {
+			// A concurrent scale may have taken the nodes this plan wanted: if the pool
+			// grew since it was counted, plan again from what it has now.
+			if grown, merr := s.members(ctx, pool, have); merr == nil && grown > have {
+				have = grown
+				if have >= target {
+					break
+				}
+				continue
+			}
+		}
 		if err != nil {
 			return s.undoJoins(ctx, pool, joined, err)
 		}

@@ -94,3 +94,24 @@ func (r *recorder) Print(obj runtime.Object, operation string) error {
 func (r *recorder) Say(format string, args ...any) {
 	r.lines = append(r.lines, fmt.Sprintf(format, args...))
 }
+
+// Two concurrent `scale --nodes 3` of a pool of one: the second counted one member, then
+// the first took every free node of the model. The second finds the pool at its target
+// and succeeds instead of refusing for want of nodes (gpuctl's scale is idempotent).
+func TestScaleUpByCountFindsTheTargetReachedByAConcurrentScale(t *testing.T) {
+	pool := &v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
+	member := func(name string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{policy.LabelPool: "p"}}}
+	}
+	kube := fake.NewClientset(member("n1"), member("n2"), member("n3"))
+	out := &recorder{}
+	s := &Scaler{Kube: kube, Printer: out}
+	require.NoError(t, s.Up(context.Background(), pool, 1, nil, 2))
+	assert.Equal(t, []string{"*v1alpha1.Pool/p already has 3 node(s)"}, out.lines)
+
+	// With no concurrent change the shortage is still refused, naming the rule.
+	kube = fake.NewClientset(member("n1"))
+	err := (&Scaler{Kube: kube, Printer: &recorder{}}).Up(context.Background(), pool, 1, nil, 2)
+	require.Error(t, err)
+	assert.Equal(t, []string{"S1"}, policy.Rules(err))
+}
