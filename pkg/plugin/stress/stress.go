@@ -230,7 +230,16 @@ func (o *StressRunOptions) Run(ctx context.Context) error {
 		return fmt.Errorf("pool %s: stress run %s is %s in the cluster: wait until it ends (kubectl get stressrun %s), or abort it (kubectl patch stressrun %s --type merge -p '{\"spec\":{\"abort\":true}}')",
 			o.Pool, busy.Name, strings.ToLower(string(phaseOf(busy))), busy.Name, busy.Name)
 	}
-	if err := o.runs.Create(ctx, run); err != nil {
+	// Runs are named by the second: one started in the same second as an earlier one
+	// of the pool (that has ended, or the check above would have stopped it) takes a
+	// numbered name.
+	base := run.Name
+	err := o.runs.Create(ctx, run)
+	for i := 2; apierrors.IsAlreadyExists(err) && i <= 9; i++ {
+		run.Name = fmt.Sprintf("%s-%d", base, i)
+		err = o.runs.Create(ctx, run)
+	}
+	if err != nil {
 		return fmt.Errorf("creating stress run %s: %w", run.Name, err)
 	}
 	fmt.Fprintf(o.progress(), "stressrun/%s created\n", run.Name)
