@@ -46,6 +46,9 @@ type config struct {
 	lagRounds       int
 	churnPods       int
 	figures, size   string
+	// webhookArgs and controllerArgs are extra flags for each process (e.g. a pprof
+	// address, to profile what the figures show).
+	webhookArgs, controllerArgs string
 }
 
 func main() {
@@ -57,6 +60,8 @@ func main() {
 	flag.IntVar(&c.churnPods, "churn-pods", 1000, "pods created at once in the churn phase")
 	flag.StringVar(&c.figures, "figures", "", "append the figures to this file (hack/bench.sh's table)")
 	flag.StringVar(&c.size, "size", "", "the size label of the figures (the cluster's node count)")
+	flag.StringVar(&c.webhookArgs, "webhook-args", "", "extra space-separated flags for the webhook process (e.g. --pprof-bind-address=127.0.0.1:6060)")
+	flag.StringVar(&c.controllerArgs, "controller-args", "", "extra space-separated flags for the controller process")
 	flag.Parse()
 	if err := run(c); err != nil {
 		fmt.Fprintln(os.Stderr, "bench/controller:", err)
@@ -159,9 +164,9 @@ func measureStart(ctx context.Context, c config, cl clients, controllers bool) (
 	if err != nil {
 		return startFigures{}, err
 	}
-	flags := []string{"--cert-mode=files", "--cert-dir=" + certs.Dir, "--controllers=false"}
+	flags := append([]string{"--cert-mode=files", "--cert-dir=" + certs.Dir, "--controllers=false"}, strings.Fields(c.webhookArgs)...)
 	if controllers {
-		flags = []string{"--webhook=false", "--controllers=true", "--leader-elect=true"}
+		flags = append([]string{"--webhook=false", "--controllers=true", "--leader-elect=true"}, strings.Fields(c.controllerArgs)...)
 	}
 	logFile, err := os.Create(filepath.Join(dir, "log"))
 	if err != nil {

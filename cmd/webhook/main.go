@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/open-policy-agent/cert-controller/pkg/rotator"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -54,6 +55,7 @@ import (
 	"github.com/runwhere-ai/litepool/pkg/admission"
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/controller"
+	"github.com/runwhere-ai/litepool/pkg/podindex"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 	"github.com/runwhere-ai/litepool/pkg/version"
 )
@@ -189,6 +191,9 @@ func run(ctx context.Context, o options) error {
 		HealthProbeBindAddress: o.probeAddr,
 		PprofBindAddress:       o.pprofAddr,
 		Cache:                  o.cacheOptions(accel),
+		// Pods are read from the pod index; a read of pods through the manager's client
+		// goes to the API server instead of starting an informer of every pod.
+		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Pod{}}}},
 		// Every webhook replica answers admission requests from its own cache; only the
 		// controllers need a leader.
 		LeaderElection:                o.leaderElect,
@@ -199,24 +204,26 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
+	// One pod index for both jobs of the process (podindex): the controller's keeps
+	// each pod's accelerator requests for Pool status, the webhook's rules never read them.
+	var keep *policy.Accelerators
 	if o.controllers {
-		if err := controller.SetupIn(mgr, accel, o.namespace); err != nil {
+		keep = &accel
+	}
+	pods, err := podindex.New(cfg, keep)
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(pods); err != nil {
+		return err
+	}
+	if o.controllers {
+		if err := controller.SetupIn(mgr, accel, o.namespace, pods); err != nil {
 			return fmt.Errorf("setting up the controllers: %w", err)
 		}
 	}
 	if err := admission.SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
-	}
-	// The webhook reads pods from an index of its own, far smaller than the manager's
-	// cache of corev1.Pods (admission.PodIndex).
-	var pods *admission.PodIndex
-	if o.webhook {
-		if pods, err = admission.NewPodIndex(cfg); err != nil {
-			return err
-		}
-		if err := mgr.Add(pods); err != nil {
-			return err
-		}
 	}
 	synced, err := startInformers(ctx, mgr, pods)
 	if err != nil {
@@ -276,7 +283,7 @@ func (o *options) cacheOptions(accel policy.Accelerators) cache.Options {
 
 // addWebhook adds the admission webhook: its server (started once the certificate is on
 // disk), the certificate rotator (--cert-mode=self) and its readiness check.
-func addWebhook(ctx context.Context, mgr manager.Manager, o options, scheme *runtime.Scheme, accel policy.Accelerators, tlsOpts []func(*tls.Config), pods *admission.PodIndex) error {
+func addWebhook(ctx context.Context, mgr manager.Manager, o options, scheme *runtime.Scheme, accel policy.Accelerators, tlsOpts []func(*tls.Config), pods *podindex.Index) error {
 	log := ctrl.Log.WithName("setup")
 	// Departures are read and written live, never through the cache.
 	live, err := client.New(mgr.GetConfig(), client.Options{Scheme: scheme})
@@ -312,8 +319,8 @@ func addWebhook(ctx context.Context, mgr manager.Manager, o options, scheme *run
 
 // startInformers creates the informers the rules read before the manager starts (the
 // cache would otherwise create them on the first request) and reports when all of them,
-// and the pod index when there is one, have synced.
-func startInformers(ctx context.Context, mgr manager.Manager, pods *admission.PodIndex) (*atomic.Bool, error) {
+// and the pod index, have synced.
+func startInformers(ctx context.Context, mgr manager.Manager, pods *podindex.Index) (*atomic.Bool, error) {
 	var synced atomic.Bool
 	for _, obj := range admission.CachedObjects() {
 		if _, err := mgr.GetCache().GetInformer(ctx, obj, cache.BlockUntilSynced(false)); err != nil {
@@ -321,7 +328,7 @@ func startInformers(ctx context.Context, mgr manager.Manager, pods *admission.Po
 		}
 	}
 	go func() {
-		if mgr.GetCache().WaitForCacheSync(ctx) && (pods == nil || toolscache.WaitForCacheSync(ctx.Done(), pods.HasSynced)) {
+		if mgr.GetCache().WaitForCacheSync(ctx) && toolscache.WaitForCacheSync(ctx.Done(), pods.HasSynced) {
 			synced.Store(true)
 			ctrl.Log.WithName("setup").Info("informer caches synced")
 		}

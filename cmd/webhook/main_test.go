@@ -64,32 +64,27 @@ func TestMetricsSecureByDefault(t *testing.T) {
 }
 
 // A webhook alone cannot grow informers beyond what the rules read; with controllers
-// the pod and node trims are widened for the inventory.
+// the node trim is widened for the inventory. Neither caches pods: podindex keeps them.
 func TestCacheOptions(t *testing.T) {
 	accel, err := policy.ParseAccelerators("")
 	require.NoError(t, err)
 	webhookOnly := parse(t, "--controllers=false").cacheOptions(accel)
 	assert.True(t, webhookOnly.ReaderFailOnMissingInformer)
-	assert.Len(t, webhookOnly.ByObject, 2)
-
 	withControllers := parse(t, "--webhook=false", "--controllers=true").cacheOptions(accel)
 	assert.False(t, withControllers.ReaderFailOnMissingInformer)
 
-	pod := &corev1.Pod{Spec: corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: "c",
-		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{"nvidia.com/gpu": mustQuantity(t, "2")}}}}}}
-	for obj, by := range withControllers.ByObject {
-		if _, ok := obj.(*corev1.Pod); ok {
-			out, err := by.Transform(pod.DeepCopy())
-			require.NoError(t, err)
-			assert.Equal(t, int64(2), out.(*corev1.Pod).Spec.Overhead.Name("nvidia.com/gpu", "").Value(), "the controllers' inventory keeps accelerator requests")
+	node := &corev1.Node{Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{"nvidia.com/gpu": mustQuantity(t, "8")}}}
+	for name, opts := range map[string]int{"webhook only": 0, "with controllers": 1} {
+		by := webhookOnly.ByObject
+		if opts == 1 {
+			by = withControllers.ByObject
 		}
-	}
-	for obj, by := range webhookOnly.ByObject {
-		if _, ok := obj.(*corev1.Pod); ok {
-			out, err := by.Transform(pod.DeepCopy())
+		require.Len(t, by, 1, name)
+		for obj, o := range by {
+			require.IsType(t, &corev1.Node{}, obj, name)
+			out, err := o.Transform(node.DeepCopy())
 			require.NoError(t, err)
-			assert.Empty(t, out.(*corev1.Pod).Spec.Overhead, "the webhook keeps no resources")
-			assert.Empty(t, out.(*corev1.Pod).Spec.Containers)
+			assert.Len(t, out.(*corev1.Node).Status.Allocatable, opts, "%s: allocatable accelerators are kept for the inventory only", name)
 		}
 	}
 }

@@ -7,21 +7,21 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/inventory"
+	"github.com/runwhere-ai/litepool/pkg/podindex"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
 // Field indexes the catalog reads by. Pods are indexed by the node they are bound to and
 // by the pool they ask for; nodes by the pool they belong to.
 const (
-	IndexPodNode  = "spec.nodeName"
-	IndexPodPool  = "metadata.labels.pool"
+	IndexPodNode  = podindex.ByNode
+	IndexPodPool  = podindex.ByPool
 	IndexNodePool = "metadata.labels.pool"
 )
 
@@ -45,8 +45,8 @@ func nonEmpty(v string) []string {
 }
 
 // SetupIndexes registers the node indexes with the manager's cache (before it starts).
-// Pods are indexed by PodIndex instead: an index on the manager's cache would start its
-// pod informer, the cost PodIndex avoids.
+// Pods are indexed by podindex instead: an index on the manager's cache would start its
+// pod informer, the cost podindex avoids.
 func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 	for _, ix := range Indexes {
 		if _, pod := ix.Obj.(*corev1.Pod); pod {
@@ -60,44 +60,17 @@ func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 }
 
 // CachedObjects are the kinds the webhook reads from the manager's cache; cmd/webhook
-// starts their informers before it reports ready. Pods it reads from PodIndex.
+// starts their informers before it reports ready. Pods it reads from podindex.
 func CachedObjects() []client.Object {
 	return []client.Object{&corev1.Node{}, &corev1.Namespace{}, &v1alpha1.Pool{}}
 }
 
-// CacheByObject trims what the informers keep: pods and nodes are the bulk of a large
-// cluster and the rules read only a few of their fields.
+// CacheByObject trims what the informers keep: nodes are, after pods (which podindex
+// keeps), the bulk of a large cluster and the rules read only a few of their fields.
 func CacheByObject() map[client.Object]cache.ByObject {
 	return map[client.Object]cache.ByObject{
-		&corev1.Pod{}:  {Transform: trimPod, Field: nonTerminalPods},
 		&corev1.Node{}: {Transform: trimNode},
 	}
-}
-
-// nonTerminalPods leaves finished pods (Succeeded, Failed) out of the cache: every reader
-// of cached pods skips them (inventory.IsTerminal), and in a cluster of batch jobs they
-// can outnumber the running ones. A pod that finishes leaves the cache as if deleted.
-var nonTerminalPods = fields.AndSelectors(
-	fields.OneTermNotEqualSelector("status.phase", string(corev1.PodSucceeded)),
-	fields.OneTermNotEqualSelector("status.phase", string(corev1.PodFailed)))
-
-// trimPod keeps what N3 and R2 read: identity, labels, owners, the mirror-pod
-// annotation, the deletion timestamp, the node and the phase.
-func trimPod(in any) (any, error) {
-	pod, ok := in.(*corev1.Pod)
-	if !ok {
-		return in, nil
-	}
-	out := &corev1.Pod{TypeMeta: pod.TypeMeta}
-	out.Name, out.Namespace, out.UID, out.ResourceVersion = pod.Name, pod.Namespace, pod.UID, pod.ResourceVersion
-	out.Labels, out.OwnerReferences = pod.Labels, pod.OwnerReferences
-	if v, mirror := pod.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
-		out.Annotations = map[string]string{corev1.MirrorPodAnnotationKey: v}
-	}
-	out.DeletionTimestamp = pod.DeletionTimestamp
-	out.Spec.NodeName = pod.Spec.NodeName
-	out.Status.Phase = pod.Status.Phase
-	return out, nil
 }
 
 // trimNode keeps a node's metadata (labels carry pool membership and accelerator model),

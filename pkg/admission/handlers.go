@@ -381,7 +381,7 @@ func (h *PlacementHandler) podAndTarget(ctx context.Context, req admission.Reque
 		if err := decode(req.Object, &b); err != nil {
 			return nil, "", fmt.Errorf("decoding the binding: %w", err)
 		}
-		// The webhook keeps no pod specs (PodIndex holds what the rules list), so the
+		// The webhook keeps no pod specs (podindex holds what the rules list), so the
 		// pod of a binding is read from the API server: only bindings to exclusive
 		// nodes reach this hook (its matchCondition), and the read sees the pod as it is
 		// now, whatever changed since it was created.

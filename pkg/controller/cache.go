@@ -2,25 +2,21 @@ package controller
 
 import (
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
-// CacheByObject widens the webhook's trimmed cache (admission.CacheByObject, given as
-// base) with what the inventory reads: a pod's accelerator requests, a node's Ready
-// condition, allocatable accelerators and unschedulable flag. Everything else is still
-// dropped, so a cluster of 40,000 pods costs little more than the webhook alone. accel
-// says which resources are accelerators: the others are dropped too.
+// CacheByObject widens the webhook's trimmed node cache (admission.CacheByObject, given
+// as base) with what the inventory and the health loop read: a node's conditions,
+// allocatable and capacity accelerators and unschedulable flag. Everything else is still
+// dropped. accel says which resources are accelerators: the others are dropped too.
+// Pods are not in the manager's cache at all: podindex keeps them.
 func CacheByObject(base map[client.Object]cache.ByObject, accel policy.Accelerators) map[client.Object]cache.ByObject {
 	out := make(map[client.Object]cache.ByObject, len(base))
 	for obj, by := range base {
-		switch obj.(type) {
-		case *corev1.Pod:
-			by.Transform = widen(by.Transform, keepPodAccelerators(accel))
-		case *corev1.Node:
+		if _, node := obj.(*corev1.Node); node {
 			by.Transform = widen(by.Transform, keepNodeInventory(accel))
 		}
 		out[obj] = by
@@ -44,28 +40,6 @@ func widen[T any](base func(any) (any, error), keep func(from, to *T)) func(any)
 			keep(orig, trimmed)
 		}
 		return out, nil
-	}
-}
-
-// keepPodAccelerators keeps what the pod requests of each accelerator resource, summed
-// as kubectl and the scheduler sum it (Accelerators.PodAcceleratorRequests: init containers,
-// sidecars, overhead; MIG slices apart from GPUs), as the trimmed pod's Spec.Overhead,
-// and drops the containers: PodAcceleratorRequests of the trimmed pod equals that
-// of the pod, at one small map a pod instead of a copy of every container (40,000 pods:
-// 60 MB less).
-func keepPodAccelerators(accel policy.Accelerators) func(from, to *corev1.Pod) {
-	return func(from, to *corev1.Pod) {
-		requests := accel.PodAcceleratorRequests(from)
-		to.Spec.Containers, to.Spec.InitContainers, to.Spec.Overhead = nil, nil, nil
-		for name, n := range requests {
-			if n <= 0 {
-				continue
-			}
-			if to.Spec.Overhead == nil {
-				to.Spec.Overhead = corev1.ResourceList{}
-			}
-			to.Spec.Overhead[name] = *resource.NewQuantity(n, resource.DecimalSI)
-		}
 	}
 }
 

@@ -1,14 +1,13 @@
 package controller
 
 import (
-	"os"
-
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/runwhere-ai/litepool/pkg/events"
 	"github.com/runwhere-ai/litepool/pkg/health"
+	"github.com/runwhere-ai/litepool/pkg/podindex"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 	"github.com/runwhere-ai/litepool/pkg/upgrade"
 )
@@ -24,27 +23,17 @@ const LeaderElectionID = "litepool-controller"
 // Jobs of driver rollouts run there and nowhere else.
 const DefaultNamespace = "litepool-system"
 
-// Setup registers litepool's controllers with the manager: Pool status and metrics,
-// in-cluster driver rollouts and stress runs. They start when the manager has won the leader
-// election (or at once without one). accel says which resources are accelerators; the
-// cache must have been trimmed with the same set (CacheByObject).
-func Setup(mgr ctrl.Manager, accel policy.Accelerators) error {
-	ns := os.Getenv("POD_NAMESPACE")
-	if ns == "" {
-		ns = DefaultNamespace
-	}
-	return SetupIn(mgr, accel, ns)
-}
-
-// SetupIn is Setup with litepool's own namespace given (the webhook's --namespace):
-// the one namespace the controllers create Jobs and pods in.
-func SetupIn(mgr ctrl.Manager, accel policy.Accelerators, namespace string) error {
-	status := &StatusReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), Accelerators: accel}
+// SetupIn registers litepool's controllers with the manager: Pool status and metrics,
+// in-cluster driver rollouts, exclusive taints, node health and stress runs. They start
+// when the manager has won the leader election (or at once without one). accel says
+// which resources are accelerators; the node cache must have been trimmed with the same
+// set (CacheByObject), and pods is the pod index built with it (podindex.New), which the
+// caller starts. namespace is litepool's own (the webhook's --namespace): the one
+// namespace the controllers create Jobs and pods in.
+func SetupIn(mgr ctrl.Manager, accel policy.Accelerators, namespace string, pods *podindex.Index) error {
+	status := &StatusReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), Accelerators: accel, PodIndex: pods}
 	status.DRA = servesDRA(mgr)
 	var err error
-	if status.Pods, err = informerStore(mgr.GetCache(), &corev1.Pod{}); err != nil {
-		return err
-	}
 	if status.Nodes, err = informerStore(mgr.GetCache(), &corev1.Node{}); err != nil {
 		return err
 	}

@@ -7,7 +7,9 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -24,9 +26,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/inventory"
+	"github.com/runwhere-ai/litepool/pkg/podindex"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
@@ -45,8 +49,12 @@ type StatusReconciler struct {
 	Recorder events.EventRecorder
 	// Pods and Nodes, when set, are the informers' stores: a pass reads their objects
 	// in place instead of listing them through Client (which copies every object
-	// into a new list: 40,000 pods' worth of garbage a pass).
+	// into a new list: 40,000 pods' worth of garbage a pass). Pods holds
+	// *podindex.Entry, Nodes *corev1.Node.
 	Pods, Nodes store
+	// PodIndex is where Pods comes from and whose changes start a pass: the manager's
+	// cache keeps no pods (cmd/webhook). SetupWithManager needs it.
+	PodIndex *podindex.Index
 	// Accelerators says which resources are counted; the zero value is the known set.
 	Accelerators policy.Accelerators
 	metrics      poolMetrics
@@ -77,11 +85,15 @@ func (r *StatusReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.now == nil {
 		r.now = time.Now
 	}
+	if r.PodIndex == nil {
+		return errors.New("the Pool status controller needs the pod index")
+	}
+	r.Pods = r.PodIndex.Informer().GetIndexer()
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("pool-status").
 		Watches(&v1alpha1.Pool{}, enqueue(0, poolSpecChanged)).
 		Watches(&corev1.Node{}, enqueue(BatchDelay, nodeChanged)).
-		Watches(&corev1.Pod{}, enqueue(BatchDelay, r.podChanged))
+		WatchesRawSource(&source.Informer{Informer: r.PodIndex.Informer(), Handler: enqueue(BatchDelay, podChanged)})
 	if r.DRA {
 		b = watchDRA(b)
 	}
@@ -129,7 +141,7 @@ func (r *StatusReconciler) inventory(ctx context.Context, pools []v1alpha1.Pool)
 	}
 	if r.Pods != nil && r.Nodes != nil {
 		for _, o := range r.Pods.List() {
-			b.AddPod(o.(*corev1.Pod))
+			b.AddIndexedPod(o.(*podindex.Entry))
 		}
 		for _, o := range r.Nodes.List() {
 			b.AddNode(o.(*corev1.Node))
@@ -247,10 +259,9 @@ func nodeChanged(oldObj, newObj client.Object) bool {
 		!equality.Semantic.DeepEqual(old.Status.Allocatable, new.Status.Allocatable)
 }
 
-// podChanged lets through binding, phase and request changes.
-func (r *StatusReconciler) podChanged(oldObj, newObj client.Object) bool {
-	old, new := oldObj.(*corev1.Pod), newObj.(*corev1.Pod)
-	return old.Spec.NodeName != new.Spec.NodeName || old.Status.Phase != new.Status.Phase ||
-		r.Accelerators.PodAccelerators(old) != r.Accelerators.PodAccelerators(new) ||
-		inventory.IsWorkloadPod(old) != inventory.IsWorkloadPod(new)
+// podChanged lets through binding, phase and request changes of the index's entries.
+func podChanged(oldObj, newObj client.Object) bool {
+	old, new := oldObj.(*podindex.Entry), newObj.(*podindex.Entry)
+	return old.NodeName != new.NodeName || old.Phase != new.Phase || !slices.Equal(old.Requests, new.Requests) ||
+		inventory.IsWorkloadEntry(old) != inventory.IsWorkloadEntry(new)
 }

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"fmt"
 	"sort"
 	"strings"
 	"testing"
@@ -26,6 +25,7 @@ import (
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/inventory"
+	"github.com/runwhere-ai/litepool/pkg/podindex"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
@@ -174,9 +174,13 @@ func TestPredicatesIgnoreHeartbeatsAndStatusWrites(t *testing.T) {
 	p := pod("x", "", "1")
 	q := p.DeepCopy()
 	q.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady}}
-	assert.False(t, (&StatusReconciler{}).podChanged(p, q))
+	entry := func(p *corev1.Pod) *podindex.Entry { return podindex.Compact(p, &policy.Accelerators{}) }
+	assert.False(t, podChanged(entry(p), entry(q)))
 	q.Spec.NodeName = "n"
-	assert.True(t, (&StatusReconciler{}).podChanged(p, q))
+	assert.True(t, podChanged(entry(p), entry(q)))
+	q = p.DeepCopy()
+	q.Spec.Containers[0].Resources.Limits["nvidia.com/gpu"] = resource.MustParse("2")
+	assert.True(t, podChanged(entry(p), entry(q)), "a request resized in place")
 
 	pool := &v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: "p", Generation: 1}}
 	withStatus := pool.DeepCopy()
@@ -188,68 +192,33 @@ func TestPredicatesIgnoreHeartbeatsAndStatusWrites(t *testing.T) {
 
 func TestCacheTransformKeepsWhatTheInventoryReads(t *testing.T) {
 	base := func(in any) (any, error) { // like admission's: metadata only
-		switch o := in.(type) {
-		case *corev1.Pod:
-			return &corev1.Pod{ObjectMeta: o.ObjectMeta}, nil
-		case *corev1.Node:
-			return &corev1.Node{ObjectMeta: o.ObjectMeta}, nil
-		}
-		return in, nil
+		return &corev1.Node{ObjectMeta: in.(*corev1.Node).ObjectMeta}, nil
 	}
-	by := CacheByObject(map[client.Object]cache.ByObject{&corev1.Pod{}: {Transform: base}, &corev1.Node{}: {Transform: base}}, policy.Accelerators{})
-	for obj, o := range by {
-		switch obj.(type) {
-		case *corev1.Pod:
-			in := pod("x", "n", "2")
-			in.Spec.Containers = append(in.Spec.Containers, corev1.Container{Name: "cpu-only", Image: "big",
-				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}})
-			out, err := o.Transform(in)
-			require.NoError(t, err)
-			got := out.(*corev1.Pod)
-			assert.Equal(t, int64(2), policy.Accelerators{}.PodAccelerators(got))
-			assert.Empty(t, got.Spec.Containers, "the request is kept, the containers are not")
-
-			// Init containers and sidecars are summed as kubectl sums them.
-			in = pod("y", "n", "1")
-			in.Spec.InitContainers = []corev1.Container{{Name: "init", Resources: corev1.ResourceRequirements{
-				Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("4")}}}}
-			out, err = o.Transform(in)
-			require.NoError(t, err)
-			assert.Equal(t, policy.Accelerators{}.PodAccelerators(in), policy.Accelerators{}.PodAccelerators(out.(*corev1.Pod)))
-			assert.Equal(t, int64(4), policy.Accelerators{}.PodAccelerators(out.(*corev1.Pod)))
-
-			// MIG slices are kept per profile, apart from whole GPUs (the MIG columns).
-			in = pod("m", "n", "1")
-			in.Spec.Containers[0].Resources.Limits["nvidia.com/mig-1g.10gb"] = resource.MustParse("3")
-			out, err = o.Transform(in)
-			require.NoError(t, err)
-			assert.Equal(t, map[corev1.ResourceName]int64{"nvidia.com/gpu": 1, "nvidia.com/mig-1g.10gb": 3}, policy.Accelerators{}.PodAcceleratorRequests(out.(*corev1.Pod)))
-			assert.Equal(t, policy.Accelerators{}.PodAcceleratorRequests(in), policy.Accelerators{}.PodAcceleratorRequests(out.(*corev1.Pod)))
-
-			cpuOnly := pod("z", "n", "0")
-			cpuOnly.Spec.Containers[0].Resources.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
-			out, err = o.Transform(cpuOnly)
-			require.NoError(t, err)
-			assert.Nil(t, out.(*corev1.Pod).Spec.Overhead)
-		case *corev1.Node:
-			in := node("n", "p", 8, true)
-			in.Status.Allocatable[corev1.ResourceCPU] = resource.MustParse("96")
-			in.Status.Conditions = append(in.Status.Conditions, corev1.NodeCondition{Type: corev1.NodeMemoryPressure,
-				LastHeartbeatTime: metav1.Now()})
-			out, err := o.Transform(in)
-			require.NoError(t, err)
-			got := out.(*corev1.Node)
-			assert.True(t, policy.IsNodeReady(got))
-			_, total := policy.Accelerators{}.NodeAccelerators(got)
-			assert.Equal(t, int64(8), total)
-			assert.Len(t, got.Status.Allocatable, 1)
-			require.Len(t, got.Status.Conditions, 2, "the health loop reads every condition (pkg/health)")
-			assert.True(t, got.Status.Conditions[1].LastHeartbeatTime.IsZero(), "heartbeats are dropped")
-		}
+	by := CacheByObject(map[client.Object]cache.ByObject{&corev1.Node{}: {Transform: base}}, policy.Accelerators{})
+	require.Len(t, by, 1)
+	for _, o := range by {
+		in := node("n", "p", 8, true)
+		in.Status.Allocatable[corev1.ResourceCPU] = resource.MustParse("96")
+		in.Status.Conditions = append(in.Status.Conditions, corev1.NodeCondition{Type: corev1.NodeMemoryPressure,
+			LastHeartbeatTime: metav1.Now()})
+		out, err := o.Transform(in)
+		require.NoError(t, err)
+		got := out.(*corev1.Node)
+		assert.True(t, policy.IsNodeReady(got))
+		_, total := policy.Accelerators{}.NodeAccelerators(got)
+		assert.Equal(t, int64(8), total)
+		assert.Len(t, got.Status.Allocatable, 1)
+		require.Len(t, got.Status.Conditions, 2, "the health loop reads every condition (pkg/health)")
+		assert.True(t, got.Status.Conditions[1].LastHeartbeatTime.IsZero(), "heartbeats are dropped")
 	}
 }
 
 type sliceStore []any
+
+// entryOf is the pod as the controller's pod index keeps it.
+func entryOf(o client.Object) *podindex.Entry {
+	return podindex.Compact(o.(*corev1.Pod), &policy.Accelerators{})
+}
 
 func (s sliceStore) List() []any { return s }
 
@@ -259,7 +228,7 @@ func TestInventoryFromStoresEqualsInventoryFromLists(t *testing.T) {
 	r, _, _ := newReconciler(t, objs...)
 	fromLists, err := r.inventory(context.Background(), nil)
 	require.NoError(t, err)
-	r.Pods, r.Nodes = sliceStore{objs[2], objs[3]}, sliceStore{objs[0], objs[1]}
+	r.Pods, r.Nodes = sliceStore{entryOf(objs[2]), entryOf(objs[3])}, sliceStore{objs[0], objs[1]}
 	fromStores, err := r.inventory(context.Background(), nil)
 	require.NoError(t, err)
 	for _, inv := range []*inventory.Inventory{fromLists, fromStores} {
@@ -269,14 +238,13 @@ func TestInventoryFromStoresEqualsInventoryFromLists(t *testing.T) {
 	assert.Equal(t, len(fromLists.Nodes), len(fromStores.Nodes))
 }
 
-// An extra accelerator survives the cache trim and is counted in the Pool's status only
-// when the controller is told it is one, the same set for the trim and the inventory.
+// An extra accelerator survives the node cache's trim and the pod index and is counted in
+// the Pool's status only when the controller is told it is one, the same set for the
+// trim, the index and the inventory.
 func TestExtraAcceleratorCountedOnlyWhenConfigured(t *testing.T) {
 	xpu := corev1.ResourceName("vendor.example/xpu")
 	base := func(in any) (any, error) { // like admission's: metadata only
 		switch o := in.(type) {
-		case *corev1.Pod:
-			return &corev1.Pod{ObjectMeta: o.ObjectMeta, Spec: corev1.PodSpec{NodeName: o.Spec.NodeName}, Status: o.Status}, nil
 		case *corev1.Node:
 			return &corev1.Node{ObjectMeta: o.ObjectMeta}, nil
 		}
@@ -296,18 +264,15 @@ func TestExtraAcceleratorCountedOnlyWhenConfigured(t *testing.T) {
 			p := pod("job", "x1", "0")
 			p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{xpu: resource.MustParse("3")}
 
-			by := CacheByObject(map[client.Object]cache.ByObject{&corev1.Pod{}: {Transform: base}, &corev1.Node{}: {Transform: base}}, tc.accel)
-			var cached []any
-			for _, in := range []any{p, n} {
-				for obj, o := range by {
-					if fmt.Sprintf("%T", obj) == fmt.Sprintf("%T", in) {
-						out, err := o.Transform(in)
-						require.NoError(t, err)
-						cached = append(cached, out)
-					}
-				}
+			by := CacheByObject(map[client.Object]cache.ByObject{&corev1.Node{}: {Transform: base}}, tc.accel)
+			require.Len(t, by, 1)
+			var trimmed any
+			for _, o := range by {
+				var err error
+				trimmed, err = o.Transform(n)
+				require.NoError(t, err)
 			}
-			require.Len(t, cached, 2)
+			cached := []any{podindex.Compact(p, &tc.accel), trimmed}
 
 			r, _, _ := newReconciler(t)
 			r.Accelerators = tc.accel

@@ -7,13 +7,16 @@
 package inventory
 
 import (
+	"iter"
 	"maps"
 	"slices"
 	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/runwhere-ai/litepool/pkg/podindex"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
@@ -102,8 +105,27 @@ func (b *Builder) AddPod(pod *corev1.Pod) {
 	if pod.Spec.NodeName == "" || IsTerminal(pod) {
 		return
 	}
-	u := b.usage[pod.Spec.NodeName]
-	for rn, v := range b.Accelerators.PodAcceleratorRequests(pod) {
+	b.addUsage(pod.Spec.NodeName, maps.All(b.Accelerators.PodAcceleratorRequests(pod)), IsWorkloadPod(pod))
+}
+
+// AddIndexedPod records a pod as podindex keeps it (built with accelerators): the same
+// figures as AddPod of the whole pod.
+func (b *Builder) AddIndexedPod(e *podindex.Entry) {
+	if e.NodeName == "" || isTerminal(e.Phase) {
+		return
+	}
+	b.addUsage(e.NodeName, func(yield func(corev1.ResourceName, int64) bool) {
+		for _, r := range e.Requests {
+			if !yield(r.Name, r.Count) {
+				return
+			}
+		}
+	}, IsWorkloadEntry(e))
+}
+
+func (b *Builder) addUsage(node string, requests iter.Seq2[corev1.ResourceName, int64], workload bool) {
+	u := b.usage[node]
+	for rn, v := range requests {
 		if !policy.IsMIG(rn) {
 			u.accelerators += v
 			continue
@@ -113,10 +135,10 @@ func (b *Builder) AddPod(pod *corev1.Pod) {
 		}
 		u.mig[rn] += v
 	}
-	if IsWorkloadPod(pod) {
+	if workload {
 		u.workloadPods++
 	}
-	b.usage[pod.Spec.NodeName] = u
+	b.usage[node] = u
 }
 
 // AddNode records a node with the usage of the pods seen so far.
@@ -277,20 +299,27 @@ func (inv *Inventory) PoolNames() []string {
 }
 
 // IsTerminal says whether a pod has finished (Succeeded or Failed).
-func IsTerminal(pod *corev1.Pod) bool {
-	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+func IsTerminal(pod *corev1.Pod) bool { return isTerminal(pod.Status.Phase) }
+
+func isTerminal(phase corev1.PodPhase) bool {
+	return phase == corev1.PodSucceeded || phase == corev1.PodFailed
 }
 
 // IsWorkloadPod says whether a pod is work a node should finish before it leaves a pool:
 // not terminal, not owned by a DaemonSet, not a static (mirror) pod.
-func IsWorkloadPod(pod *corev1.Pod) bool {
-	if IsTerminal(pod) {
+func IsWorkloadPod(pod *corev1.Pod) bool { return isWorkload(&pod.ObjectMeta, pod.Status.Phase) }
+
+// IsWorkloadEntry is IsWorkloadPod of a pod as podindex keeps it.
+func IsWorkloadEntry(e *podindex.Entry) bool { return isWorkload(&e.ObjectMeta, e.Phase) }
+
+func isWorkload(meta *metav1.ObjectMeta, phase corev1.PodPhase) bool {
+	if isTerminal(phase) {
 		return false
 	}
-	if _, mirror := pod.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
+	if _, mirror := meta.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
 		return false
 	}
-	for _, ref := range pod.OwnerReferences {
+	for _, ref := range meta.OwnerReferences {
 		if ref.Kind == "DaemonSet" && ref.Controller != nil && *ref.Controller {
 			return false
 		}
