@@ -32,6 +32,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -138,7 +139,18 @@ func (o *options) validate() error {
 	return nil
 }
 
+// gcPercent is the process's GOGC unless the environment sets one. Both processes keep
+// a live heap that grows with the cluster (the node cache, the pod index) and allocate
+// little once synced, so collecting early costs little CPU and bounds the heap at 1.25x
+// the live one instead of 2x. bench/controller, 5,000 nodes and 40,000 pods (docs/webhook.md,
+// docs/controller.md): peak RSS webhook 154 -> 128 MiB, controller 194 -> 154 MiB
+// against GOGC=100, for 2-3 s more CPU at start.
+const gcPercent = 25
+
 func main() {
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(gcPercent)
+	}
 	var o options
 	o.bind(flag.CommandLine)
 	zopts := zap.Options{Development: false} // JSON logs: one structured line per event

@@ -73,10 +73,14 @@ func CacheByObject() map[client.Object]cache.ByObject {
 	}
 }
 
-// trimNode keeps a node's metadata (labels carry pool membership and accelerator model),
-// its taints (the controller keeps exclusive pools' taints) and whether it is Ready
-// (N3's floor counts Ready members), and drops the rest of its status: heartbeats
-// change only what the rules never read.
+// trimNode keeps a node's metadata (labels carry pool membership and accelerator model,
+// and P6 matches pods' node affinity against all of them), of its annotations only
+// litepool's own (runwhere.ai/: the others, such as Node Feature Discovery's lists,
+// can be kilobytes a node and no rule reads them), its taints (the controller keeps
+// exclusive pools' taints) and whether it is Ready (N3's floor counts Ready members),
+// and drops the rest of its status: heartbeats change only what the rules never read.
+// Nodes are only ever patched from a cached copy (a merge patch of the difference), so
+// what the cache leaves out is never written back as removed.
 func trimNode(in any) (any, error) {
 	node, ok := in.(*corev1.Node)
 	if !ok {
@@ -84,6 +88,15 @@ func trimNode(in any) (any, error) {
 	}
 	out := &corev1.Node{TypeMeta: node.TypeMeta, ObjectMeta: node.ObjectMeta}
 	out.ManagedFields = nil
+	out.Annotations = nil
+	for k, v := range node.Annotations {
+		if strings.HasPrefix(k, policy.Prefix) {
+			if out.Annotations == nil {
+				out.Annotations = map[string]string{}
+			}
+			out.Annotations[k] = v
+		}
+	}
 	out.Spec.Taints = node.Spec.Taints
 	for _, c := range node.Status.Conditions {
 		if c.Type == corev1.NodeReady {
