@@ -14,9 +14,7 @@ import (
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/util/retry"
 	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 	"k8s.io/kubectl/pkg/util/templates"
@@ -71,20 +69,7 @@ type VerbOptions struct {
 
 // newClient builds the controller-runtime client over kubectl's configuration; tests
 // replace it.
-var newClient = func(f kit.Factory) (client.Client, error) {
-	cfg, err := f.ToRESTConfig()
-	if err != nil {
-		return nil, err
-	}
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
-	return client.New(cfg, client.Options{Scheme: scheme})
-}
+var newClient = kit.ObjectClient
 
 func newCmdVerb(f kit.Factory, streams genericiooptions.IOStreams, verb string) *cobra.Command {
 	o := &VerbOptions{Verb: verb, IOStreams: streams}

@@ -28,7 +28,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 	"k8s.io/kubectl/pkg/util/templates"
 	"k8s.io/utils/clock"
@@ -145,23 +144,7 @@ func NewCmdStressRun(f kit.Factory, streams genericiooptions.IOStreams) *cobra.C
 }
 
 // newRunsClient builds the StressRun client; tests replace it.
-var newRunsClient = runsClient
-
-// runsClient is a controller-runtime client for StressRuns over kubectl's configuration.
-func runsClient(f kit.Factory) (client.Client, error) {
-	cfg, err := f.ToRESTConfig()
-	if err != nil {
-		return nil, err
-	}
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
-	return client.New(cfg, client.Options{Scheme: scheme})
-}
+var newRunsClient = kit.ObjectClient
 
 // Complete fills defaults from the pool.
 func (o *StressRunOptions) Complete(f kit.Factory, cmd *cobra.Command, args []string) (err error) {

@@ -26,13 +26,7 @@ import (
 
 // rolloutClientFor builds the client the commands read and write DriverRollouts with;
 // unit tests replace it with a fake.
-var rolloutClientFor = func(f kit.Factory) (client.Client, error) {
-	cfg, err := f.ToRESTConfig()
-	if err != nil {
-		return nil, err
-	}
-	return client.New(cfg, client.Options{Scheme: kit.Scheme})
-}
+var rolloutClientFor = kit.ObjectClient
 
 // followInterval is how often a followed rollout is read again.
 var followInterval = time.Second
