@@ -10,16 +10,9 @@ bin="$root/_output/bin"
 tools="$root/hack/tools"
 mkdir -p "$bin"
 
-k8s_version=v1.36.3
-ldflags="-s -w \
- -X k8s.io/component-base/version.gitVersion=${k8s_version} \
- -X k8s.io/component-base/version.gitMajor=1 \
- -X k8s.io/component-base/version.gitMinor=36 \
- -X k8s.io/component-base/version.gitTreeState=clean \
- -X k8s.io/component-base/version.buildDate=2026-01-01T00:00:00Z \
- -X k8s.io/client-go/pkg/version.gitVersion=${k8s_version} \
- -X k8s.io/client-go/pkg/version.gitMajor=1 \
- -X k8s.io/client-go/pkg/version.gitMinor=36"
+# shellcheck source=hack/k8s-version.sh
+source "$root/hack/k8s-version.sh"
+ldflags=$k8s_ldflags
 
 inputs=$(cat "$tools/go.mod" "$tools/go.sum" "$tools/etcd/main.go" <(echo "$ldflags" "$(go env GOVERSION)") | sha256sum | cut -c1-16)
 
