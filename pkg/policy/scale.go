@@ -83,6 +83,7 @@ type ScaleCandidate struct {
 	WorkloadPods int   // non-terminal pods not owned by a DaemonSet
 	Used         int64 // accelerators those pods request
 	Resuming     bool  // an earlier scale-down of this pool started on it
+	Ready        bool  // N3 lets a Ready node leave only while minNodes Ready ones stay
 }
 
 // CheckScaleDown is N3 for a whole scale-down: going from current members to target
@@ -100,7 +101,9 @@ func CheckScaleDown(pool *v1alpha1.Pool, current, target int) error {
 // interrupted scale-down already started on, then idle nodes (no workload pods), then
 // the least busy (fewest workload pods, fewest accelerators in use), nodes that are not
 // Running before Running ones, and finally by name, last first (as a StatefulSet
-// shrinks). The result never takes the pool below minNodes.
+// shrinks). The result never takes the pool below minNodes, in members or in Ready
+// members: a Ready node that N3 would refuse (fewer than minNodes Ready ones would stay)
+// is passed over for the next candidate, so the plan never stops half done.
 func PlanScaleDown(pool *v1alpha1.Pool, members []ScaleCandidate, count int) ([]string, error) {
 	if err := CheckScaleDown(pool, len(members), len(members)-count); err != nil {
 		return nil, err
@@ -122,15 +125,45 @@ func PlanScaleDown(pool *v1alpha1.Pool, members []ScaleCandidate, count int) ([]
 		}
 		return a.Name > b.Name
 	})
+	// Enough candidates are always left: with R Ready and U NotReady members, the check
+	// above leaves count <= R+U-floor <= U + max(R-floor, 0), what may go.
+	ready, floor := countReady(members), MinNodes(pool.Spec)
 	out := make([]string, 0, count)
-	for _, c := range order[:count] {
+	for _, c := range order {
+		if len(out) == count {
+			break
+		}
+		if c.Ready {
+			if ready-1 < floor {
+				continue
+			}
+			ready--
+		}
 		out = append(out, c.Name)
 	}
 	return out, nil
 }
 
+func countReady(members []ScaleCandidate) int {
+	n := 0
+	for _, m := range members {
+		if m.Ready {
+			n++
+		}
+	}
+	return n
+}
+
+// tooFewReady is N3's refusal of a scale-down that would leave fewer than minNodes Ready
+// members, as the webhook would refuse its last Ready departures.
+func tooFewReady(pool *v1alpha1.Pool, ready, count, notReady int) error {
+	floor := MinNodes(pool.Spec)
+	return Violationf("N3", "pool %q cannot lose %d node(s): it has %d Ready node(s) and minNodes %d, and a Ready node may leave only while %d Ready ones stay; remove at most %d Ready and %d NotReady node(s), or lower spec.minNodes first",
+		pool.Name, count, ready, floor, floor, max(ready-floor, 0), notReady)
+}
+
 // CheckScaleDownNodes is S2 and N3 for nodes named with --remove: each must be a member
-// of the pool, and the pool must keep minNodes.
+// of the pool, and the pool must keep minNodes members and minNodes Ready ones.
 func CheckScaleDownNodes(pool *v1alpha1.Pool, members []ScaleCandidate, remove []string) error {
 	isMember := map[string]bool{}
 	for _, m := range members {
@@ -146,7 +179,19 @@ func CheckScaleDownNodes(pool *v1alpha1.Pool, members []ScaleCandidate, remove [
 		}
 		seen[n] = true
 	}
-	return CheckScaleDown(pool, len(members), len(members)-len(remove))
+	readyRemoved := 0
+	for _, m := range members {
+		if m.Ready && seen[m.Name] {
+			readyRemoved++
+		}
+	}
+	if err := CheckScaleDown(pool, len(members), len(members)-len(remove)); err != nil {
+		return err
+	}
+	if r := countReady(members); readyRemoved > 0 && r-readyRemoved < MinNodes(pool.Spec) {
+		return tooFewReady(pool, r, len(remove), len(members)-r)
+	}
+	return nil
 }
 
 // ApplyJoin changes node as joining pool does: the pool label, the exclusive taint of

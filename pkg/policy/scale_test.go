@@ -53,12 +53,12 @@ func TestCheckScaleUpCandidate(t *testing.T) {
 func TestPlanScaleDown(t *testing.T) {
 	p := pool("train-a100", "A100-80G", 2)
 	members := []ScaleCandidate{
-		{Name: "n1", State: NodeRunning, WorkloadPods: 1, Used: 8},
-		{Name: "n2", State: NodeRunning, WorkloadPods: 1, Used: 4},
-		{Name: "n3", State: NodeRunning},
-		{Name: "n4", State: NodeRunning},
+		{Name: "n1", State: NodeRunning, WorkloadPods: 1, Used: 8, Ready: true},
+		{Name: "n2", State: NodeRunning, WorkloadPods: 1, Used: 4, Ready: true},
+		{Name: "n3", State: NodeRunning, Ready: true},
+		{Name: "n4", State: NodeRunning, Ready: true},
 		{Name: "n5", State: NodeNotReady, WorkloadPods: 1, Used: 4},
-		{Name: "n6", State: NodeRunning, WorkloadPods: 2, Used: 1},
+		{Name: "n6", State: NodeRunning, WorkloadPods: 2, Used: 1, Ready: true},
 	}
 	tests := []struct {
 		count int
@@ -82,6 +82,12 @@ func TestPlanScaleDown(t *testing.T) {
 	got, err := PlanScaleDown(p, resuming, 2)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"n1", "n4"}, got, "a node an interrupted scale-down started on goes first")
+
+	// minNodes 4 of 5 Ready members: one Ready node may go, then the NotReady one rather
+	// than a second Ready node, which N3 would refuse half-way through the scale-down.
+	got, err = PlanScaleDown(pool("train-a100", "A100-80G", 4), members, 2)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"n4", "n5"}, got)
 }
 
 func TestCheckScaleDownNodes(t *testing.T) {
@@ -93,6 +99,12 @@ func TestCheckScaleDownNodes(t *testing.T) {
 	assert.EqualError(t, CheckScaleDownNodes(p, members, []string{"x"}),
 		`[S2] node "x" is not a member of pool "train-a100"; its members are: n1, n2, n3`)
 	assert.EqualError(t, CheckScaleDownNodes(p, members, []string{"n1", "n1"}), `[S2] node "n1" is named twice`)
+
+	// Named Ready nodes must leave minNodes Ready ones, as N3 judges each departure.
+	mixed := []ScaleCandidate{{Name: "r1", Ready: true}, {Name: "r2", Ready: true}, {Name: "u1"}, {Name: "u2"}}
+	assert.NoError(t, CheckScaleDownNodes(p, mixed, []string{"u1", "u2"}), "NotReady members may go")
+	assert.EqualError(t, CheckScaleDownNodes(p, mixed, []string{"r1"}),
+		`[N3] pool "train-a100" cannot lose 1 node(s): it has 2 Ready node(s) and minNodes 2, and a Ready node may leave only while 2 Ready ones stay; remove at most 0 Ready and 2 NotReady node(s), or lower spec.minNodes first`)
 }
 
 func TestJoinAndLeave(t *testing.T) {

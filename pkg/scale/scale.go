@@ -293,7 +293,7 @@ func (s *Scaler) candidates(ctx context.Context, pool *v1alpha1.Pool, members []
 	inv := b.Build()
 	out := make([]policy.ScaleCandidate, len(inv.Nodes))
 	for i, n := range inv.Nodes {
-		out[i] = policy.ScaleCandidate{Name: n.Name, State: n.State, WorkloadPods: n.WorkloadPods, Used: n.Used, Resuming: resuming[n.Name]}
+		out[i] = policy.ScaleCandidate{Name: n.Name, State: n.State, WorkloadPods: n.WorkloadPods, Used: n.Used, Resuming: resuming[n.Name], Ready: n.Ready}
 	}
 	return out, pods, nil
 }
