@@ -412,6 +412,9 @@ func (b *Builder) withoutServed(u usage, served map[corev1.ResourceName]int64) u
 	return u
 }
 
+// draForbidden begins the reason CollectDRA gives when the user may not list DRA objects.
+const draForbidden = "not allowed to list DRA objects"
+
 // CollectDRA lists DeviceClasses, ResourceClaims and ResourceSlices, page by page, and
 // counts their devices per node. A cluster that does not serve resource.k8s.io/v1, or a
 // user not allowed to list it, has no DRA figures: skipped says why, and the error is nil.
@@ -444,7 +447,7 @@ func CollectDRA(ctx context.Context, client kubernetes.Interface) (nodes DRANode
 	case apierrors.IsNotFound(err):
 		return nil, "the cluster does not serve resource.k8s.io/v1", nil
 	case apierrors.IsForbidden(err):
-		return nil, "not allowed to list DRA objects (" + err.Error() + ")", nil
+		return nil, draForbidden + " (" + err.Error() + ")", nil
 	case err != nil:
 		return nil, "", err
 	}

@@ -217,6 +217,9 @@ type Inventory struct {
 	// DRASkipped says why there are no DRA figures (resource.k8s.io/v1 not served or not
 	// readable); empty when they were read.
 	DRASkipped string
+	// Warnings are for the user: figures left out that the cluster has (DRA devices the
+	// user may not list). A cluster without DRA gets none.
+	Warnings []string
 }
 
 // Build sums nodes into pools. extraPools (Pool objects with no members yet) get an

@@ -1,6 +1,7 @@
 package inventory
 
 import (
+	"strings"
 	"bufio"
 	"context"
 	"errors"
@@ -50,6 +51,9 @@ func Collect(ctx context.Context, client kubernetes.Interface, opts Options, ext
 	inv, err := collect(ctx, client, opts, dra, extraPools)
 	if inv != nil {
 		inv.DRASkipped = draSkipped
+		if strings.HasPrefix(draSkipped, draForbidden) {
+			inv.Warnings = append(inv.Warnings, "DRA devices are not counted: "+draSkipped+"; grant list on resource.k8s.io deviceclasses, resourceclaims and resourceslices to see them")
+		}
 	}
 	return inv, err
 }

@@ -50,7 +50,7 @@ func (o *DescribePoolOptions) Run(ctx context.Context) error { return o.each(ctx
 
 // describePool describes one pool.
 func (o *DescribePoolOptions) describePool(ctx context.Context, name string) error {
-	pool, sum, err := kit.LoadPool(ctx, o.clients, name)
+	pool, sum, err := kit.LoadPool(ctx, o.clients, name, o.ErrOut)
 	if err != nil {
 		return err
 	}

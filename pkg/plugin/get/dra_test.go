@@ -1,14 +1,20 @@
 package get
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/inventory"
+	"github.com/runwhere-ai/litepool/pkg/plugin/kit/kittest"
 )
 
 func TestDRAColumns(t *testing.T) {
@@ -35,4 +41,32 @@ func TestDRAColumns(t *testing.T) {
 	nodes := NodeTable([]inventory.Node{{Name: "n1", DRA: []inventory.DRADevices{{Driver: "d", Class: "c", Total: 2, Free: 2}}}, {Name: "n2"}})
 	assert.Equal(t, "c=0/2", nodes.Rows[0].Cells[len(nodes.Rows[0].Cells)-1])
 	assert.Equal(t, "<none>", nodes.Rows[1].Cells[len(nodes.Rows[1].Cells)-1])
+}
+
+// A user who may not list DRA objects is told the DRA figures are left out, once, on
+// stderr; the table is the same. A cluster that does not serve DRA gets no warning.
+func TestDRAFiguresLeftOutAreWarned(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		warn string
+	}{
+		{"forbidden", apierrors.NewForbidden(schema.GroupResource{Group: "resource.k8s.io", Resource: "deviceclasses"}, "", errors.New("RBAC: no rule")),
+			`Warning: DRA devices are not counted: not allowed to list DRA objects (listing deviceclasses: deviceclasses.resource.k8s.io is forbidden: RBAC: no rule); grant list on resource.k8s.io deviceclasses, resourceclaims and resourceslices to see them` + "\n"},
+		{"not served", apierrors.NewNotFound(schema.GroupResource{Group: "resource.k8s.io", Resource: "deviceclasses"}, ""), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, args := range [][]string{{"pools"}, {"nodes"}} {
+				f := cluster(t)
+				want := kittest.Run(f, NewCmdGet, "", args...)
+				require.NoError(t, want.Err)
+				require.Empty(t, want.ErrOut)
+				f.Kube.PrependReactor("list", "deviceclasses", func(k8stesting.Action) (bool, runtime.Object, error) { return true, nil, tc.err })
+				r := kittest.Run(f, NewCmdGet, "", args...)
+				require.NoError(t, r.Err)
+				assert.Equal(t, tc.warn, r.ErrOut, args)
+				assert.Equal(t, want.Out, r.Out, args)
+			}
+		})
+	}
 }

@@ -91,6 +91,7 @@ func (o *GetNodesOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	kit.PrintWarnings(o.ErrOut, inv)
 	if err := o.checkPool(ctx, len(inv.Nodes)); err != nil {
 		return err
 	}

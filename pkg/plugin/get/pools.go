@@ -77,7 +77,7 @@ func (o *GetPoolsOptions) Validate() error {
 
 // Run lists and prints.
 func (o *GetPoolsOptions) Run(ctx context.Context) error {
-	pools, err := kit.LoadPools(ctx, o.clients, "")
+	pools, err := kit.LoadPools(ctx, o.clients, "", o.ErrOut)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package kit
 
 import (
 	"context"
+	"io"
 	"sort"
 	"strings"
 	"time"
@@ -26,7 +27,7 @@ func CompletePoolNames(f Factory) func(*cobra.Command, []string, string) ([]stri
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), completionTimeout)
 		defer cancel()
-		pools, err := LoadPools(ctx, c, "")
+		pools, err := LoadPools(ctx, c, "", io.Discard)
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}

@@ -3,6 +3,7 @@ package kit
 import (
 	"context"
 	"fmt"
+	"io"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -14,8 +15,9 @@ import (
 )
 
 // LoadPools reads Pool objects, nodes and pods and returns every pool (objects, pools
-// that exist only as node labels, and "default") with its status computed.
-func LoadPools(ctx context.Context, c *Clients, nodeSelector string) ([]v1alpha1.Pool, error) {
+// that exist only as node labels, and "default") with its status computed. What the
+// inventory warns of (figures left out) goes to warn.
+func LoadPools(ctx context.Context, c *Clients, nodeSelector string, warn io.Writer) ([]v1alpha1.Pool, error) {
 	objects, err := c.Pools.List(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("listing Pool objects: %w", err)
@@ -28,13 +30,21 @@ func LoadPools(ctx context.Context, c *Clients, nodeSelector string) ([]v1alpha1
 	if err != nil {
 		return nil, err
 	}
+	PrintWarnings(warn, inv)
 	return MergePools(objects, inv), nil
+}
+
+// PrintWarnings prints the inventory's warnings as kubectl prints the API server's.
+func PrintWarnings(w io.Writer, inv *inventory.Inventory) {
+	for _, msg := range inv.Warnings {
+		fmt.Fprintf(w, "Warning: %s\n", msg)
+	}
 }
 
 // LoadPool reads one pool: its object (or one synthesized for a pool that exists only as
 // labels, and for "default") with its status, and the inventory of its members. A pool
-// with neither object nor members is NotFound.
-func LoadPool(ctx context.Context, c *Clients, name string) (*v1alpha1.Pool, *inventory.Pool, error) {
+// with neither object nor members is NotFound. Warnings go to warn, as for LoadPools.
+func LoadPool(ctx context.Context, c *Clients, name string, warn io.Writer) (*v1alpha1.Pool, *inventory.Pool, error) {
 	var objects []v1alpha1.Pool
 	if name != policy.DefaultPool {
 		obj, err := c.Pools.Get(ctx, name)
@@ -49,6 +59,7 @@ func LoadPool(ctx context.Context, c *Clients, name string) (*v1alpha1.Pool, *in
 	if err != nil {
 		return nil, nil, err
 	}
+	PrintWarnings(warn, inv)
 	if len(objects) == 0 && name != policy.DefaultPool && len(inv.Nodes) == 0 {
 		return nil, nil, PoolNotFound(name)
 	}
