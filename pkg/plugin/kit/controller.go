@@ -6,6 +6,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 )
@@ -29,6 +30,30 @@ func ControllerRunning(ctx context.Context, kube kubernetes.Interface, namespace
 		return false, fmt.Sprintf("no litepool controller holds Lease %s/%s", namespace, ControllerLease)
 	}
 	return true, ""
+}
+
+// ControllerGone says whether litepool's controller is known to have stopped: its leader
+// Lease is gone, or no holder renewed it within its duration. A Lease the user may not
+// read says nothing either way (false), so that a command never takes over from a
+// controller that runs. why is for the user.
+func ControllerGone(ctx context.Context, kube kubernetes.Interface, namespace string, now time.Time) (gone bool, why string) {
+	lease, err := kube.CoordinationV1().Leases(namespace).Get(ctx, ControllerLease, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return true, fmt.Sprintf("litepool's controller Lease %s/%s is gone", namespace, ControllerLease)
+	case err != nil:
+		return false, ""
+	case !LeaseHeld(lease, now):
+		return true, fmt.Sprintf("no litepool controller has renewed Lease %s/%s within its %ds", namespace, ControllerLease, ptrOr(lease.Spec.LeaseDurationSeconds))
+	}
+	return false, ""
+}
+
+func ptrOr(p *int32) int32 {
+	if p == nil {
+		return 0
+	}
+	return *p
 }
 
 // LeaseHeld: a holder renewed the lease less than its duration ago.

@@ -31,6 +31,10 @@ var rolloutClientFor = kit.ObjectClient
 // followInterval is how often a followed rollout is read again.
 var followInterval = time.Second
 
+// leaseCheckInterval is how often, while a controller drives the rollout, its leader
+// Lease is read to see that it still runs.
+var leaseCheckInterval = 5 * time.Second
+
 // FollowFlags are the flags of the commands that start or change a rollout and then
 // follow it (driver, resume, abort).
 type FollowFlags struct {
@@ -69,6 +73,7 @@ type follower struct {
 	clock    clock.PassiveClock
 	out      io.Writer // progress lines
 	errOut   io.Writer
+	toldGone bool // the user was told the controller stopped
 }
 
 // follow follows the rollout name after a change of its spec (creation included). The
@@ -106,7 +111,14 @@ func (f *follower) follow(ctx context.Context, name string) error {
 	defer interrupt.InFlight.Clear()
 	rec := &upgrade.Reconciler{Client: f.c, Kube: f.kube, Recorder: f.recorder, Namespace: f.Namespace, StandIn: true}
 	p := newProgress(f.out, f.Watch)
+	var leaseChecked time.Time
 	for {
+		// A controller that acted on the rollout and then stopped (killed, no other
+		// replica) would leave this loop following a rollout nothing drives.
+		if !local && time.Since(leaseChecked) >= leaseCheckInterval {
+			leaseChecked = time.Now()
+			local = f.takeOver(ctx, name)
+		}
 		next := followInterval
 		if local {
 			res, err := rec.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKey{Name: name}})
@@ -136,6 +148,24 @@ func (f *follower) follow(ctx context.Context, name string) error {
 		case <-time.After(next):
 		}
 	}
+}
+
+// takeOver says whether this command drives the rollout from now on: litepool's
+// controller is known to have stopped (kit.ControllerGone) and the command follows to the
+// end without --in-cluster. It tells the user either way, once.
+func (f *follower) takeOver(ctx context.Context, name string) bool {
+	gone, why := kit.ControllerGone(ctx, f.kube, f.Namespace, f.clock.Now())
+	if !gone || f.toldGone {
+		return false
+	}
+	f.toldGone = true
+	if f.InCluster {
+		fmt.Fprintf(f.errOut, "driverrollout %s: %s; it waits for one (--in-cluster)\n", name, why)
+		return false
+	}
+	fmt.Fprintf(f.errOut, "driverrollout %s: %s: this command drives it from here, with the controller's reconciler; "+
+		"stopping the command leaves the rollout where it is, and `kubectl litepool upgrade resume %s` continues it\n", name, why, name)
+	return true
 }
 
 func (f *follower) interrupted(name string, local bool, err error) error {

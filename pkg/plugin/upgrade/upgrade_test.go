@@ -8,10 +8,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -180,4 +182,35 @@ driverrollout r1 (pool p → 24.1.0.3): Failed: 0/2 done (0%), 0 in progress, 1 
 	res = kittest.Run(f, NewCmdUpgrade, "", "status", "--pool", "q")
 	require.NoError(t, res.Err)
 	assert.Equal(t, "no driver rollout in pool q\n", res.Out)
+}
+
+// A controller acted on the rollout and then stopped (its leader Lease expired): the
+// command that follows the rollout says so and drives it to the end, instead of
+// following a rollout nothing moves. With --in-cluster it says so and keeps waiting.
+func TestFollowTakesOverWhenTheControllerStops(t *testing.T) {
+	f, c := setup(t, nil, poolNode("p-1", "p"), poolNode("p-2", "p"))
+	res := kittest.Run(f, NewCmdUpgrade, "", "driver", "--pool", "p", "--version", target, "--installer-image", "inst:1",
+		"--controller-timeout", "0s", "--wait=false", "--yes")
+	require.NoError(t, res.Err, res.ErrOut)
+	ro := getRollout(t, c, rolloutName)
+	ro.Status.ObservedGeneration, ro.Status.Phase = ro.Generation, v1alpha1.RolloutProgressing
+	require.NoError(t, c.Status().Update(context.Background(), ro), "a controller acknowledged it")
+	renewed := metav1.NewMicroTime(kittest.Now.Add(-time.Minute))
+	_, err := f.Kube.CoordinationV1().Leases("litepool-system").Create(context.Background(), &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: kit.ControllerLease, Namespace: "litepool-system"},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To("replica-1"), LeaseDurationSeconds: ptr.To[int32](15), RenewTime: &renewed}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	res = kittest.RunContext(ctx, f, NewCmdUpgradeResume, "", rolloutName, "--in-cluster")
+	assert.ErrorIs(t, res.Err, context.DeadlineExceeded, "--in-cluster waits for a controller")
+	assert.Contains(t, res.ErrOut, "driverrollout "+rolloutName+": no litepool controller has renewed Lease litepool-system/litepool-controller within its 15s; it waits for one (--in-cluster)\n")
+
+	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res = kittest.RunContext(ctx, f, NewCmdUpgradeResume, "", rolloutName)
+	require.NoError(t, res.Err, res.ErrOut)
+	assert.Contains(t, res.ErrOut, "no litepool controller has renewed Lease litepool-system/litepool-controller within its 15s: this command drives it from here")
+	assert.Contains(t, res.Out, "driverrollout "+rolloutName+": Succeeded: 2/2 nodes at 24.1.0.3\n")
 }
