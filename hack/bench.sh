@@ -78,6 +78,7 @@ awk -v sizes="$sizes" '
               "getpools.dra-rss|get pools with DRA objects: peak RSS (MiB)|-;" \
               "webhook.creates|pod create: time per create, litepool / trivial|<= 1.05;" \
               "webhook.creates-p6|pod create: litepool / trivial with P6 config|-;" \
+              "webhook.creates-gogc100|pod create: litepool at GOGC=100 / trivial|-;" \
               "webhook.denial|handler: P2 denial / allowed P1 request|<= 10", row, ";")
   }
   { v[$1, $2] = $3 }

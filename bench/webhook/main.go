@@ -11,7 +11,8 @@
 //     own configurations, called by URL) beside the same run without it, a trivial
 //     webhook (one mutating configuration: P1's selectors, no CEL), the trivial webhook
 //     with P6's configuration beside it (what the API server's match conditions cost),
-//     and litepool without P6's placement webhook, alternated.
+//     litepool without P6's placement webhook, and litepool at GOGC=100 instead of its
+//     default 25 (what its smaller heap costs), alternated.
 //
 // Every loop is bounded in count and in time, and talks only to 127.0.0.1.
 package main
@@ -162,32 +163,44 @@ func run(c config) error {
 	}
 	fmt.Printf("\npod creates through kube-apiserver: %d pods per round, %d at a time, labelled runwhere.ai/pool=train-a100 (never scheduled)\n", c.pods, c.podConc)
 	fmt.Printf("%-24s %10s %10s %10s %12s %12s\n", "round", "creates/s", "p50 ms", "p99 ms", "API CPU ms", "litepool ms")
-	// Five setups, alternated round by round: no webhook; a trivial mutating webhook
+	// Setups alternated round by round: no webhook; a trivial mutating webhook
 	// (adds the nodeSelector and nothing else; P1's configuration alone, whose selectors
 	// the API server checks without CEL) to show what the API server's webhook machinery
 	// itself costs; the same with P6's configuration beside it (its match conditions keep
 	// these pods off the wire), to show what registering P6 costs the API server whoever
 	// serves it; and litepool-webhook, without its P6 placement webhook (as before P6)
 	// and with every configuration.
+	// A sixth: litepool-webhook with GOGC=100 instead of its default 25, started for its
+	// own rounds only (its informers would load the API server in the others), to show
+	// what the smaller heap costs pod creates.
 	p1Only := func(name string) bool { return name == podsWebhook }
 	p1P6 := func(name string) bool { return name == podsWebhook || name == placementWebhook }
 	noP6 := func(name string) bool { return name != placementWebhook }
 	setups := []struct {
 		name, addr string
 		keep       func(string) bool
-	}{{"without webhook", "", nil}, {"trivial webhook", baseAddr, p1Only}, {"trivial + P6 config", baseAddr, p1P6},
-		{"litepool before P6", addr, noP6}, {"litepool-webhook", addr, nil}}
+		env        []string // a webhook process of its own, with this environment
+	}{{"without webhook", "", nil, nil}, {"trivial webhook", baseAddr, p1Only, nil}, {"trivial + P6 config", baseAddr, p1P6, nil},
+		{"litepool before P6", addr, noP6, nil}, {"litepool-webhook", addr, nil, nil}, {"litepool, GOGC=100", "", nil, []string{"GOGC=100"}}}
 	results := make([][]result, len(setups))
 	for r := 1; r <= c.rounds; r++ {
 		for i, s := range setups {
-			unregister := func() {}
-			if s.addr != "" {
-				if unregister, err = register(ctx, kube, c.root, s.addr, caPEM, s.keep); err != nil {
+			pid, stopOwn := webhookPID, func() {}
+			if s.env != nil {
+				if s.addr, stopOwn, pid, _, err = startWebhookProc(ctx, c, dir, fmt.Sprintf("webhook-%d-%d", i, r), s.env); err != nil {
 					return err
 				}
 			}
-			res, err := podRound(ctx, kube, c, fmt.Sprintf("bench-%d-%d", i, r))
+			unregister := func() {}
+			if s.addr != "" {
+				if unregister, err = register(ctx, kube, c.root, s.addr, caPEM, s.keep); err != nil {
+					stopOwn()
+					return err
+				}
+			}
+			res, err := podRound(ctx, kube, c, fmt.Sprintf("bench-%d-%d", i, r), pid)
 			unregister()
+			stopOwn()
 			if err != nil {
 				return fmt.Errorf("%s: %w", s.name, err)
 			}
@@ -200,7 +213,7 @@ func run(c config) error {
 		means[i] = mean(results[i])
 		printRound("mean "+s.name, means[i])
 	}
-	off, trivial, trivialP6, beforeP6, on := means[0], means[1], means[2], means[3], means[4]
+	off, trivial, trivialP6, beforeP6, on, gogc100 := means[0], means[1], means[2], means[3], means[4], means[5]
 	// cost of a create, in the time one create takes at the measured throughput:
 	// 1/rate with a webhook against 1/rate without.
 	cost := func(r result) float64 { return off.rate / r.rate }
@@ -214,8 +227,11 @@ func run(c config) error {
 		fmt.Printf("CPU per create: API server + etcd %.3f ms without, %.3f trivial, %.3f trivial + P6 config, %.3f litepool before P6, %.3f litepool; litepool-webhook process %.3f ms (%.3f of it its informers, as without)\n",
 			ms(off.cpuServer), ms(trivial.cpuServer), ms(trivialP6.cpuServer), ms(beforeP6.cpuServer), ms(on.cpuServer), ms(on.cpuWebhook), ms(off.cpuWebhook))
 	}
+	fmt.Printf("litepool's GOGC (docs/webhook.md, Memory): %.0f creates/s at its default 25, %.0f at GOGC=100 (%+.1f%%); its CPU per create %.3f ms and %.3f ms\n",
+		on.rate, gogc100.rate, 100*(gogc100.rate-on.rate)/on.rate, ms(on.cpuWebhook), ms(gogc100.cpuWebhook))
 	record(c, "webhook.creates", trivial.rate/on.rate)
 	record(c, "webhook.creates-p6", trivialP6.rate/on.rate)
+	record(c, "webhook.creates-gogc100", trivial.rate/gogc100.rate)
 	return nil
 }
 
@@ -358,8 +374,8 @@ func reviewBody() ([]byte, error) {
 
 // startWebhook runs the webhook binary with the bench certificate and waits for /readyz.
 func startWebhook(ctx context.Context, c config, dir string) (string, func(), error) {
-	addr, stop, pid, err := startWebhookProc(ctx, c, dir)
-	webhookPID = pid
+	addr, stop, pid, metrics, err := startWebhookProc(ctx, c, dir, "webhook", nil)
+	webhookPID, webhookMetrics = pid, metrics
 	return addr, stop, err
 }
 
@@ -380,21 +396,24 @@ const (
 	podsWebhook      = "pods.runwhere.ai"
 )
 
-func startWebhookProc(ctx context.Context, c config, dir string) (string, func(), int, error) {
+// startWebhookProc starts the webhook binary, logging to dir/name.log, with env added to
+// this process's environment, and waits until it is ready. It returns its address, a
+// stop function, its pid and its metrics address.
+func startWebhookProc(ctx context.Context, c config, dir, name string, env []string) (string, func(), int, string, error) {
 	port, probe, metrics := freePort(), freePort(), freePort()
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	log, err := os.Create(filepath.Join(dir, "webhook.log"))
+	log, err := os.Create(filepath.Join(dir, name+".log"))
 	if err != nil {
-		return "", nil, 0, err
+		return "", nil, 0, "", err
 	}
 	cmd := exec.CommandContext(ctx, c.bin, "--cert-mode=files", "--cert-dir="+dir, "--host=127.0.0.1", fmt.Sprintf("--port=%d", port),
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probe), fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metrics), "--metrics-secure=false",
 		"--kubeconfig="+c.kubeconfig, "--zap-log-level=error", "--namespace="+webhookNamespace)
-	webhookMetrics = fmt.Sprintf("127.0.0.1:%d", metrics)
 	cmd.Args = append(cmd.Args, strings.Fields(c.extraArgs)...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
-		return "", nil, 0, err
+		return "", nil, 0, "", err
 	}
 	stop := func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }
 	deadline := time.Now().Add(60 * time.Second)
@@ -403,14 +422,14 @@ func startWebhookProc(ctx context.Context, c config, dir string) (string, func()
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return addr, stop, cmd.Process.Pid, nil
+				return addr, stop, cmd.Process.Pid, fmt.Sprintf("127.0.0.1:%d", metrics), nil
 			}
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
 	stop()
 	out, _ := os.ReadFile(log.Name())
-	return "", nil, 0, fmt.Errorf("the webhook never became ready:\n%s", out)
+	return "", nil, 0, "", fmt.Errorf("the webhook never became ready:\n%s", out)
 }
 
 // startBaseline serves, from controller-runtime's server (the same TLS and HTTP stack
@@ -524,18 +543,20 @@ func benchPod(name, pool string) *corev1.Pod {
 
 // podRound creates c.pods pods in a fresh namespace, then deletes it all and waits, so
 // that the next round starts from the same state.
-func podRound(ctx context.Context, kube kubernetes.Interface, c config, namespace string) (result, error) {
+// podRound creates c.pods pods in a new namespace and measures them; webhook is the pid
+// of the webhook process whose CPU it reports.
+func podRound(ctx context.Context, kube kubernetes.Interface, c config, namespace string, webhook int) (result, error) {
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
 		return result{}, err
 	}
 	servers := serverPIDs(c.clusterDir)
-	cpuServer0, cpuWebhook0 := cpuTime(servers...), cpuTime(webhookPID)
+	cpuServer0, cpuWebhook0 := cpuTime(servers...), cpuTime(webhook)
 	res, err := load(c.podConc, c.pods, 2*time.Minute, func(i int) error {
 		_, err := kube.CoreV1().Pods(namespace).Create(ctx, benchPod(fmt.Sprintf("p-%05d", i), "train-a100"), metav1.CreateOptions{})
 		return err
 	})
 	res.cpuServer = (cpuTime(servers...) - cpuServer0) / time.Duration(c.pods)
-	res.cpuWebhook = (cpuTime(webhookPID) - cpuWebhook0) / time.Duration(c.pods)
+	res.cpuWebhook = (cpuTime(webhook) - cpuWebhook0) / time.Duration(c.pods)
 	grace := int64(0)
 	_ = kube.CoreV1().Pods(namespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &grace}, metav1.ListOptions{})
 	for i := 0; i < 300; i++ {

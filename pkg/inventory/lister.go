@@ -1,11 +1,11 @@
 package inventory
 
 import (
-	"strings"
 	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
