@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 	"hash/fnv"
+	"math"
 	"sort"
 	"time"
 
@@ -52,9 +53,18 @@ const departuresPrefix = "litepool-departures-"
 const LabelDepartures = policy.LabelDeparturesOf
 
 // conflictBackoff retries a grant that lost a race: many departures from one pool at
-// once conflict in turn, so it tries more often than retry.DefaultRetry, with jitter to
-// spread the contenders; the request's own deadline bounds it.
-var conflictBackoff = wait.Backoff{Steps: 40, Duration: 5 * time.Millisecond, Factor: 1.2, Jitter: 1, Cap: 100 * time.Millisecond}
+// once conflict in turn, so it tries more often than retry.DefaultRetry, every 10-20 ms
+// (jitter spreads the contenders). The wait does not grow: a request that has lost a few
+// times would wait longest and keep losing to newer ones, and a wait.Backoff with a Cap
+// stops once it reaches it (8 departures at a time starved one that way in
+// bench/webhook). The request's own context (the API server's webhook timeout) bounds
+// the tries, not a count.
+var conflictBackoff = wait.Backoff{Steps: math.MaxInt32, Duration: 10 * time.Millisecond, Factor: 1, Jitter: 1}
+
+// maxGrantTime bounds Grant when its context has no deadline: longer than any webhook
+// timeout (at most 30 s in the API server; deploy sets 3 s), so it never cuts a request
+// the API server still waits for.
+const maxGrantTime = 30 * time.Second
 
 // ConfigMapName is the reservation ConfigMap of pool. Pool label values may hold
 // characters an object name may not (upper case, underscores); those pools get a hash.
@@ -80,29 +90,47 @@ func (d *Denied) Unwrap() error { return d.Err }
 // *Denied when judge refuses, another error when the reservation could not be read or
 // written (the departure must then be refused too: its failure policy is Fail).
 func (d *Departures) Grant(ctx context.Context, pool, node string, dryRun bool, judge func(granted map[string]bool) error) error {
-	return retry.OnError(conflictBackoff, retriable, func() error {
-		cm, found, err := d.get(ctx, pool)
-		if err != nil {
-			return err
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, maxGrantTime)
+		defer cancel()
+	}
+	var last error
+	err := wait.ExponentialBackoffWithContext(ctx, conflictBackoff, func(ctx context.Context) (bool, error) {
+		if last = d.grantOnce(ctx, pool, node, dryRun, judge); retriable(last) {
+			return false, nil
 		}
-		now := d.now()
-		granted := unexpired(cm, now)
-		if err := judge(granted); err != nil {
-			return &Denied{Err: err}
-		}
-		if dryRun || granted[node] {
-			return nil
-		}
-		d.record(cm, granted, node, now)
-		if !found {
-			err := d.Client.Create(ctx, cm)
-			countDepartureCall("create", err)
-			return err
-		}
-		err = d.Client.Update(ctx, cm) // at the resourceVersion read: conflicts if another grant came first
-		countDepartureCall("update", err)
-		return err
+		return true, last
 	})
+	if wait.Interrupted(err) && last != nil {
+		return last // the request's time ran out: the last conflict says why
+	}
+	return err
+}
+
+// grantOnce is one try of Grant, at the reservation's current version.
+func (d *Departures) grantOnce(ctx context.Context, pool, node string, dryRun bool, judge func(granted map[string]bool) error) error {
+	cm, found, err := d.get(ctx, pool)
+	if err != nil {
+		return err
+	}
+	now := d.now()
+	granted := unexpired(cm, now)
+	if err := judge(granted); err != nil {
+		return &Denied{Err: err}
+	}
+	if dryRun || granted[node] {
+		return nil
+	}
+	d.record(cm, granted, node, now)
+	if !found {
+		err := d.Client.Create(ctx, cm)
+		countDepartureCall("create", err)
+		return err
+	}
+	err = d.Client.Update(ctx, cm) // at the resourceVersion read: conflicts if another grant came first
+	countDepartureCall("update", err)
+	return err
 }
 
 // Release drops node's grant from pool's reservation, if it holds one (the node

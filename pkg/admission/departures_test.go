@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -169,4 +170,26 @@ func TestDepartureGrantReleasedWhenTheNodeRejoins(t *testing.T) {
 
 	other := testNode("a100-node-1", "A100-80G", "train-a100")
 	assert.True(t, review(t, h, nodeRequest(t, admissionv1.Delete, nil, other)).Allowed, "3 members, floor 2: one may go")
+}
+
+// A grant that keeps losing its race retries until the request's time is up (not for a
+// fixed count, which starved a contender under 8 concurrent departures), then answers
+// with the last conflict; nothing is recorded.
+func TestDepartureRetriesUntilTheRequestEnds(t *testing.T) {
+	_, deps := floorCluster(t, 4, 1, nil)
+	tries := 0
+	deps.Client = interceptor.NewClient(deps.Client.(client.WithWatch), interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			tries++
+			return apierrors.NewAlreadyExists(corev1.Resource("configmaps"), obj.GetName())
+		}})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	err := deps.Grant(ctx, "train-a100", "a100-node-0", false, func(map[string]bool) error { return nil })
+	require.Error(t, err)
+	assert.True(t, apierrors.IsAlreadyExists(err), "the last conflict: %v", err)
+	assert.Greater(t, tries, 40, "tried for as long as the request lasts")
+	var cms corev1.ConfigMapList
+	require.NoError(t, deps.Client.List(context.Background(), &cms))
+	assert.Empty(t, cms.Items)
 }
