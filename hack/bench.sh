@@ -59,14 +59,15 @@ echo "=== issue 20's figures, one run ($(nproc) cores, load average $(cut -d' ' 
 awk -v sizes="$sizes" '
   BEGIN {
     ns = split(sizes, size, " ")
-    # key|title|goal (op and bound; "-" for none)
-    n = split("webhook.peak|webhook: peak RSS after start (MiB)|<= 128;" \
-              "webhook.steady|webhook: RSS when steady (MiB)|<= 128;" \
-              "webhook.burst|webhook: peak RSS after a 1,000-pod burst (MiB)|<= 128;" \
+    # key|title|goal (op and bound, and "@N" when the goal is set at N nodes only, as
+    # issue 20 sets the memory goals at 5,000; "-" for none)
+    n = split("webhook.peak|webhook: peak RSS after start (MiB)|<= 128 @5000;" \
+              "webhook.steady|webhook: RSS when steady (MiB)|<= 128 @5000;" \
+              "webhook.burst|webhook: peak RSS after a 1,000-pod burst (MiB)|<= 128 @5000;" \
               "webhook.anon|webhook: of it anonymous, at most (MiB)|-;" \
-              "controller.peak|controller: peak RSS after start (MiB)|<= 160;" \
-              "controller.steady|controller: RSS when steady (MiB)|<= 160;" \
-              "controller.burst|controller: peak RSS after a 1,000-pod burst (MiB)|<= 160;" \
+              "controller.peak|controller: peak RSS after start (MiB)|<= 160 @5000;" \
+              "controller.steady|controller: RSS when steady (MiB)|<= 160 @5000;" \
+              "controller.burst|controller: peak RSS after a 1,000-pod burst (MiB)|<= 160 @5000;" \
               "controller.anon|controller: of it anonymous, at most (MiB)|-;" \
               "controller.start|controller: start until every Pool has status (s)|-;" \
               "controller.lag|controller: status lag of one pod, median (s)|-;" \
@@ -82,22 +83,23 @@ awk -v sizes="$sizes" '
               "webhook.denial|handler: P2 denial / allowed P1 request|<= 10", row, ";")
   }
   { v[$1, $2] = $3 }
-  function met(x, goal,   g) {
+  function met(x, goal, n,   g) {
     if (goal == "-") return ""
     split(goal, g, " ")
+    if (g[3] != "" && g[3] != "@" n) return ""
     return ((g[1] == "<=" && x + 0 <= g[2] + 0) || (g[1] == "<" && x + 0 < g[2] + 0)) ? " ok" : " MISS"
   }
   END {
-    printf "%-52s %8s", "figure", "goal"
+    printf "%-52s %12s", "figure", "goal"
     for (i = 1; i <= ns; i++) printf " %13s", size[i] " nodes"
     printf " %14s\n", "per 1k nodes"
     for (r = 1; r <= n; r++) {
       split(row[r], f, "|"); key = f[1]
-      printf "%-52s %8s", f[2], f[3]
+      printf "%-52s %12s", f[2], f[3]
       any = ((("any", key) in v))
       for (i = 1; i <= ns; i++) {
         s = any ? "any" : size[i]
-        cell = ((s, key) in v) ? sprintf("%.2f%s", v[s, key], met(v[s, key], f[3])) : "-"
+        cell = ((s, key) in v) ? sprintf("%.2f%s", v[s, key], met(v[s, key], f[3], s)) : "-"
         if (any && i > 1) cell = "\""
         printf " %13s", cell
       }
