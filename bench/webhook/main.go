@@ -81,7 +81,7 @@ func main() {
 	flag.StringVar(&conc, "concurrency", "1,4,16,64", "HTTPS concurrency levels")
 	flag.IntVar(&c.pods, "pods", 1000, "pods created per API-server round")
 	flag.IntVar(&c.podConc, "pod-concurrency", 16, "concurrent pod creates")
-	flag.IntVar(&c.rounds, "rounds", 2, "rounds of (without webhook, with webhook); 0 skips the API-server part")
+	flag.IntVar(&c.rounds, "rounds", 6, "rounds of every pod-create setup, alternated (2 rounds vary by up to 25% on 2 shared cores); 0 skips the API-server part")
 	flag.IntVar(&c.departures, "departures", 60, "node departures per case of the reservation benchmark; 0 skips it")
 	flag.StringVar(&c.clusterDir, "cluster-dir", "", "the kwok cluster's directory, to read the CPU time of its kube-apiserver and etcd")
 	flag.StringVar(&c.figures, "figures", "", "append the figures to this file (hack/bench.sh's table)")
