@@ -412,13 +412,11 @@ func (b *Builder) withoutServed(u usage, served map[corev1.ResourceName]int64) u
 	return u
 }
 
-// draForbidden begins the reason CollectDRA gives when the user may not list DRA objects.
-const draForbidden = "not allowed to list DRA objects"
-
 // CollectDRA lists DeviceClasses, ResourceClaims and ResourceSlices, page by page, and
 // counts their devices per node. A cluster that does not serve resource.k8s.io/v1, or a
-// user not allowed to list it, has no DRA figures: skipped says why, and the error is nil.
-func CollectDRA(ctx context.Context, client kubernetes.Interface) (nodes DRANodes, skipped string, err error) {
+// user not allowed to list it, has no DRA figures and the error is nil; warning is for
+// the user who may not list them (a cluster without DRA has nothing to tell).
+func CollectDRA(ctx context.Context, client kubernetes.Interface) (nodes DRANodes, warning string, err error) {
 	c := NewDRACounter()
 	each := func(what string, list func(context.Context, metav1.ListOptions) (runtime.Object, error), fn func(runtime.Object)) error {
 		p := pager.New(list)
@@ -444,10 +442,11 @@ func CollectDRA(ctx context.Context, client kubernetes.Interface) (nodes DRANode
 		}, func(obj runtime.Object) { c.AddSlice(obj.(*resourcev1.ResourceSlice)) })
 	}
 	switch {
-	case apierrors.IsNotFound(err):
-		return nil, "the cluster does not serve resource.k8s.io/v1", nil
+	case apierrors.IsNotFound(err): // the cluster does not serve resource.k8s.io/v1
+		return nil, "", nil
 	case apierrors.IsForbidden(err):
-		return nil, draForbidden + " (" + err.Error() + ")", nil
+		return nil, "DRA devices are not counted: not allowed to list DRA objects (" + err.Error() +
+			"); grant list on resource.k8s.io deviceclasses, resourceclaims and resourceslices to see them", nil
 	case err != nil:
 		return nil, "", err
 	}

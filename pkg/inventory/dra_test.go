@@ -217,9 +217,9 @@ func TestDRAExtendedResourceCountedOnce(t *testing.T) {
 
 func TestCollectDRAFake(t *testing.T) {
 	client := fake.NewClientset(classes()[0], sliceOf("n1", 1, gpuDevice("gpu-0", "gpu", "A100")), claimOf("c", "n1", "gpu-0"))
-	nodes, skipped, err := CollectDRA(t.Context(), client)
+	nodes, warning, err := CollectDRA(t.Context(), client)
 	require.NoError(t, err)
-	assert.Empty(t, skipped)
+	assert.Empty(t, warning)
 	assert.Equal(t, []DRADevices{{Driver: gpuDriver, Class: "gpu", Model: "A100", Total: 1, Allocated: 1}}, nodes["n1"].Devices)
 }
 

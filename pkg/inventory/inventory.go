@@ -214,9 +214,6 @@ func addMIG(pool []MIGSlices, node []MIGSlices, ready bool) []MIGSlices {
 type Inventory struct {
 	Nodes []*Node          // sorted by name
 	Pools map[string]*Pool // by name; always has "default"
-	// DRASkipped says why there are no DRA figures (resource.k8s.io/v1 not served or not
-	// readable); empty when they were read.
-	DRASkipped string
 	// Warnings are for the user: figures left out that the cluster has (DRA devices the
 	// user may not list). A cluster without DRA gets none.
 	Warnings []string

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -44,16 +43,13 @@ type Options struct {
 // fake clientset of unit tests) or a response that is not protobuf falls back to the
 // typed, fully decoded lists.
 func Collect(ctx context.Context, client kubernetes.Interface, opts Options, extraPools ...string) (*Inventory, error) {
-	dra, draSkipped, err := CollectDRA(ctx, client)
+	dra, warning, err := CollectDRA(ctx, client)
 	if err != nil {
 		return nil, err
 	}
 	inv, err := collect(ctx, client, opts, dra, extraPools)
-	if inv != nil {
-		inv.DRASkipped = draSkipped
-		if strings.HasPrefix(draSkipped, draForbidden) {
-			inv.Warnings = append(inv.Warnings, "DRA devices are not counted: "+draSkipped+"; grant list on resource.k8s.io deviceclasses, resourceclaims and resourceslices to see them")
-		}
+	if inv != nil && warning != "" {
+		inv.Warnings = append(inv.Warnings, warning)
 	}
 	return inv, err
 }

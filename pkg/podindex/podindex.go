@@ -180,16 +180,6 @@ func (x *Index) HasSynced() bool { return x.informer.HasSynced() }
 // its objects are *Entry.
 func (x *Index) Informer() toolscache.SharedIndexInformer { return x.informer }
 
-// Entries returns every entry, read in place: callers must not change them.
-func (x *Index) Entries() []*Entry {
-	items := x.informer.GetIndexer().List()
-	out := make([]*Entry, len(items))
-	for i, o := range items {
-		out[i] = o.(*Entry)
-	}
-	return out
-}
-
 // Reader serves pod lists by ByNode or ByPool from the index and passes every other read
 // to r.
 func (x *Index) Reader(r client.Reader) client.Reader { return reader{Reader: r, idx: x} }
