@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 )
 
 // The commands that hand long work to the in-cluster controller (upgrade driver,
@@ -22,7 +23,7 @@ const ControllerLease = "litepool-controller"
 // leader Lease and renewed it within the lease's duration. The reason comes back for the
 // user when it does not (no Lease, not readable, expired).
 func ControllerRunning(ctx context.Context, kube kubernetes.Interface, namespace string, now time.Time) (bool, string) {
-	lease, err := kube.CoordinationV1().Leases(namespace).Get(ctx, ControllerLease, metav1.GetOptions{})
+	lease, err := controllerLease(ctx, kube, namespace)
 	if err != nil {
 		return false, fmt.Sprintf("no litepool controller found: reading Lease %s/%s: %v", namespace, ControllerLease, err)
 	}
@@ -37,23 +38,20 @@ func ControllerRunning(ctx context.Context, kube kubernetes.Interface, namespace
 // read says nothing either way (false), so that a command never takes over from a
 // controller that runs. why is for the user.
 func ControllerGone(ctx context.Context, kube kubernetes.Interface, namespace string, now time.Time) (gone bool, why string) {
-	lease, err := kube.CoordinationV1().Leases(namespace).Get(ctx, ControllerLease, metav1.GetOptions{})
+	lease, err := controllerLease(ctx, kube, namespace)
 	switch {
 	case apierrors.IsNotFound(err):
 		return true, fmt.Sprintf("litepool's controller Lease %s/%s is gone", namespace, ControllerLease)
 	case err != nil:
 		return false, ""
 	case !LeaseHeld(lease, now):
-		return true, fmt.Sprintf("no litepool controller has renewed Lease %s/%s within its %ds", namespace, ControllerLease, ptrOr(lease.Spec.LeaseDurationSeconds))
+		return true, fmt.Sprintf("no litepool controller has renewed Lease %s/%s within its %ds", namespace, ControllerLease, ptr.Deref(lease.Spec.LeaseDurationSeconds, 0))
 	}
 	return false, ""
 }
 
-func ptrOr(p *int32) int32 {
-	if p == nil {
-		return 0
-	}
-	return *p
+func controllerLease(ctx context.Context, kube kubernetes.Interface, namespace string) (*coordinationv1.Lease, error) {
+	return kube.CoordinationV1().Leases(namespace).Get(ctx, ControllerLease, metav1.GetOptions{})
 }
 
 // LeaseHeld: a holder renewed the lease less than its duration ago.
