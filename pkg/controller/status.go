@@ -139,34 +139,56 @@ func (r *StatusReconciler) inventory(ctx context.Context, pools []v1alpha1.Pool)
 	if b.DRA, err = r.draNodes(ctx); err != nil {
 		return nil, err
 	}
-	if r.Pods != nil && r.Nodes != nil {
-		for _, o := range r.Pods.List() {
-			b.AddIndexedPod(o.(*podindex.Entry))
-		}
-		for _, o := range r.Nodes.List() {
-			b.AddNode(o.(*corev1.Node))
-		}
-	} else {
-		var pods corev1.PodList
-		if err := r.Client.List(ctx, &pods, client.UnsafeDisableDeepCopy); err != nil {
-			return nil, err
-		}
-		var nodes corev1.NodeList
-		if err := r.Client.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
-			return nil, err
-		}
-		for i := range pods.Items {
-			b.AddPod(&pods.Items[i])
-		}
-		for i := range nodes.Items {
-			b.AddNode(&nodes.Items[i])
-		}
+	// Pods before nodes: AddNode reads the usage of the pods added so far.
+	if err := r.addPods(ctx, b); err != nil {
+		return nil, err
+	}
+	if err := r.addNodes(ctx, b); err != nil {
+		return nil, err
 	}
 	names := make([]string, len(pools))
 	for i := range pools {
 		names[i] = pools[i].Name
 	}
 	return b.Build(names...), nil
+}
+
+// addPods adds every pod from the pod index, or, where a unit test's fake client
+// stands in for the informers, from a list through Client.
+func (r *StatusReconciler) addPods(ctx context.Context, b *inventory.Builder) error {
+	if r.Pods != nil {
+		for _, o := range r.Pods.List() {
+			b.AddIndexedPod(o.(*podindex.Entry))
+		}
+		return nil
+	}
+	var pods corev1.PodList
+	if err := r.Client.List(ctx, &pods, client.UnsafeDisableDeepCopy); err != nil {
+		return err
+	}
+	for i := range pods.Items {
+		b.AddPod(&pods.Items[i])
+	}
+	return nil
+}
+
+// addNodes adds every node from the node informer's store, or from a list through
+// Client as addPods does.
+func (r *StatusReconciler) addNodes(ctx context.Context, b *inventory.Builder) error {
+	if r.Nodes != nil {
+		for _, o := range r.Nodes.List() {
+			b.AddNode(o.(*corev1.Node))
+		}
+		return nil
+	}
+	var nodes corev1.NodeList
+	if err := r.Client.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
+		return err
+	}
+	for i := range nodes.Items {
+		b.AddNode(&nodes.Items[i])
+	}
+	return nil
 }
 
 // updateStatus writes the pool's status when a figure or condition changed, and
