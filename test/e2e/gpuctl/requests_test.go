@@ -1,6 +1,7 @@
 package gpuctl
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/runwhere-ai/litepool/pkg/policy"
 	"github.com/runwhere-ai/litepool/test/e2e/framework"
@@ -140,6 +142,19 @@ func TestGpuctlRequestSequences(t *testing.T) {
 		body := `{"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"labels": {"runwhere.ai/quota": "gpu-quota", "runwhere.ai/namespace": "` + ns + `"}, "name": "gpu-quota-` + ns + `", "namespace": "` + ns + `"}, "spec": {"hard": {"cpu": "8", "memory": "16Gi", "nvidia.com/gpu": "4"}}}`
 		require.NoError(t, kube.CoreV1().RESTClient().Post().Namespace(ns).Resource("resourcequotas").
 			SetHeader("Content-Type", "application/json").Body([]byte(body)).Do(ctx).Error())
+		// Quota admission charges a pod only to a quota whose status.hard the quota
+		// controller has filled; a pod created before that is admitted uncharged, and the
+		// controller's first count may miss it (its pod informer lags), leaving used at 0
+		// until its five-minute resync. A user sees the quota take effect once status.hard
+		// is set, so wait for that as they would.
+		poll(t, "the quota's status.hard", func() (bool, error) {
+			q, err := kube.CoreV1().ResourceQuotas(ns).Get(ctx, "gpu-quota-"+ns, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			_, filled := q.Status.Hard[corev1.ResourceCPU]
+			return filled, nil
+		})
 		res := corev1.ResourceList{"cpu": resource.MustParse("1500m"), "memory": resource.MustParse("3Gi"), "nvidia.com/gpu": resource.MustParse("2")}
 		_, err = kube.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "worker"},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "busybox", Resources: corev1.ResourceRequirements{Requests: res, Limits: res}}}}},
@@ -149,10 +164,11 @@ func TestGpuctlRequestSequences(t *testing.T) {
 		// nvidia.com/gpu: status.used has no entry for it, shown as 0.
 		want := "NAMESPACE        QUOTA       CPU       MEMORY     GPU\nseq-quota-team   gpu-quota   1500m/8   3Gi/16Gi   0/4\n"
 		var last framework.Result
-		poll(t, "the quota's use", func() (bool, error) {
+		err = wait.PollUntilContextTimeout(ctx, pollInterval, pollTimeout, true, func(context.Context) (bool, error) {
 			last = framework.C.Litepool(t, "get", "quota", "-n", ns)
 			return last.ExitCode == 0 && strings.Contains(last.Stdout, "1500m/8"), nil
 		})
+		require.NoError(t, err, "waiting for the quota's use; the last get quota exited %d:\n%s%s", last.ExitCode, last.Stdout, last.Stderr)
 		assert.Equal(t, want, last.Stdout)
 		assert.Equal(t, "Warning: resourcequota seq-quota-team/gpu-quota-seq-quota-team: nvidia.com/gpu is not enforced by Kubernetes, which limits an extended resource only by its requests, so pods may use more than 4; set requests.nvidia.com/gpu instead\n", last.Stderr)
 	})
