@@ -32,7 +32,7 @@ go build -trimpath -ldflags '-s -w' -o "$out/floor" ./bench/getpools/floor
 go build -trimpath -ldflags '-s -w' -o "$out/populate" ./bench/getpools/populate
 # The same plugin with list items decoded in full by the generated Unmarshal, under the
 # same streaming pager: the yardstick of the protobuf scanner (pkg/inventory/decoder.go).
-go build -trimpath -tags inventory_unmarshal -ldflags '-s -w' -o "$out/kubectl-litepool-unmarshal" ./cmd/kubectl-litepool
+CGO_ENABLED=0 go build -trimpath -tags inventory_unmarshal -ldflags '-s -w' -o "$out/kubectl-litepool-unmarshal" ./cmd/kubectl-litepool
 hack/build-control-plane.sh >/dev/null
 
 bench_cluster

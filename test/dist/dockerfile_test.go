@@ -117,12 +117,15 @@ func TestDockerfile(t *testing.T) {
 	build, final := stages[0], stages[len(stages)-1]
 
 	t.Run("builds what make build builds", func(t *testing.T) {
+		makefile := readFile(t, "Makefile")
 		var makeBuild []string
-		for _, l := range strings.Split(readFile(t, "Makefile"), "\n") {
-			if strings.Contains(l, "go build") && strings.Contains(l, "$(BIN)/") {
+		for _, l := range strings.Split(makefile, "\n") {
+			if strings.Contains(l, "$(GOBUILD)") && strings.Contains(l, "$(BIN)/") {
 				makeBuild = append(makeBuild, l)
 			}
 		}
+		// make build's binaries are the ones tests and benches run: static like these.
+		assert.Regexp(t, `(?m)^GOBUILD +:= CGO_ENABLED=0 go build -trimpath$`, makefile)
 		want := programs(makeBuild, "$(BIN)/")
 		assert.Equal(t, map[string]string{"kubectl-litepool": "./cmd/kubectl-litepool", "litepool-webhook": "./cmd/webhook"}, want)
 		assert.Equal(t, want, programs(build.all("RUN"), "/out/"))
