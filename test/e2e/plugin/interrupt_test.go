@@ -78,13 +78,15 @@ func (p *plugin) exitCode(t *testing.T) int {
 	return p.cmd.ProcessState.ExitCode()
 }
 
-// waitDraining waits until the node carries runwhere.ai/draining: the drain has
-// started and is blocked (a PDB refuses the eviction).
+// waitDraining waits until the node carries runwhere.ai/draining and the plugin has
+// printed its first eviction: the drain has started and is blocked (a PDB refuses the
+// eviction). The mark is written before the first eviction, so a signal sent on the
+// mark alone could come before the eviction line.
 func waitDraining(t *testing.T, p *plugin, name string) {
 	t.Helper()
 	err := wait.PollUntilContextTimeout(ctx(), waitInterval, waitTimeout, true, func(c context.Context) (bool, error) {
 		n, err := fw.C.Kube.CoreV1().Nodes().Get(c, name, metav1.GetOptions{})
-		return err == nil && n.Annotations["runwhere.ai/draining"] != "", err
+		return err == nil && n.Annotations["runwhere.ai/draining"] != "" && strings.Contains(p.stdout.String(), "evicting pod "), err
 	})
 	require.NoError(t, err, "stdout:\n%s\nstderr:\n%s", p.stdout, p.stderr)
 }
