@@ -31,7 +31,7 @@ control-plane: ## kube-apiserver, etcd, controller-manager, scheduler, kwok into
 test: verify test-unit test-e2e bench-smoke ## everything CI runs
 
 .PHONY: verify
-verify: ## gofmt, golangci-lint (.golangci.yml), shellcheck on hack/, generated code up to date
+verify: ## gofmt, programs a fresh machine lacks (hack/hostprograms), shellcheck on hack/, generated code up to date, golangci-lint
 	hack/verify.sh
 
 .PHONY: test-unit

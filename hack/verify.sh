@@ -3,7 +3,7 @@
 # Go module proxy or Debian's packages, so a fresh machine needs nothing installed by hand.
 #
 #   hack/verify.sh            all checks
-#   hack/verify.sh gofmt|lint|shellcheck|codegen
+#   hack/verify.sh gofmt|lint|shellcheck|codegen|programs
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -64,7 +64,14 @@ verify_codegen() {
   return $rc
 }
 
-if [ $# -eq 0 ]; then set -- gofmt shellcheck codegen lint; fi
+# verify_programs fails when a script, the Makefile or a test runs a program that a fresh
+# machine (../shared/base-image-packages.txt and Go) lacks at that point: hack/hostprograms,
+# with hack/host-programs.txt saying which package ships each program.
+verify_programs() {
+  go run ./hack/hostprograms
+}
+
+if [ $# -eq 0 ]; then set -- gofmt programs shellcheck codegen lint; fi
 for c in "$@"; do check "$c"; done
 if [ ${#failed[@]} -gt 0 ]; then
   echo "verify failed: ${failed[*]}" >&2
