@@ -6,6 +6,8 @@
 # make image writes. The facts behind every setting: docs/install.md ("Real node").
 #
 #   hack/realnode.sh build                 kubelet into _output/bin (skipped when built)
+#   hack/realnode.sh packages              containerd, runc, the CNI plugins and iptables
+#                                          from Debian's apt, those missing (needs root)
 #   hack/realnode.sh up NAME KUBECONFIG    start containerd and the kubelet, join cluster NAME
 #   hack/realnode.sh down NAME             stop them and give the host back as it was
 #
@@ -253,6 +255,9 @@ down() {
   dir=$(statedir "$name")
   sock="$dir/containerd.sock"
   [ -d "$dir" ] || { say "no real node for cluster $name"; return 0; }
+  # What up installed is needed to undo it (ctr, iptables); a no-op unless someone
+  # removed them in between.
+  packages
   stop_pid "$dir/kubelet.pid"
   if alive "$dir/containerd.pid"; then
     local ctr_=(ctr --address "$sock" -n k8s.io) t
@@ -340,7 +345,8 @@ unchain() {
 cmd=${1:-}; shift || true
 case "$cmd" in
   build) build ;;
+  packages) packages ;;
   up) up "$@" ;;
   down) down "$@" ;;
-  *) die "usage: $0 build|up NAME KUBECONFIG|down NAME" ;;
+  *) die "usage: $0 build|packages|up NAME KUBECONFIG|down NAME" ;;
 esac

@@ -125,7 +125,10 @@ func EnsureNamespace(ctx context.Context, kube kubernetes.Interface, name string
 func (p *Process) Done() <-chan struct{} { return p.done }
 
 // WaitReady waits until /readyz says the informer caches have synced and the
-// certificate serves, or fails when the process exits or the timeout passes.
+// certificate serves, and the metrics server accepts connections, or fails when the
+// process exits or the timeout passes. The manager starts its metrics server on its own
+// schedule, after readiness can already answer: on a busy machine a scrape made as soon
+// as /readyz says 200 (or the Lease is held) finds nothing listening.
 func (p *Process) WaitReady(ctx context.Context, timeout time.Duration) error {
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
 		select {
@@ -133,7 +136,7 @@ func (p *Process) WaitReady(ctx context.Context, timeout time.Duration) error {
 			return false, fmt.Errorf("the webhook exited: %v", p.Cmd.ProcessState)
 		default:
 		}
-		return Ready(p.Probe), nil
+		return Ready(p.Probe) && Listening(p.Metrics), nil
 	})
 	if err != nil {
 		return fmt.Errorf("webhook never became ready: %w", err)
@@ -145,6 +148,16 @@ func (p *Process) WaitReady(ctx context.Context, timeout time.Duration) error {
 func Ready(probe string) bool {
 	code, _ := Get("http://" + probe + "/readyz")
 	return code == http.StatusOK
+}
+
+// Listening says whether something accepts TCP connections at addr.
+func Listening(addr string) bool {
+	conn, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return false
+	}
+	_ = conn.Close()
+	return true
 }
 
 // Kill kills the process and waits until it has exited.

@@ -35,6 +35,12 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	// First: the packages the node needs stay installed after teardown, so "before" is
+	// read once they are there (a fresh machine has none of them; iptables-save is one).
+	if err := framework.InstallRealNodePackages(); err != nil {
+		fmt.Fprintf(os.Stderr, "FATAL: e2e: %v\n", err)
+		os.Exit(1)
+	}
 	var err error
 	if hostBefore, err = snapshotHost(); err != nil {
 		fmt.Fprintf(os.Stderr, "FATAL: e2e: reading the host's state: %v\n", err)
