@@ -441,12 +441,17 @@ func isFlag(word *syntax.Word, flag string) bool {
 func skipOptions(args []*syntax.Word, wrapper string) []*syntax.Word {
 	for len(args) > 0 {
 		s, ok := literal(args[0])
-		if !ok || !(strings.HasPrefix(s, "-") || strings.Contains(s, "=") || (wrapper == "timeout" && s != "" && s[0] >= '0' && s[0] <= '9')) {
+		if !ok || !isOption(s, wrapper) {
 			break
 		}
 		args = args[1:]
 	}
 	return args
+}
+
+func isOption(s, wrapper string) bool {
+	duration := wrapper == "timeout" && s != "" && s[0] >= '0' && s[0] <= '9'
+	return strings.HasPrefix(s, "-") || strings.Contains(s, "=") || duration
 }
 
 // aptInstalls returns the literal packages of "apt-get install ...".
