@@ -55,6 +55,7 @@ import (
 
 	"github.com/runwhere-ai/litepool/pkg/admission"
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/compat"
 	"github.com/runwhere-ai/litepool/pkg/controller"
 	"github.com/runwhere-ai/litepool/pkg/podindex"
 	"github.com/runwhere-ai/litepool/pkg/policy"
@@ -80,6 +81,9 @@ type options struct {
 	// kept-alive connection with its next answer (drain.go); closing is set meanwhile.
 	shutdownDrain time.Duration
 	closing       *atomic.Bool
+	// compatConfigMap names the ConfigMap in namespace that overrides the embedded
+	// compatibility matrix for C1 on DriverRollouts.
+	compatConfigMap string
 }
 
 const (
@@ -101,6 +105,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.DurationVar(&o.shutdownDrain, "shutdown-drain", 0, "after SIGTERM, keep serving this long and close kept-alive connections with each answer, so that no admission request in flight is lost (deploy/webhook: 5s, within the pod's grace period)")
 	fs.DurationVar(&o.departureTTL, "departure-ttl", admission.DefaultDepartureTTL, "how long a granted node departure counts against its pool's minNodes (longer than the informer caches' lag)")
 	fs.BoolVar(&o.enableHTTP2, "enable-http2", false, "serve HTTP/2 (off: one HTTP/2 connection would pin all of the API server's calls to one replica, and HTTP/2 rapid reset, CVE-2023-44487)")
+	fs.StringVar(&o.compatConfigMap, "compat-configmap", "", "ConfigMap in --namespace whose key "+compat.ConfigMapKey+" overrides the embedded compatibility matrix that C1 judges DriverRollouts by (as the plugin's --compat-configmap; empty: the embedded matrix)")
 	fs.StringVar(&o.serviceName, "service-name", "litepool-webhook", "Service the API server calls (the certificate's DNS name)")
 	fs.StringVar(&o.secret, "cert-secret", "litepool-webhook-cert", "Secret the self-managed certificate is kept in (cert-mode self)")
 	fs.StringVar(&o.mutatingConfig, "mutating-webhook-configuration", "litepool-webhook", "MutatingWebhookConfiguration whose CA bundle is managed (cert-mode self)")
@@ -303,8 +308,10 @@ func addWebhook(ctx context.Context, mgr manager.Manager, o options, scheme *run
 		return fmt.Errorf("creating the API client: %w", err)
 	}
 	srv := webhook.NewServer(webhook.Options{Host: o.host, Port: o.port, CertDir: o.certDir, TLSOpts: tlsOpts})
-	admission.Register(drainingServer{Server: srv, closing: o.closing}, admission.Catalog{Reader: pods.Reader(mgr.GetCache())},
+	catalog := admission.Catalog{Reader: pods.Reader(mgr.GetCache())}
+	admission.Register(drainingServer{Server: srv, closing: o.closing}, catalog,
 		&admission.Departures{Client: live, Namespace: o.namespace, TTL: o.departureTTL}, accel)
+	admission.RegisterOperations(drainingServer{Server: srv, closing: o.closing}, catalog, matrixLoader(live, o.namespace, o.compatConfigMap))
 
 	certReady := make(chan struct{})
 	if o.certMode == certModeSelf {
@@ -396,4 +403,24 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// matrixLoader reads the compatibility matrix for C1: the embedded one, or the ConfigMap
+// name in namespace, read live when a rollout is created (the webhook may get
+// ConfigMaps of its namespace: its departure reservations are ConfigMaps).
+func matrixLoader(live client.Client, namespace, name string) admission.MatrixLoader {
+	if name == "" {
+		return func(context.Context) (*compat.Matrix, error) { return compat.Embedded() }
+	}
+	return func(ctx context.Context) (*compat.Matrix, error) {
+		var cm corev1.ConfigMap
+		if err := live.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &cm); err != nil {
+			return nil, fmt.Errorf("reading --compat-configmap %s/%s: %w", namespace, name, err)
+		}
+		data, ok := cm.Data[compat.ConfigMapKey]
+		if !ok {
+			return nil, fmt.Errorf("configmap %s/%s has no key %q holding the matrix", namespace, name, compat.ConfigMapKey)
+		}
+		return compat.Parse([]byte(data), "configmap "+namespace+"/"+name)
+	}
 }

@@ -38,6 +38,7 @@ func TestLoadConfigurationsByURL(t *testing.T) {
 		"node-departures.runwhere.ai https://127.0.0.1:1234/validate-nodes",
 		"pod-placement.runwhere.ai https://127.0.0.1:1234/validate-pod-placement",
 		"pools.runwhere.ai https://127.0.0.1:1234/validate-pools",
+		"operations.runwhere.ai https://127.0.0.1:1234/validate-operations",
 	}, got)
 }
 

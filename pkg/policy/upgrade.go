@@ -269,12 +269,16 @@ func PredictUpgradeWaves(nodes []UpgradeNode, maxUnavailable int, canary string)
 
 // ValidateDriverVersion checks a target version: one label value (it is compared with
 // the node's driver-version label).
-func ValidateDriverVersion(v string) error {
+func ValidateDriverVersion(v string) error { return validateDriverVersion("--version", v) }
+
+// validateDriverVersion is ValidateDriverVersion for a version given as what (a flag or
+// a field).
+func validateDriverVersion(what, v string) error {
 	if v == "" {
-		return Violationf("U2", "--version is required: the driver version to install (as the node's driver-version label will read it)")
+		return Violationf("U2", "%s is required: the driver version to install (as the node's driver-version label will read it)", what)
 	}
 	if err := ValidateLabel(LabelDriverVersion, v); err != nil {
-		return Violationf("U2", "invalid --version %q: %s", v, messageOf(err))
+		return Violationf("U2", "invalid %s %q: %s", what, v, messageOf(err))
 	}
 	return nil
 }

@@ -75,6 +75,8 @@ type UpgradeDriverOptions struct {
 	clients  *kit.Clients
 	rollouts client.Client
 	clock    clock.PassiveClock
+	// forcedPreflight: --force overrode a pre-flight that refused.
+	forcedPreflight bool
 	genericiooptions.IOStreams
 }
 
@@ -317,8 +319,16 @@ func (o *UpgradeDriverOptions) rollout(need []string) *v1alpha1.DriverRollout {
 	if len(name) > 253 {
 		name = name[len(name)-253:]
 	}
-	return &v1alpha1.DriverRollout{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}
+	ro := &v1alpha1.DriverRollout{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}
+	if o.forcedPreflight {
+		// The webhook judges C1 again on the rollout; the annotation carries --force.
+		ro.Annotations = map[string]string{policy.AnnotationForce: forcedBy}
+	}
+	return ro
 }
+
+// forcedBy is the runwhere.ai/force value of a rollout --force created: "<who>: <why>".
+const forcedBy = "kubectl litepool upgrade driver --force: the operator overrode the compatibility pre-flight (C1)"
 
 var nonName = regexp.MustCompile(`[^a-z0-9.-]+`)
 
@@ -346,28 +356,13 @@ func (o *UpgradeDriverOptions) preflight(ctx context.Context, pool *v1alpha1.Poo
 	if err != nil {
 		return err
 	}
-	var declared v1alpha1.SoftwareSpec
-	hw := ""
-	if pool != nil {
-		declared, hw = pool.Spec.Software, pool.Spec.Accelerator.Type
-	}
-	models := map[string]bool{}
+	models := make([]string, len(nodes))
 	for i := range nodes {
-		if hw != "" {
-			models[hw] = true
-		} else if t := policy.GPUType(&nodes[i]); t != "" {
-			models[t] = true
-		}
-	}
-	if len(models) == 0 {
-		models[""] = true
+		models[i] = policy.GPUType(&nodes[i])
 	}
 	var checks []kit.CompatCheck
 	failed := false
-	for _, model := range kit.SortedKeys(models) {
-		chain := compat.Chain{Hardware: model, SoftwareSpec: declared}
-		chain.Driver = o.Version
-		res := compat.Check(m, chain)
+	for _, res := range compat.DriverPreflight(m, pool, models, o.Version) {
 		checks = append(checks, kit.CompatCheck{Subject: "pre-flight: driver " + o.Version, Result: res})
 		failed = failed || res.Verdict != compat.Compatible
 	}
@@ -381,6 +376,7 @@ func (o *UpgradeDriverOptions) preflight(ctx context.Context, pool *v1alpha1.Poo
 		if err := ch.Result.Err(); err != nil {
 			if o.Force {
 				fmt.Fprintf(o.ErrOut, "warning: --force: upgrading despite the pre-flight: %v\n", err)
+				o.forcedPreflight = true
 				return nil
 			}
 			return fmt.Errorf("pre-flight refused the upgrade (pass --force to override): %w", err)

@@ -214,3 +214,29 @@ func TestFollowTakesOverWhenTheControllerStops(t *testing.T) {
 	assert.Contains(t, res.ErrOut, "no litepool controller has renewed Lease litepool-system/litepool-controller within its 15s: this command drives it from here")
 	assert.Contains(t, res.Out, "driverrollout "+rolloutName+": Succeeded: 2/2 nodes at 24.1.0.3\n")
 }
+
+// --force past a pre-flight that refused writes runwhere.ai/force on the rollout, so that
+// the webhook's C1 (which judges every DriverRollout) lets it through too; a rollout the
+// pre-flight passes carries no override.
+func TestDriverForceCarriesTheOverrideToTheWebhook(t *testing.T) {
+	const unknown = "99.9.9"
+	f, c := setup(t, nil, poolNode("p-1", "p"))
+	res := kittest.Run(f, NewCmdUpgrade, "", "driver", "--pool", "p", "--version", unknown, "--installer-image", "inst:1",
+		"--controller-timeout", "0s", "--wait=false", "--yes")
+	require.ErrorContains(t, res.Err, "pre-flight refused the upgrade (pass --force to override): [C1]")
+
+	res = kittest.Run(f, NewCmdUpgrade, "", "driver", "--pool", "p", "--version", unknown, "--installer-image", "inst:1",
+		"--controller-timeout", "0s", "--wait=false", "--yes", "--force")
+	require.NoError(t, res.Err, res.ErrOut)
+	ro := getRollout(t, c, "p-99.9.9-20261122-120000")
+	who, why, err := policy.ParseForce(ro.Annotations[policy.AnnotationForce])
+	require.NoError(t, err)
+	assert.Equal(t, "kubectl litepool upgrade driver --force", who)
+	assert.Contains(t, why, "C1")
+
+	f2, c2 := setup(t, nil, poolNode("p-1", "p"))
+	res = kittest.Run(f2, NewCmdUpgrade, "", "driver", "--pool", "p", "--version", target, "--installer-image", "inst:1",
+		"--controller-timeout", "0s", "--wait=false", "--yes", "--force")
+	require.NoError(t, res.Err, res.ErrOut)
+	assert.Empty(t, getRollout(t, c2, rolloutName).Annotations, "nothing to override")
+}
