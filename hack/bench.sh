@@ -77,7 +77,9 @@ awk -v sizes="$sizes" '
               "getpools.scanner|get pools: wall the scanner saves vs Unmarshal (%)|-;" \
               "getpools.dra-floor|get pools with DRA objects: wall time / floor|-;" \
               "getpools.dra-rss|get pools with DRA objects: peak RSS (MiB)|-;" \
-              "webhook.creates|pod create: time per create, litepool / trivial|<= 1.05;" \
+              "webhook.creates|pod create: litepool / trivial, median of rounds|<= 1.05;" \
+              "webhook.creates-min|pod create: litepool / trivial, lowest round|-;" \
+              "webhook.creates-max|pod create: litepool / trivial, highest round|-;" \
               "webhook.creates-p6|pod create: litepool / trivial with P6 config|-;" \
               "webhook.creates-gogc100|pod create: litepool at GOGC=100 / trivial|-;" \
               "webhook.denial|handler: P2 denial / allowed P1 request|<= 10", row, ";")
