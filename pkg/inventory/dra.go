@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/google/cel-go/common/ast"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -97,7 +98,10 @@ var ModelAttributes = []string{"productName", "model", "product"}
 // Finish. It keeps a few strings per device, never the objects.
 type DRACounter struct {
 	classes []draClass
-	cache   *dracel.Cache
+	// readsKnown: every class's reads have been worked out (on the first device, once
+	// every class is in).
+	readsKnown bool
+	cache      *dracel.Cache
 	// allocated holds the devices allocated to claims; the value is the extended resource
 	// a claim made by the scheduler for an extended-resource request serves ("" otherwise).
 	allocated map[deviceKey]corev1.ResourceName
@@ -109,6 +113,10 @@ type draClass struct {
 	selectors []string
 	extended  corev1.ResourceName
 	matched   int // devices it selects
+	// reads is what the selectors read of a device (nil: they read it as a whole, and
+	// every device is evaluated); verdicts holds the verdict per key of what they read.
+	reads    *deviceReads
+	verdicts map[string]bool
 }
 
 type deviceKey struct{ driver, pool, device string }
@@ -238,16 +246,71 @@ func (c *DRACounter) AddSlice(slice *resourcev1.ResourceSlice) {
 // classesOf is the DeviceClasses whose selectors all match the device (indexes into
 // c.classes), evaluated with the scheduler's own CEL environment. A selector that fails
 // to compile or evaluate does not match, as the scheduler would not allocate through it.
+//
+// CEL is most of what counting costs (it converts every attribute of the device for
+// each evaluation), so a class is evaluated once per distinct value of what its
+// selectors read (deviceReads), not once per device.
 func (c *DRACounter) classesOf(driver string, d *resourcev1.Device) []uint16 {
+	if !c.readsKnown {
+		c.workOutReads()
+	}
 	var out []uint16
 	input := dracel.Device{Driver: driver, Attributes: d.Attributes, Capacity: d.Capacity, AllowMultipleAllocations: d.AllowMultipleAllocations}
-	for i, dc := range c.classes {
-		if c.matches(dc.selectors, input) {
+	for i := range c.classes {
+		if c.selects(&c.classes[i], driver, d, input) {
 			c.classes[i].matched++
 			out = append(out, uint16(i))
 		}
 	}
 	return out
+}
+
+func (c *DRACounter) selects(dc *draClass, driver string, d *resourcev1.Device, input dracel.Device) bool {
+	if dc.reads == nil {
+		return c.matches(dc.selectors, input)
+	}
+	key := dc.reads.key(driver, d)
+	v, ok := dc.verdicts[key]
+	if !ok {
+		v = c.matches(dc.selectors, input)
+		dc.verdicts[key] = v
+	}
+	return v
+}
+
+// workOutReads parses every class's selectors for what they read of a device.
+func (c *DRACounter) workOutReads() {
+	c.readsKnown = true
+	for i := range c.classes {
+		dc := &c.classes[i]
+		if len(dc.selectors) == 0 {
+			continue
+		}
+		if reads, ok := readsOf(c.parse, dc.selectors); ok {
+			dc.reads, dc.verdicts = &reads, map[string]bool{}
+		}
+	}
+}
+
+// parse parses a selector in the environment the scheduler compiles it in.
+func (c *DRACounter) parse(expr string) (ast.Expr, bool) {
+	res := c.celCache().GetOrCompile(expr)
+	if res.Error != nil || res.Environment == nil {
+		return nil, false
+	}
+	parsed, iss := res.Environment.Parse(expr)
+	if iss.Err() != nil {
+		return nil, false
+	}
+	return parsed.NativeRep().Expr(), true
+}
+
+func (c *DRACounter) celCache() *dracel.Cache {
+	if c.cache == nil {
+		// Built on first use: a cluster without DRA classes does not pay for CEL's environment.
+		c.cache = dracel.NewCache(64, dracel.Features{EnableConsumableCapacity: true})
+	}
+	return c.cache
 }
 
 // className is the class a device is counted under when several select it: the
@@ -267,12 +330,8 @@ func (c *DRACounter) className(matched []uint16) string {
 }
 
 func (c *DRACounter) matches(selectors []string, input dracel.Device) bool {
-	if c.cache == nil && len(selectors) > 0 {
-		// Built on first use: a cluster without DRA classes does not pay for CEL's environment.
-		c.cache = dracel.NewCache(64, dracel.Features{EnableConsumableCapacity: true})
-	}
 	for _, expr := range selectors {
-		res := c.cache.GetOrCompile(expr)
+		res := c.celCache().GetOrCompile(expr)
 		if res.Error != nil {
 			return false
 		}
