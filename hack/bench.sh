@@ -75,8 +75,8 @@ awk -v sizes="$sizes" '
               "getpools.floor|get pools: wall time / floor|<= 1.25;" \
               "getpools.rss|get pools: peak RSS (MiB)|< 64;" \
               "getpools.scanner|get pools: wall the scanner saves vs Unmarshal (%)|-;" \
-              "getpools.dra-floor|get pools with DRA objects: wall time / floor|-;" \
-              "getpools.dra-rss|get pools with DRA objects: peak RSS (MiB)|-;" \
+              "getpools.dra-floor|get pools with DRA objects: wall / floor with DRA|<= 1.25;" \
+              "getpools.dra-rss|get pools with DRA objects: peak RSS (MiB)|< 64 @5000;" \
               "webhook.creates|pod create: litepool / trivial, median of rounds|<= 1.05;" \
               "webhook.creates-min|pod create: litepool / trivial, lowest round|-;" \
               "webhook.creates-max|pod create: litepool / trivial, highest round|-;" \

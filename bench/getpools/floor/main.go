@@ -2,7 +2,9 @@
 // cluster's accelerators. It pages through every node and every pod (500 a page,
 // protobuf, no filtering) with client-go and sums allocatable and requested
 // accelerators, printing the totals. Nothing else: no per-pool grouping, no status, no
-// printing library.
+// printing library. With -dra it also pages through every ResourceSlice and every
+// ResourceClaim and counts node-local devices and allocated ones, so that get pools with
+// DRA objects is measured against a floor that reads the same objects.
 package main
 
 import (
@@ -13,6 +15,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -22,6 +25,7 @@ import (
 
 func main() {
 	kubeconfig := flag.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig")
+	dra := flag.Bool("dra", false, "also read every ResourceSlice and ResourceClaim and count their devices")
 	flag.Parse()
 	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
 	if err != nil {
@@ -65,7 +69,40 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
-	fmt.Printf("nodes %d pods %d accelerators allocatable %d requested %d\n", nodes, pods, allocatable, requested)
+	fmt.Printf("nodes %d pods %d accelerators allocatable %d requested %d", nodes, pods, allocatable, requested)
+	if *dra {
+		devices, allocated := countDRA(ctx, client)
+		fmt.Printf(" DRA devices %d allocated %d", devices, allocated)
+	}
+	fmt.Println()
+}
+
+// countDRA counts the node-local devices of every ResourceSlice and the devices
+// allocated to every ResourceClaim.
+func countDRA(ctx context.Context, client kubernetes.Interface) (devices, allocated int64) {
+	err := pager.New(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		return client.ResourceV1().ResourceSlices().List(ctx, o)
+	}).EachListItem(ctx, metav1.ListOptions{Limit: 500}, func(obj runtime.Object) error {
+		if s := obj.(*resourcev1.ResourceSlice); s.Spec.NodeName != nil {
+			devices += int64(len(s.Spec.Devices))
+		}
+		return nil
+	})
+	if err != nil {
+		fail(err)
+	}
+	err = pager.New(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		return client.ResourceV1().ResourceClaims("").List(ctx, o)
+	}).EachListItem(ctx, metav1.ListOptions{Limit: 500}, func(obj runtime.Object) error {
+		if a := obj.(*resourcev1.ResourceClaim).Status.Allocation; a != nil {
+			allocated += int64(len(a.Devices.Results))
+		}
+		return nil
+	})
+	if err != nil {
+		fail(err)
+	}
+	return devices, allocated
 }
 
 func isAccelerator(name corev1.ResourceName) bool {
