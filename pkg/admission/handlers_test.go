@@ -30,9 +30,6 @@ import (
 // fixture is a small cluster: the e2e fixture's pools, some nodes and pods.
 func fixture(t testing.TB) Catalog {
 	t.Helper()
-	s := runtime.NewScheme()
-	require.NoError(t, clientgoscheme.AddToScheme(s))
-	require.NoError(t, v1alpha1.AddToScheme(s))
 	objs := []client.Object{
 		&v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: "train-a100"}, Spec: v1alpha1.PoolSpec{Type: v1alpha1.PoolTypeTraining, MinNodes: 2,
 			Accelerator: v1alpha1.AcceleratorSpec{Type: "A100-80G", ResourceName: "nvidia.com/gpu"}}},
@@ -56,6 +53,15 @@ func fixture(t testing.TB) Catalog {
 			OwnerReferences: []metav1.OwnerReference{{Kind: "DaemonSet", Name: "ne", Controller: ptr.To(true)}}},
 			Spec: corev1.PodSpec{NodeName: "a100-node-2"}},
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "queued", Namespace: "ai-team", Labels: map[string]string{policy.LabelPool: "train-a100"}}})
+	return catalogOf(t, objs...)
+}
+
+// catalogOf is a Catalog over a fake client holding objs, with the webhook's indexes.
+func catalogOf(t testing.TB, objs ...client.Object) Catalog {
+	t.Helper()
+	s := runtime.NewScheme()
+	require.NoError(t, clientgoscheme.AddToScheme(s))
+	require.NoError(t, v1alpha1.AddToScheme(s))
 	b := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...)
 	for _, ix := range Indexes {
 		b = b.WithIndex(ix.Obj, ix.Field, ix.Extract)

@@ -10,10 +10,6 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/compat"
@@ -23,20 +19,12 @@ import (
 // operationsHandler judges against a pool train-snt9b of two Snt9B nodes (declaring no
 // software), a label-only pool infer-a10 and a node in no pool.
 func operationsHandler(t *testing.T) *OperationsHandler {
-	s := runtime.NewScheme()
-	require.NoError(t, clientgoscheme.AddToScheme(s))
-	require.NoError(t, v1alpha1.AddToScheme(s))
-	objs := []client.Object{
+	cat := catalogOf(t,
 		&v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: "train-snt9b"}, Spec: v1alpha1.PoolSpec{Type: v1alpha1.PoolTypeTraining, MinNodes: 1,
 			Accelerator: v1alpha1.AcceleratorSpec{Type: "Snt9B", ResourceName: "huawei.com/Ascend910"}}},
 		testNode("snt9b-node-1", "Snt9B", "train-snt9b"), testNode("snt9b-node-2", "Snt9B", "train-snt9b"),
-		testNode("a10-node-1", "A10-24G", "infer-a10"), testNode("spare-1", "Snt9B", ""),
-	}
-	b := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...)
-	for _, ix := range Indexes {
-		b = b.WithIndex(ix.Obj, ix.Field, ix.Extract)
-	}
-	return &OperationsHandler{Catalog: Catalog{Reader: b.Build()}, Matrix: func(context.Context) (*compat.Matrix, error) { return compat.Embedded() }}
+		testNode("a10-node-1", "A10-24G", "infer-a10"), testNode("spare-1", "Snt9B", ""))
+	return &OperationsHandler{Catalog: cat, Matrix: func(context.Context) (*compat.Matrix, error) { return compat.Embedded() }}
 }
 
 func operationRequest(t *testing.T, kind string, obj any) admissionv1.AdmissionRequest {
