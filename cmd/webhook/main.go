@@ -115,7 +115,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.BoolVar(&o.controllers, "controllers", false, "run litepool's controllers (Pool status, per-pool metrics, rollouts, stress runs) on the replica that holds the leader lease")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader among replicas (a Lease named "+controller.LeaderElectionID+"): controllers run on the leader only; needs --controllers (a webhook serves on every replica and elects nobody)")
 	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader Lease (default --namespace, else kube-system)")
-	fs.Func("health-images", "comma-separated image prefixes the operator approves for node health re-checks and remediation Jobs (Pool spec.health); another image is not run and its node is held out", func(v string) error {
+	fs.Func("health-images", "comma-separated repositories (approving the repository and those below it, at a path boundary) or exact references with a tag or digest that the operator approves for node health re-checks and remediation Jobs (Pool spec.health); another image is not run and its node is held out", func(v string) error {
 		controller.HealthImages = append(controller.HealthImages, strings.Split(v, ",")...)
 		return nil
 	})

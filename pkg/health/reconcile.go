@@ -63,8 +63,9 @@ type Reconciler struct {
 	// Namespace is litepool's own: remediation Jobs run there.
 	Namespace    string
 	Accelerators policy.Accelerators
-	// Images are the operator-approved image prefixes (--health-images): a re-check or
-	// remediation image outside them is not run, and the node is held out.
+	// Images are the operator-approved repositories or exact references
+	// (--health-images, matched by policy.ImageApproved): a re-check or remediation image
+	// outside them is not run, and the node is held out.
 	Images []string
 	// DRA says the cluster serves ResourceSlices: a device a driver taints there is a
 	// fault of its node.
@@ -339,14 +340,7 @@ func (r *Reconciler) apply(ctx context.Context, pool *v1alpha1.Pool, s policy.He
 	return nil
 }
 
-func (r *Reconciler) approved(image string) bool {
-	for _, p := range r.Images {
-		if p != "" && strings.HasPrefix(image, p) {
-			return true
-		}
-	}
-	return false
-}
+func (r *Reconciler) approved(image string) bool { return policy.ImageApproved(image, r.Images) }
 
 func (r *Reconciler) holdUnapproved(e *v1alpha1.NodeHealthStatus, what, image string) {
 	e.State, e.Reason, e.Since = v1alpha1.NodeHealthHeldOut, ReasonImageNotApproved, metav1.NewTime(r.now())
