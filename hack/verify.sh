@@ -65,7 +65,7 @@ verify_codegen() {
 }
 
 # verify_programs fails when a script, the Makefile or a test runs a program that a fresh
-# machine (../shared/base-image-packages.txt and Go) lacks at that point: hack/hostprograms,
+# machine (hack/base-image-packages.txt and Go) lacks at that point: hack/hostprograms,
 # with hack/host-programs.txt saying which package ships each program.
 verify_programs() {
   go run ./hack/hostprograms

@@ -1,6 +1,6 @@
 // Command hostprograms fails when a script, the Makefile or a Go file of litepool runs a
 // program that a fresh machine does not have at that point: a program must come from a
-// package of the base image (../shared/base-image-packages.txt), from the Go toolchain, or
+// package of the base image (hack/base-image-packages.txt, a copy of ../shared/'s), from the Go toolchain, or
 // from a package the project's own installer put there earlier on the same path.
 //
 // A fresh machine is where a green run on our own machines lies: a program installed by
@@ -23,11 +23,11 @@ import (
 
 func main() {
 	root := flag.String("root", ".", "the repository's root")
-	base := flag.String("base", "", "the base image's package list (default ROOT/../shared/base-image-packages.txt)")
+	base := flag.String("base", "", "the base image's package list (default ROOT/hack/base-image-packages.txt)")
 	verbose := flag.Bool("v", false, "also list every call site checked and the ones that could not be resolved")
 	flag.Parse()
 	if *base == "" {
-		*base = filepath.Join(*root, "..", "shared", "base-image-packages.txt")
+		*base = filepath.Join(*root, "hack", "base-image-packages.txt")
 	}
 	problems, report, err := run(*root, *base)
 	if err != nil {

@@ -60,9 +60,10 @@ func TestKeyedVerdictsMatchEveryDeviceEvaluated(t *testing.T) {
 		if i%2 == 0 {
 			attrs["type"] = resourcev1.DeviceAttribute{StringValue: ptr.To("gpu")}
 		}
-		if i%3 == 0 {
+		switch i % 3 {
+		case 0:
 			attrs["gpu.x/model"] = resourcev1.DeviceAttribute{StringValue: ptr.To("A100")}
-		} else if i%3 == 1 {
+		case 1:
 			attrs["model"] = resourcev1.DeviceAttribute{StringValue: ptr.To("A100")}
 		}
 		if i%5 == 0 {
