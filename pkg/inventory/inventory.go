@@ -1,9 +1,12 @@
 // Package inventory reads the cluster's nodes and pods in one paged pass and sums them up
 // per node and per pool: the figures behind `get pools`, `get nodes` and `describe`.
 //
-// It costs what the floor costs: one paged list of nodes, one paged list of non-terminal
-// bound pods (terminal pods are filtered by the API server), no per-node request, and
-// nothing kept of a pod beyond the accelerators it requests.
+// The whole-cluster figures (Builder, Lister) cost what the floor costs: one paged list of
+// nodes and one of non-terminal bound pods (terminal pods are filtered by the API
+// server), plus DeviceClasses, ResourceSlices and ResourceClaims where the cluster has DRA
+// objects; of a pod only its node, whether it is workload and its accelerator requests are
+// kept. The one-node readers (ActivePodsOn, for describe node, scale and the catalog)
+// list by node instead, one request a node up to ten nodes.
 package inventory
 
 import (
