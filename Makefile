@@ -110,7 +110,7 @@ release: ## make dist and make image at the version in VERSION: archives, krew m
 	hack/release.sh
 
 .PHONY: generate
-generate: ## deep-copy functions and the CRD from pkg/apis
+generate: ## deep-copy functions and the three CRDs from pkg/apis
 	hack/update-codegen.sh
 
 .PHONY: clean
