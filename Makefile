@@ -4,7 +4,11 @@ SHELL := /usr/bin/env bash
 .DEFAULT_GOAL := build
 
 BIN        := _output/bin
-VERSION    ?= $(shell git describe --tags --match 'v*' 2>/dev/null || echo v0.1.0-dev)
+# The release this tree is: the one line of the file VERSION. deploy/webhook's image tag
+# and the install lines of the docs name it (test/release fails when one does not), and
+# `make release` builds the archives and the image at it. Other builds are stamped with
+# git describe.
+VERSION    ?= $(shell git describe --tags --match 'v*' 2>/dev/null || sed 's/$$/-dev/' VERSION)
 COMMIT     ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS    := -s -w -X github.com/runwhere-ai/litepool/pkg/version.Version=$(VERSION) \
               -X github.com/runwhere-ai/litepool/pkg/version.Commit=$(COMMIT)
@@ -101,8 +105,12 @@ bench-smoke: build control-plane ## every bench at a smoke size (tens of nodes),
 dist: ## release archives and the rendered krew manifest into _output/dist
 	hack/dist.sh $(VERSION)
 
+.PHONY: release
+release: ## make dist and make image at the version in VERSION: archives, krew manifest, and the image tag deploy/webhook names
+	hack/release.sh
+
 .PHONY: generate
-generate: ## deep-copy functions and the CRD from pkg/apis
+generate: ## deep-copy functions and the three CRDs from pkg/apis
 	hack/update-codegen.sh
 
 .PHONY: clean

@@ -112,10 +112,10 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.validatingConfig, "validating-webhook-configuration", "litepool-webhook", "ValidatingWebhookConfiguration whose CA bundle is managed (cert-mode self)")
 	fs.StringVar(&o.extraDNSNames, "extra-dns-names", "", "comma-separated extra DNS names for the self-managed certificate")
 	fs.BoolVar(&o.webhook, "webhook", true, "serve the admission webhook (and, with --cert-mode=self, keep its certificate and CA bundles); false: controllers only (Deployment litepool-controller)")
-	fs.BoolVar(&o.controllers, "controllers", false, "run litepool's controllers (Pool status, per-pool metrics, rollouts, stress runs) on the replica that holds the leader lease")
+	fs.BoolVar(&o.controllers, "controllers", false, "run litepool's controllers (Pool status, per-pool metrics, exclusive taints, rollouts, stress runs, the node health loop); with --leader-elect, on the replica that holds the leader Lease only")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader among replicas (a Lease named "+controller.LeaderElectionID+"): controllers run on the leader only; needs --controllers (a webhook serves on every replica and elects nobody)")
-	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader Lease (default --namespace, else kube-system)")
-	fs.Func("health-images", "comma-separated repositories (approving the repository and those below it, at a path boundary) or exact references with a tag or digest that the operator approves for node health re-checks and remediation Jobs (Pool spec.health); another image is not run and its node is held out", func(v string) error {
+	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader Lease (default --namespace, which is required)")
+	fs.Func("health-images", "comma-separated repositories (approving the repository and those below it, at a path boundary) or exact references with a tag or digest that the operator approves for node health re-checks and remediation Jobs (Pool spec.health); another image is not run and its node is held out. Read by the health loop, which runs with --controllers: give it to Deployment litepool-controller", func(v string) error {
 		controller.HealthImages = append(controller.HealthImages, strings.Split(v, ",")...)
 		return nil
 	})

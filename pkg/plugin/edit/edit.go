@@ -77,7 +77,8 @@ func NewCmdEditPool(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Co
 			--tag KEY- to remove it), --min-nodes, --type and --exclusive. Without
 			flags, the pool opens in your editor ($KUBE_EDITOR, then $EDITOR, then vi)
 			as kubectl edit does; save and quit to apply, or quit without changes to
-			cancel. The pool's status is computed, not stored, so it is not shown.
+			cancel. The pool's status is not shown: litepool's controller writes it, through
+			the status subresource, which an edit does not change.
 
 			Either way the result is checked before it is written: the pool rules (R1:
 			type, minNodes of at least 1, HCCL ranges, an accelerator type that cannot
@@ -254,8 +255,8 @@ func (o *EditPoolOptions) applyFlags(old *v1alpha1.Pool) (*v1alpha1.Pool, error)
 }
 
 const editHeader = `# Please edit the pool below. Lines beginning with a '#' will be ignored,
-# and an empty file will abort the edit. The status is computed by litepool
-# and is not stored: it is not shown here.
+# and an empty file will abort the edit. The status is litepool's controller's
+# to write (the status subresource): it is not shown here.
 #
 `
 

@@ -15,7 +15,7 @@ import (
 // The commands that hand long work to the in-cluster controller (upgrade driver,
 // stress run) ask it whether one runs.
 
-// ControllerLease is the Lease litepool-webhook's replicas compete for
+// ControllerLease is the Lease the replicas of Deployment litepool-controller compete for
 // (controller.LeaderElectionID); its holder runs the controllers.
 const ControllerLease = "litepool-controller"
 

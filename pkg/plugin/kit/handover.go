@@ -26,7 +26,7 @@ func (h *HandOver) AddFlags(cmd *cobra.Command, inCluster, wait string) {
 	fl := cmd.Flags()
 	fl.BoolVar(&h.InCluster, "in-cluster", false, inCluster)
 	fl.BoolVar(&h.Wait, "wait", false, wait)
-	fl.StringVar(&h.ControllerNamespace, "controller-namespace", "litepool-system", "Namespace of litepool-webhook, whose leader Lease tells whether the controller runs")
+	fl.StringVar(&h.ControllerNamespace, "controller-namespace", "litepool-system", "litepool's namespace, where Deployment litepool-controller keeps the leader Lease litepool-controller that tells whether the controller runs")
 }
 
 // Choose fills InCluster when --in-cluster was not given: whether the controller runs

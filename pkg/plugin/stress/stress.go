@@ -473,7 +473,7 @@ func NewCmdStressSchedule(f kit.Factory, streams genericiooptions.IOStreams) *co
 	fl.StringVar(&o.Pool, "pool", "", "Pool to test")
 	fl.StringVar(&o.Cron, "cron", "", `When to run, as a cron expression ("0 2 * * 0", "@daily")`)
 	fl.StringVar(&o.Image, "image", "", "Stress-test image")
-	fl.StringVar(&o.PluginImage, "plugin-image", "ghcr.io/runwhere-ai/kubectl-litepool:"+version.Version, "Image holding the kubectl-litepool binary, which the CronJob runs")
+	fl.StringVar(&o.PluginImage, "plugin-image", "ghcr.io/runwhere-ai/litepool-webhook:"+version.Version, "Image holding the kubectl-litepool binary, which the CronJob runs: litepool's own image (make image, deploy/webhook's) has it in /usr/local/bin")
 	fl.StringSliceVar(&o.Tests, "tests", stress.Tests, "Tests to run: "+strings.Join(stress.Tests, ", "))
 	fl.DurationVar(&o.Timeout, "timeout", 30*time.Minute, "How long a node's test may run")
 	o.Mutation.AddFlags(cmd, false)

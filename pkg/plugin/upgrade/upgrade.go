@@ -106,8 +106,10 @@ func NewCmdUpgradeDriver(f kit.Factory, streams genericiooptions.IOStreams) *cob
 			than --max-unavailable (a count, or a percentage of the pool's nodes
 			rounded up) allows, counting nodes that are already cordoned or NotReady.
 			The first failure stops the rollout; the failed node stays cordoned and
-			is marked failed. Every step is stored in node annotations and recorded as
-			an Event on the node, so "upgrade resume" continues an interrupted rollout.
+			is marked failed. Every step is stored in the DriverRollout's status (the
+			node annotations runwhere.ai/upgrade-* mirror it for people and tools, and
+			are never read as orders) and recorded as an Event on the node, so
+			"upgrade resume" continues an interrupted rollout.
 
 			The rollout is a DriverRollout object: the command creates it and follows
 			its status (--wait, the default; -w prints each move). litepool's
