@@ -56,17 +56,13 @@ func acceleratorsOnly(l corev1.ResourceList, accel policy.Accelerators) corev1.R
 	return out
 }
 
-// keepNodeInventory keeps the node's unschedulable flag, its Ready condition (without
-// heartbeat times, which change every few seconds and matter to nobody here) and its
-// allocatable accelerators.
+// keepNodeInventory keeps what Pool status counts, the node's unschedulable flag and
+// allocatable accelerators, and what the health loop reads (keepNodeHealth): every
+// condition, without heartbeat times, which change every few seconds and matter to
+// nobody here.
 func keepNodeInventory(accel policy.Accelerators) func(from, to *corev1.Node) {
 	return func(from, to *corev1.Node) {
 		to.Spec.Unschedulable = from.Spec.Unschedulable
-		for _, c := range from.Status.Conditions {
-			if c.Type == corev1.NodeReady {
-				to.Status.Conditions = []corev1.NodeCondition{{Type: c.Type, Status: c.Status, Reason: c.Reason}}
-			}
-		}
 		to.Status.Allocatable = acceleratorsOnly(from.Status.Allocatable, accel)
 		keepNodeHealth(from, to, accel)
 	}
