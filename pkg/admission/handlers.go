@@ -367,7 +367,9 @@ func (h *PlacementHandler) Handle(ctx context.Context, req admission.Request) ad
 	if cat.err != nil {
 		return errorf(hookPlacement, start, http.StatusInternalServerError, "reading the informer cache: %v", cat.err)
 	}
-	if err := policy.CheckExclusivePlacement(pod, ns, target, members); err != nil {
+	// Only a creation can make a node agent: the requester is who creates the pod.
+	agent := req.Operation == admissionv1.Create && req.SubResource == "" && policy.IsNodeAgent(pod, req.UserInfo.Username)
+	if err := policy.CheckExclusivePlacement(pod, ns, target, members, agent); err != nil {
 		return deny(ctx, hookPlacement, start, err, nil)
 	}
 	observe(hookPlacement, nil, OutcomeAllowed, start)

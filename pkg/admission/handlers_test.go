@@ -412,7 +412,7 @@ func TestPlacementHandler(t *testing.T) {
 		req.Operation, req.OldObject = admissionv1.Update, raw(t, pinned)
 		resp := review(t, h, req)
 		assert.False(t, resp.Allowed)
-		assert.Equal(t, `[P6] pod ai-team/pinned may not run on node "a10-node-9": it tolerates the pool's taint (runwhere.ai/pool Exists) and its node affinity allows the node, but the node belongs to exclusive pool "dev-sandbox", which runs only its own pods and DaemonSet pods, and the pod asks for no pool; label the pod runwhere.ai/pool=dev-sandbox from a namespace the pool admits, or keep it off the pool's nodes`, resp.Result.Message)
+		assert.Equal(t, `[P6] pod ai-team/pinned may not run on node "a10-node-9": it tolerates the pool's taint (runwhere.ai/pool Exists) and its node affinity allows the node, but the node belongs to exclusive pool "dev-sandbox", which runs only its own pods and node agents (DaemonSet pods that ask for no device), and the pod asks for no pool; label the pod runwhere.ai/pool=dev-sandbox from a namespace the pool admits, or keep it off the pool's nodes`, resp.Result.Message)
 		require.NotNil(t, resp.Result.Details)
 		assert.Equal(t, []metav1.StatusCause{{Type: policy.CauseRule, Message: "P6"}}, resp.Result.Details.Causes)
 

@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
@@ -53,8 +54,9 @@ type ExclusiveMember struct {
 	Pool PoolInfo
 }
 
-// CheckExclusivePlacement is rule P6: a pod that is not an exclusive pool's (DaemonSet
-// pods excepted) never lands on that pool's nodes, however it gets there. The pool's
+// CheckExclusivePlacement is rule P6: a pod that is not an exclusive pool's (node
+// agents excepted: nodeAgent, see IsNodeAgent) never lands on that pool's nodes, however
+// it gets there. The pool's
 // taint stops the scheduler; P6 closes the bypasses: a pod bound to a node directly
 // (spec.nodeName, a pods/binding by someone other than the scheduler: target is that
 // node), and a pod that tolerates the taint (an empty key with operator Exists, or the
@@ -63,8 +65,8 @@ type ExclusiveMember struct {
 // for the pool (label, or its namespace's default pool) and the pool admits its
 // namespace (P4). members are the nodes of exclusive pools, target the node the pod is
 // bound to ("" when it is not).
-func CheckExclusivePlacement(pod *corev1.Pod, ns *corev1.Namespace, target string, members []ExclusiveMember) error {
-	if isDaemonSetPod(pod) {
+func CheckExclusivePlacement(pod *corev1.Pod, ns *corev1.Namespace, target string, members []ExclusiveMember, nodeAgent bool) error {
+	if nodeAgent {
 		return nil
 	}
 	for _, m := range members {
@@ -100,7 +102,7 @@ func exclusiveDenial(pod *corev1.Pod, ns *corev1.Namespace, m ExclusiveMember, h
 	if why == "" {
 		return nil
 	}
-	return Violationf("P6", "pod %s/%s may not run on node %q: %s, but the node belongs to exclusive pool %q, which runs only its own pods and DaemonSet pods, and %s; label the pod %s=%s from a namespace the pool admits, or keep it off the pool's nodes",
+	return Violationf("P6", "pod %s/%s may not run on node %q: %s, but the node belongs to exclusive pool %q, which runs only its own pods and node agents (DaemonSet pods that ask for no device), and %s; label the pod %s=%s from a namespace the pool admits, or keep it off the pool's nodes",
 		pod.Namespace, podName(pod), m.Node.Name, how, m.Pool.Name, why, LabelPool, m.Pool.Name)
 }
 
@@ -135,6 +137,42 @@ func toleratesExclusive(pod *corev1.Pod, pool string) (string, bool) {
 func affinityAllows(pod *corev1.Pod, node *corev1.Node) bool {
 	ok, err := nodeaffinity.GetRequiredNodeAffinity(pod).Match(node)
 	return err == nil && ok
+}
+
+// DaemonSetControllers are the identities the DaemonSet controller creates pods as: its
+// own ServiceAccount (kube-controller-manager --use-service-account-credentials, as
+// kubeadm and managed clusters run it), or kube-controller-manager's identity when it
+// runs without. Both are held by kube-controller-manager alone.
+var DaemonSetControllers = []string{"system:serviceaccount:kube-system:daemon-set-controller", "system:kube-controller-manager"}
+
+// IsNodeAgent says whether a pod created by requester is a node agent, which P6 lets
+// onto an exclusive pool's nodes: a pod the DaemonSet controller created (the requester
+// is its identity; an ownerReference naming a DaemonSet is a claim whoever writes the
+// pod makes) that asks for no device (no extended resource, no ResourceClaim): an agent
+// watches a node, it does not take its accelerators.
+func IsNodeAgent(pod *corev1.Pod, requester string) bool {
+	return slices.Contains(DaemonSetControllers, requester) && isDaemonSetPod(pod) && !RequestsDevices(pod)
+}
+
+// RequestsDevices says whether a pod asks for a device: an extended resource (a name
+// with a domain, nvidia.com/gpu, example.com/nic, ...) in any container, or a
+// ResourceClaim.
+func RequestsDevices(pod *corev1.Pod) bool {
+	if len(pod.Spec.ResourceClaims) > 0 {
+		return true
+	}
+	for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range cs {
+			for _, rl := range []corev1.ResourceList{cs[i].Resources.Requests, cs[i].Resources.Limits} {
+				for name := range rl {
+					if strings.Contains(string(name), "/") {
+						return true
+					}
+				}
+			}
+		}
+	}
+	return false
 }
 
 func isDaemonSetPod(pod *corev1.Pod) bool {
