@@ -339,8 +339,8 @@ func (h *PoolHandler) Handle(ctx context.Context, req admission.Request) admissi
 // PlacementHandler is the validating pod webhook of rule P6: pods created with
 // spec.nodeName, pods that tolerate an exclusive pool's taint, updates that change what
 // P6 judges of a pod that tolerates it (tolerations added, its pool label, or the node
-// selection of a gated pod), and pods/binding onto an exclusive pool's node by anyone
-// but the scheduler (matchConditions send only these).
+// selection of a gated pod), and bindings (pods/binding, or the bindings resource) onto
+// an exclusive pool's node by anyone but the scheduler (matchConditions send only these).
 type PlacementHandler struct {
 	Catalog Catalog
 	// Live reads the pod a binding names from the API server; nil (unit tests) reads
@@ -353,7 +353,8 @@ type PlacementHandler struct {
 func (h *PlacementHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
 	start := time.Now()
 	update := req.Operation == admissionv1.Update && req.SubResource == ""
-	if (req.Operation != admissionv1.Create && !update) || (req.SubResource != "" && req.SubResource != "binding") {
+	if (req.Operation != admissionv1.Create && !update) || (req.SubResource != "" && req.SubResource != "binding") ||
+		(req.Resource.Resource != "pods" && !isBinding(req)) {
 		observe(hookPlacement, nil, OutcomeAllowed, start)
 		return admission.Allowed("litepool judges pod placement on create, update and binding only")
 	}
@@ -368,7 +369,7 @@ func (h *PlacementHandler) Handle(ctx context.Context, req admission.Request) ad
 		return errorf(hookPlacement, start, http.StatusInternalServerError, "reading the informer cache: %v", cat.err)
 	}
 	// Only a creation can make a node agent: the requester is who creates the pod.
-	agent := req.Operation == admissionv1.Create && req.SubResource == "" && policy.IsNodeAgent(pod, req.UserInfo.Username)
+	agent := req.Operation == admissionv1.Create && !isBinding(req) && policy.IsNodeAgent(pod, req.UserInfo.Username)
 	if err := policy.CheckExclusivePlacement(pod, ns, target, members, agent); err != nil {
 		return deny(ctx, hookPlacement, start, err, nil)
 	}
@@ -376,9 +377,15 @@ func (h *PlacementHandler) Handle(ctx context.Context, req admission.Request) ad
 	return admission.Allowed("")
 }
 
+// isBinding says whether req binds a pod to a node: pods/NAME/binding, or the same
+// Binding POSTed to the namespace's bindings resource (schedulers may use either).
+func isBinding(req admission.Request) bool {
+	return (req.Resource.Resource == "pods" && req.SubResource == "binding") || (req.Resource.Resource == "bindings" && req.SubResource == "")
+}
+
 // podAndTarget is the pod being placed and the node it is bound to ("" when none).
 func (h *PlacementHandler) podAndTarget(ctx context.Context, req admission.Request) (*corev1.Pod, string, error) {
-	if req.SubResource == "binding" {
+	if isBinding(req) {
 		var b corev1.Binding
 		if err := decode(req.Object, &b); err != nil {
 			return nil, "", fmt.Errorf("decoding the binding: %w", err)

@@ -40,11 +40,11 @@ var (
 
 // The identities, each with exactly the right its row names.
 const (
-	tenant      = "mallory"           // edit in at-foreign
-	scheduler2  = "second-scheduler"  // create bindings and pods/binding, read pods
-	nodePatcher = "node-labeller"     // get, list, patch nodes
-	npd         = "node-problem-det"  // get nodes, patch nodes/status
-	draDriver   = "dra-driver"        // create resourceslices
+	tenant      = "mallory"          // edit in at-foreign
+	scheduler2  = "second-scheduler" // create bindings and pods/binding, read pods
+	nodePatcher = "node-labeller"    // get, list, patch nodes
+	npd         = "node-problem-det" // get nodes, patch nodes/status
+	draDriver   = "dra-driver"       // create resourceslices
 	webhookSA   = "system:serviceaccount:litepool-system:litepool-webhook"
 	controlSA   = "system:serviceaccount:litepool-system:litepool-controller"
 )

@@ -256,7 +256,9 @@ func attackForgedReviews(t *testing.T) {
 	require.NoError(t, err)
 }
 
-func authnUser(name string) authenticationv1.UserInfo { return authenticationv1.UserInfo{Username: name} }
+func authnUser(name string) authenticationv1.UserInfo {
+	return authenticationv1.UserInfo{Username: name}
+}
 
 func resourceQty(s string) resource.Quantity { return resource.MustParse(s) }
 
@@ -270,7 +272,9 @@ func attackWebhookRewritesItsConfig(t *testing.T) {
 		what string
 		edit func(w *admissionregistrationv1.MutatingWebhook)
 	}{
-		{"rules", func(w *admissionregistrationv1.MutatingWebhook) { w.Rules[0].Resources = append(w.Rules[0].Resources, "pods/exec") }},
+		{"rules", func(w *admissionregistrationv1.MutatingWebhook) {
+			w.Rules[0].Resources = append(w.Rules[0].Resources, "pods/exec")
+		}},
 		{"clientConfig", func(w *admissionregistrationv1.MutatingWebhook) {
 			u := "https://attacker.example/mutate"
 			w.ClientConfig.URL = &u
@@ -330,7 +334,9 @@ func attackControllerRewritesConfig(t *testing.T) {
 		require.Error(t, err, p)
 		assert.Contains(t, err.Error(), "litepool-webhook-config-guard", p)
 	}
-	ci := slices.IndexFunc(cfg.Webhooks[wi].MatchConditions, func(c admissionregistrationv1.MatchCondition) bool { return c.Name == controller.BindingTargetsCondition })
+	ci := slices.IndexFunc(cfg.Webhooks[wi].MatchConditions, func(c admissionregistrationv1.MatchCondition) bool {
+		return c.Name == controller.BindingTargetsCondition
+	})
 	require.GreaterOrEqual(t, ci, 0)
 	// "true" sends every binding: stricter, and the controller writes its list back.
 	_, err = adm.ValidatingWebhookConfigurations().Patch(ctx, controller.WebhookConfiguration, types.JSONPatchType,
