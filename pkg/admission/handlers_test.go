@@ -181,7 +181,7 @@ func TestPodHandler(t *testing.T) {
 	t.Run("P2 unknown pool lists the pools, objects and labels", func(t *testing.T) {
 		resp := review(t, h, podRequest(t, pod("p", training("train-h100"), nil)))
 		assert.False(t, resp.Allowed)
-		assert.Equal(t, `[P2] pool "train-h100" (label runwhere.ai/pool) does not exist: the pools are dev-sandbox, infer-a10, train-a100, train-snt9b`, resp.Result.Message)
+		assert.Equal(t, `[P2] pool "train-h100" (label runwhere.ai/pool) does not exist: ask for a pool that exists (kubectl litepool get pools) or remove the label`, resp.Result.Message)
 	})
 	t.Run("P3 warning passes through", func(t *testing.T) {
 		resp := review(t, h, podRequest(t, pod("p", map[string]string{policy.LabelPool: "train-a100"}, nil)))
