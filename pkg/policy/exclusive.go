@@ -69,6 +69,10 @@ func CheckExclusivePlacement(pod *corev1.Pod, ns *corev1.Namespace, target strin
 	if nodeAgent {
 		return nil
 	}
+	// The pod's affinity is parsed once, and its tolerations judged once per pool: a
+	// pod's affinity can be large, and a cluster can hold thousands of members.
+	var affinity *nodeaffinity.RequiredNodeAffinity
+	tolerated := map[string]string{}
 	for _, m := range members {
 		if target != "" {
 			if m.Node.Name == target {
@@ -76,7 +80,19 @@ func CheckExclusivePlacement(pod *corev1.Pod, ns *corev1.Namespace, target strin
 			}
 			continue
 		}
-		if tol, ok := toleratesExclusive(pod, m.Pool.Name); ok && affinityAllows(pod, m.Node) {
+		tol, seen := tolerated[m.Pool.Name]
+		if !seen {
+			tol, _ = toleratesExclusive(pod, m.Pool.Name)
+			tolerated[m.Pool.Name] = tol
+		}
+		if tol == "" {
+			continue
+		}
+		if affinity == nil {
+			a := nodeaffinity.GetRequiredNodeAffinity(pod)
+			affinity = &a
+		}
+		if affinityAllows(affinity, m.Node) {
 			if err := exclusiveDenial(pod, ns, m, fmt.Sprintf("it tolerates the pool's taint (%s) and its node affinity allows the node", tol)); err != nil {
 				return err
 			}
@@ -134,8 +150,8 @@ func toleratesExclusive(pod *corev1.Pod, pool string) (string, bool) {
 // affinityAllows says whether the pod's nodeSelector and required node affinity let the
 // scheduler place it on node; an invalid affinity matches nothing (the scheduler
 // refuses it too).
-func affinityAllows(pod *corev1.Pod, node *corev1.Node) bool {
-	ok, err := nodeaffinity.GetRequiredNodeAffinity(pod).Match(node)
+func affinityAllows(affinity *nodeaffinity.RequiredNodeAffinity, node *corev1.Node) bool {
+	ok, err := affinity.Match(node)
 	return err == nil && ok
 }
 

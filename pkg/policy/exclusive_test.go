@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -112,5 +113,44 @@ func TestDesiredExclusiveTaints(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			assert.Equal(t, tt.want, DesiredExclusiveTaints(tt.node, tt.pool))
 		})
+	}
+}
+
+// largeAffinityPod tolerates everything and names, in its required node affinity, many
+// nodes none of which is a member: P6 must check it against every exclusive member.
+func largeAffinityPod(terms, values int) *corev1.Pod {
+	sel := &corev1.NodeSelector{}
+	for i := range terms {
+		req := corev1.NodeSelectorRequirement{Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpIn}
+		for j := range values {
+			req.Values = append(req.Values, fmt.Sprintf("elsewhere-%d-%d", i, j))
+		}
+		sel.NodeSelectorTerms = append(sel.NodeSelectorTerms, corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{req}})
+	}
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "big", Namespace: "ai-team"}, Spec: corev1.PodSpec{
+		Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+		Affinity:    &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: sel}}}}
+}
+
+func exclusiveMembers(n int) []ExclusiveMember {
+	pool := PoolInfo{Name: "excl", Object: &v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: "excl"}, Spec: v1alpha1.PoolSpec{Exclusive: true}}}
+	out := make([]ExclusiveMember, n)
+	for i := range out {
+		name := fmt.Sprintf("excl-node-%d", i)
+		out[i] = ExclusiveMember{Node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}}}, Pool: pool}
+	}
+	return out
+}
+
+// BenchmarkCheckExclusivePlacementLargeAffinity: a pod with 100 terms of 100 hostnames
+// each, tolerating everything, judged against 1,000 exclusive members (issue 28 item 11).
+func BenchmarkCheckExclusivePlacementLargeAffinity(b *testing.B) {
+	pod, members := largeAffinityPod(100, 100), exclusiveMembers(1000)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ai-team"}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := CheckExclusivePlacement(pod, ns, "", members, false); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
