@@ -215,6 +215,9 @@ func (h *NodeHandler) releaseOnJoin(ctx context.Context, req admission.Request, 
 	if pool == "" || h.Departures == nil || (req.DryRun != nil && *req.DryRun) {
 		return
 	}
+	if _, ok := h.Catalog.forRequest(ctx).cachedNode(node); !ok {
+		return // a review no API server sent: it releases nothing
+	}
 	if err := h.Departures.Release(ctx, pool, node.Name); err != nil {
 		logf.FromContext(ctx).Error(err, "releasing the departure grant of a node that rejoined its pool", "node", node.Name, "pool", pool)
 	}
@@ -238,6 +241,16 @@ func (h *NodeHandler) depart(ctx context.Context, req admission.Request, start t
 			return errorf(hookNodes, start, http.StatusInternalServerError, "reading the informer cache: %v", cat.err)
 		}
 		return h.answer(ctx, req, start, d, err)
+	}
+	// The review is a claim until the cache confirms it: anyone who reaches the
+	// webhook's Service can post one. A reservation is written only for a node the
+	// cache holds with the review's name and uid, in the pool it departs from; a review
+	// naming another node (or a pool that does not exist) changes nothing.
+	if cached, ok := cat.cachedNode(old); !ok || cached.Labels[policy.LabelPool] != pool {
+		if cat.err != nil {
+			return errorf(hookNodes, start, http.StatusInternalServerError, "reading the informer cache: %v", cat.err)
+		}
+		return errorf(hookNodes, start, http.StatusConflict, "node %q (uid %s) is not a member of pool %q in the webhook's cache: nothing was reserved; retry in a moment if the node changed just now", old.Name, old.UID, pool)
 	}
 	dryRun := req.DryRun != nil && *req.DryRun
 	err := h.Departures.Grant(ctx, pool, old.Name, dryRun, judge)
