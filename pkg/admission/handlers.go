@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -36,11 +37,15 @@ const (
 // Register serves the webhooks on srv, answering from c; node departures are reserved
 // through d; accel says which resources the pod rules judge as accelerators.
 func Register(srv webhook.Server, c Catalog, d *Departures, accel policy.Accelerators) {
-	srv.Register(PathPlacement, &admission.Webhook{Handler: &PlacementHandler{Catalog: c, Live: liveReader(d)}})
+	srv.Register(PathPlacement, &admission.Webhook{Handler: &PlacementHandler{Catalog: c, Live: liveReader(d), DaemonSetControllers: DaemonSetControllers}})
 	srv.Register(PathPods, &admission.Webhook{Handler: &PodHandler{Catalog: c, Accelerators: accel, Live: liveReader(d)}})
 	srv.Register(PathNodes, &admission.Webhook{Handler: &NodeHandler{Catalog: c, Departures: d}})
 	srv.Register(PathPools, &admission.Webhook{Handler: &PoolHandler{Catalog: c}})
 }
+
+// DaemonSetControllers are the identities P6 takes as the DaemonSet controller's
+// (litepool-webhook --daemonset-controller-user adds to them).
+var DaemonSetControllers = slices.Clone(policy.DaemonSetControllers)
 
 const kindPool = "Pool"
 
@@ -356,6 +361,9 @@ func (h *PoolHandler) Handle(ctx context.Context, req admission.Request) admissi
 // an exclusive pool's node by anyone but the scheduler (matchConditions send only these).
 type PlacementHandler struct {
 	Catalog Catalog
+	// DaemonSetControllers are the identities the DaemonSet controller creates pods
+	// as; nil: policy.DaemonSetControllers.
+	DaemonSetControllers []string
 	// Live reads the pod a binding names from the API server; nil (unit tests) reads
 	// it from Catalog.
 	Live client.Reader
@@ -381,9 +389,7 @@ func (h *PlacementHandler) Handle(ctx context.Context, req admission.Request) ad
 	if cat.err != nil {
 		return errorf(hookPlacement, start, http.StatusInternalServerError, "reading the informer cache: %v", cat.err)
 	}
-	// Only a creation can make a node agent: the requester is who creates the pod.
-	agent := req.Operation == admissionv1.Create && !isBinding(req) && policy.IsNodeAgent(pod, req.UserInfo.Username)
-	if err := policy.CheckExclusivePlacement(pod, ns, target, members, agent); err != nil {
+	if err := policy.CheckExclusivePlacement(pod, ns, target, members, h.agent(req, pod)); err != nil {
 		return deny(ctx, hookPlacement, start, err, nil)
 	}
 	observe(hookPlacement, nil, OutcomeAllowed, start)
@@ -394,6 +400,22 @@ func (h *PlacementHandler) Handle(ctx context.Context, req admission.Request) ad
 // Binding POSTed to the namespace's bindings resource (schedulers may use either).
 func isBinding(req admission.Request) bool {
 	return (req.Resource.Resource == "pods" && req.SubResource == "binding") || (req.Resource.Resource == "bindings" && req.SubResource == "")
+}
+
+// agent is what the request says of the pod being a node agent: only a creation knows
+// who creates the pod; a binding knows only what the pod claims.
+func (h *PlacementHandler) agent(req admission.Request, pod *corev1.Pod) policy.Agent {
+	controllers := h.DaemonSetControllers
+	if controllers == nil {
+		controllers = policy.DaemonSetControllers
+	}
+	switch {
+	case isBinding(req) && policy.ClaimsNodeAgent(pod):
+		return policy.AgentClaimed
+	case req.Operation == admissionv1.Create && !isBinding(req) && policy.IsNodeAgent(pod, req.UserInfo.Username, controllers):
+		return policy.AgentCreated
+	}
+	return policy.AgentNone
 }
 
 // podAndTarget is the pod being placed and the node it is bound to ("" when none).

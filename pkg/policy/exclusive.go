@@ -55,8 +55,8 @@ type ExclusiveMember struct {
 }
 
 // CheckExclusivePlacement is rule P6: a pod that is not an exclusive pool's (node
-// agents excepted: nodeAgent, see IsNodeAgent) never lands on that pool's nodes, however
-// it gets there. The pool's
+// agents excepted: agent, see Agent) never lands on that pool's nodes, however it gets
+// there. The pool's
 // taint stops the scheduler; P6 closes the bypasses: a pod bound to a node directly
 // (spec.nodeName, a pods/binding by someone other than the scheduler: target is that
 // node), and a pod that tolerates the taint (an empty key with operator Exists, or the
@@ -65,8 +65,8 @@ type ExclusiveMember struct {
 // for the pool (label, or its namespace's default pool) and the pool admits its
 // namespace (P4). members are the nodes of exclusive pools, target the node the pod is
 // bound to ("" when it is not).
-func CheckExclusivePlacement(pod *corev1.Pod, ns *corev1.Namespace, target string, members []ExclusiveMember, nodeAgent bool) error {
-	if nodeAgent {
+func CheckExclusivePlacement(pod *corev1.Pod, ns *corev1.Namespace, target string, members []ExclusiveMember, agent Agent) error {
+	if agent == AgentCreated {
 		return nil
 	}
 	// The pod's affinity is parsed once, and its tolerations judged once per pool: a
@@ -75,10 +75,13 @@ func CheckExclusivePlacement(pod *corev1.Pod, ns *corev1.Namespace, target strin
 	tolerated := map[string]string{}
 	for _, m := range members {
 		if target != "" {
-			if m.Node.Name == target {
-				return exclusiveDenial(pod, ns, m, "it is bound to the node")
+			if m.Node.Name != target {
+				continue
 			}
-			continue
+			if _, tolerates := toleratesExclusive(pod, m.Pool.Name); agent == AgentClaimed && tolerates {
+				return nil
+			}
+			return exclusiveDenial(pod, ns, m, "it is bound to the node")
 		}
 		tol, seen := tolerated[m.Pool.Name]
 		if !seen {
@@ -155,19 +158,44 @@ func affinityAllows(affinity *nodeaffinity.RequiredNodeAffinity, node *corev1.No
 	return err == nil && ok
 }
 
-// DaemonSetControllers are the identities the DaemonSet controller creates pods as: its
-// own ServiceAccount (kube-controller-manager --use-service-account-credentials, as
-// kubeadm and managed clusters run it), or kube-controller-manager's identity when it
-// runs without. Both are held by kube-controller-manager alone.
+// Agent is what P6 knows of a pod being a node agent.
+type Agent int
+
+const (
+	// AgentNone: not a node agent.
+	AgentNone Agent = iota
+	// AgentCreated: a pod being created by the DaemonSet controller that asks for no
+	// device (IsNodeAgent). It may run on any exclusive node.
+	AgentCreated
+	// AgentClaimed: a pod being bound whose ownerReferences name a DaemonSet and that
+	// asks for no device. Who created it is not known at binding, so the claim counts
+	// only on a node whose taint the pod tolerates: a pod that could pass the taint was
+	// judged when it was created (refused unless the DaemonSet controller made it), and
+	// the binder does what the scheduler would.
+	AgentClaimed
+)
+
+// ClaimsNodeAgent says whether a pod claims to be a node agent: its ownerReferences
+// name a DaemonSet as controller and it asks for no device.
+func ClaimsNodeAgent(pod *corev1.Pod) bool {
+	return isDaemonSetPod(pod) && !RequestsDevices(pod)
+}
+
+// DaemonSetControllers are the identities the DaemonSet controller creates pods as by
+// default: its own ServiceAccount (kube-controller-manager
+// --use-service-account-credentials, as kubeadm and managed clusters run it), or
+// kube-controller-manager's identity when it runs without. Both are held by
+// kube-controller-manager alone.
 var DaemonSetControllers = []string{"system:serviceaccount:kube-system:daemon-set-controller", "system:kube-controller-manager"}
 
 // IsNodeAgent says whether a pod created by requester is a node agent, which P6 lets
-// onto an exclusive pool's nodes: a pod the DaemonSet controller created (the requester
-// is its identity; an ownerReference naming a DaemonSet is a claim whoever writes the
-// pod makes) that asks for no device (no extended resource, no ResourceClaim): an agent
-// watches a node, it does not take its accelerators.
-func IsNodeAgent(pod *corev1.Pod, requester string) bool {
-	return slices.Contains(DaemonSetControllers, requester) && isDaemonSetPod(pod) && !RequestsDevices(pod)
+// onto an exclusive pool's nodes: a pod the DaemonSet controller created (requester is
+// one of controllers, the identities it runs as; an ownerReference naming a DaemonSet
+// is a claim whoever writes the pod makes) that asks for no device (no extended
+// resource, no ResourceClaim): an agent watches a node, it does not take its
+// accelerators.
+func IsNodeAgent(pod *corev1.Pod, requester string, controllers []string) bool {
+	return slices.Contains(controllers, requester) && isDaemonSetPod(pod) && !RequestsDevices(pod)
 }
 
 // RequestsDevices says whether a pod asks for a device: an extended resource (a name

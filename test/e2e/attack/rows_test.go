@@ -203,6 +203,23 @@ func attackPodsBinding(t *testing.T) {
 	assertUnbound(t, "bound-by-subresource")
 }
 
+func attackBindClaimedAgent(t *testing.T) {
+	kube := as(t, tenant)
+	ds, err := kube.AppsV1().DaemonSets(foreignNS).Get(ctx, "decoy", metav1.GetOptions{})
+	require.NoError(t, err)
+	p := gpuPod("claims-agent", "1")
+	p.Spec.Containers[0].Resources = corev1.ResourceRequirements{}
+	p.Spec.SchedulerName = "no-such-scheduler"
+	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: ds.Name, UID: ds.UID, Controller: new(true)}}
+	_, err = kube.CoreV1().Pods(foreignNS).Create(ctx, p, metav1.CreateOptions{})
+	require.NoError(t, err, "no toleration, no nodeName: the taint keeps it off")
+	err = as(t, scheduler2).CoreV1().Pods(foreignNS).Bind(ctx, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "claims-agent"},
+		Target: corev1.ObjectReference{Kind: "Node", Name: exclNodes[0]}}, metav1.CreateOptions{})
+	require.Error(t, err, "bound past a taint the pod does not tolerate")
+	assert.Contains(t, err.Error(), `[P6] pod at-foreign/claims-agent may not run on node "at-excl-1": it is bound to the node`)
+	assertUnbound(t, "claims-agent")
+}
+
 // forgedDeparture is a review of a member's deletion whose oldObject says the node is
 // NotReady and forced: what a caller with no credentials can write.
 func forgedDeparture(t *testing.T, node, pool string) []byte {
