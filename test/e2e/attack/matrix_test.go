@@ -18,7 +18,13 @@ import (
 	"github.com/runwhere-ai/litepool/test/e2e/framework"
 )
 
-func TestMain(m *testing.M) { framework.MainWithWebhook(m, "attack", "--controllers") }
+// The local cluster's kube-controller-manager runs as kwok-admin (no
+// --use-service-account-credentials): the webhook is told that is the DaemonSet
+// controller's identity, as an install whose controller manager runs as another user
+// would be. No row acts as kwok-admin.
+func TestMain(m *testing.M) {
+	framework.MainWithWebhook(m, "attack", "--controllers", "--daemonset-controller-user=kwok-admin")
+}
 
 // row is one attack: who, with which right, writes what, and what must hold.
 type row struct {
@@ -38,6 +44,7 @@ var matrix = []row{
 	{"edit in a namespace", "pods asking for a pool that does not exist, and for a pool that does not admit the namespace", "refused (P2, P4) without naming other pools or their namespaces", "28.10", attackDenialsLeakNothing},
 	{"create bindings (a scheduler)", "POST /api/v1/namespaces/NS/bindings of a foreign pod onto an exclusive node", "refused (P6), as pods/binding is; the pod stays unbound", "28.2", attackBindingsResource},
 	{"create bindings (a scheduler)", "pods/NAME/binding of a foreign pod onto an exclusive node", "refused (P6); the pod stays unbound", "", attackPodsBinding},
+	{"create bindings (a scheduler)", "pods/NAME/binding onto an exclusive node of a pod whose ownerReferences name a DaemonSet and that does not tolerate the pool's taint", "refused (P6): the claim counts only on a node whose taint the pod tolerates; the pod stays unbound", "28.1", attackBindClaimedAgent},
 	{"network reach to the webhook Service (no credentials)", "AdmissionReviews posted to /validate-nodes: DELETE of members with a forged NotReady, forced oldObject; a review naming an unknown pool", "no reservation written, no ConfigMap created; a safe departure by an operator is still accepted", "28.3", attackForgedReviews},
 	{"the webhook's ServiceAccount (litepool-webhook)", "update its webhook configurations: rules, clientConfig, matchPolicy, failurePolicy", "refused (ValidatingAdmissionPolicy litepool-webhook-config-guard); only caBundle may change", "28.7", attackWebhookRewritesItsConfig},
 	{"the controller's ServiceAccount (litepool-controller)", "patch the validating configuration beyond the binding-targets condition", "refused (litepool-webhook-config-guard); the binding-targets expression may change", "28.7", attackControllerRewritesConfig},
