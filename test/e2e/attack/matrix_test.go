@@ -44,7 +44,7 @@ var matrix = []row{
 	{"network reach to the webhook Service (no credentials)", "AdmissionReviews posted to /validate-nodes: DELETE of members with a forged NotReady, forced oldObject; a review naming an unknown pool", "no reservation written, no ConfigMap created; a safe departure by an operator is still accepted", "28.3", attackForgedReviews},
 	{"the webhook's ServiceAccount (litepool-webhook)", "update its webhook configurations: rules, clientConfig, matchPolicy, failurePolicy", "refused (ValidatingAdmissionPolicy litepool-webhook-config-guard); only caBundle may change", "28.7", attackWebhookRewritesItsConfig},
 	{"the controller's ServiceAccount (litepool-controller)", "patch the validating configuration beyond the binding-targets condition", "refused (litepool-webhook-config-guard); the binding-targets expression may change", "28.7", attackControllerRewritesConfig},
-	{"patch nodes", "remove an exclusive member's taint", "the controller puts it back (the pool's policy); no pod admitted meanwhile by litepool", "", attackRemoveTaint},
+	{"patch nodes", "remove an exclusive member's taint", "the controller puts it back (the pool's policy)", "", attackRemoveTaint},
 	{"patch nodes/status (Node Problem Detector)", "remove a member's pool label through nodes/status below minNodes", "refused (N3), as through nodes", "", attackStatusLabel},
 	{"create resourceslices (a DRA driver)", "publish a ResourceSlice for an exclusive member", "nothing follows from it: no taint or cordon changes, a safe departure is still accepted", "", attackResourceSlice},
 }
