@@ -60,12 +60,6 @@ func FreePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// ControllerManagerUser is the identity the local clusters' kube-controller-manager
-// runs as (kwokctl gives it the admin's kubeconfig, without service-account
-// credentials): its DaemonSet controller creates pods as this user, so the webhook is
-// told so, as an install whose controller manager runs as another user would be.
-const ControllerManagerUser = "kwok-admin"
-
 // Launch starts the webhook on free loopback ports; it does not wait for it to be
 // ready (WaitReady).
 func Launch(o Options) (*Process, error) {
@@ -88,8 +82,7 @@ func Launch(o Options) (*Process, error) {
 	// Plain HTTP metrics unless Flags say --metrics-secure (the later flag wins): local
 	// runs scrape them without a token.
 	args := append([]string{"--host=127.0.0.1", "--port=" + strconv.Itoa(ports[0]),
-		"--metrics-bind-address=" + p.Metrics, "--metrics-secure=false", "--health-probe-bind-address=" + p.Probe, "--kubeconfig=" + o.Kubeconfig,
-		"--daemonset-controller-user=" + ControllerManagerUser}, o.Flags...)
+		"--metrics-bind-address=" + p.Metrics, "--metrics-secure=false", "--health-probe-bind-address=" + p.Probe, "--kubeconfig=" + o.Kubeconfig}, o.Flags...)
 	if o.Namespace != "" {
 		args = append(args, "--namespace="+o.Namespace)
 	}

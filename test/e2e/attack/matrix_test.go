@@ -18,8 +18,6 @@ import (
 	"github.com/runwhere-ai/litepool/test/e2e/framework"
 )
 
-// The local cluster's kube-controller-manager runs as kwok-admin, which localwebhook
-// tells the webhook is the DaemonSet controller's identity: no row acts as kwok-admin.
 func TestMain(m *testing.M) { framework.MainWithWebhook(m, "attack", "--controllers") }
 
 // row is one attack: who, with which right, writes what, and what must hold.
