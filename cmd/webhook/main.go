@@ -119,6 +119,10 @@ func (o *options) bind(fs *flag.FlagSet) {
 		controller.HealthImages = append(controller.HealthImages, strings.Split(v, ",")...)
 		return nil
 	})
+	fs.Func("daemonset-controller-user", "an identity the DaemonSet controller creates pods as, beyond "+strings.Join(policy.DaemonSetControllers, " and ")+" (a kube-controller-manager that runs under another user): P6 lets such pods that ask for no device onto exclusive nodes as node agents; repeatable", func(v string) error {
+		admission.DaemonSetControllers = append(admission.DaemonSetControllers, v)
+		return nil
+	})
 	fs.StringVar(&o.acceleratorResources, policy.AcceleratorResourcesFlag, "", "comma-separated extra accelerator resources, extended resource names such as vendor.example/xpu (beyond nvidia.com/gpu, nvidia.com/mig-*, huawei.com/Ascend910/310/310P, amd.com/gpu)")
 }
 

@@ -306,6 +306,18 @@ func (c *requestCatalog) PendingPoolPods(pool string) int {
 	return n
 }
 
+// cachedNode is the cache's copy of the node a review names, when the cache holds a
+// node of that name and uid.
+func (c *requestCatalog) cachedNode(n *corev1.Node) (*corev1.Node, bool) {
+	var cached corev1.Node
+	err := c.r.Get(c.ctx, client.ObjectKey{Name: n.Name}, &cached, &client.GetOptions{UnsafeDisableDeepCopy: ptrTrue()})
+	if err != nil {
+		c.fail(client.IgnoreNotFound(err))
+		return nil, false
+	}
+	return &cached, cached.UID == n.UID
+}
+
 // Namespace returns the namespace NAME, or nil when the cache does not know it (yet).
 func (c *requestCatalog) Namespace(name string) *corev1.Namespace {
 	if name == "" {

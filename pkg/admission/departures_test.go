@@ -193,3 +193,30 @@ func TestDepartureRetriesUntilTheRequestEnds(t *testing.T) {
 	require.NoError(t, deps.Client.List(context.Background(), &cms))
 	assert.Empty(t, cms.Items)
 }
+
+// A review no API server sent (anyone who reaches the Service can post one) reserves
+// nothing: a node the cache does not hold, a node of another uid, a pool that does not
+// exist. A safe departure after them is still granted.
+func TestForgedDeparturesReserveNothing(t *testing.T) {
+	cat, deps := floorCluster(t, 3, 2, nil)
+	h := &NodeHandler{Catalog: cat, Departures: deps}
+	forged := func(name, pool string) *corev1.Node {
+		n := testNode(name, "A100-80G", pool)
+		n.UID = "forged-uid"
+		n.Annotations = map[string]string{policy.AnnotationForce: "mallory: forged"}
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse}}
+		return n
+	}
+	for _, n := range []*corev1.Node{forged("a100-node-0", "train-a100"), forged("a100-node-1", "train-a100"), forged("ghost", "no-such-pool")} {
+		resp := review(t, h, nodeRequest(t, admissionv1.Delete, nil, n))
+		assert.False(t, resp.Allowed, n.Name)
+		assert.Contains(t, resp.Result.Message, "nothing was reserved")
+	}
+	granted, err := deps.GrantedNodes(context.Background(), "train-a100")
+	require.NoError(t, err)
+	assert.Empty(t, granted)
+	var cm corev1.ConfigMap
+	err = deps.Client.Get(context.Background(), client.ObjectKey{Namespace: deps.Namespace, Name: ConfigMapName("no-such-pool")}, &cm)
+	assert.True(t, apierrors.IsNotFound(err), "no ConfigMap for a pool that does not exist: %v", err)
+	assert.True(t, review(t, h, nodeRequest(t, admissionv1.Delete, nil, testNode("a100-node-2", "A100-80G", "train-a100"))).Allowed, "3 members, floor 2: one may go")
+}

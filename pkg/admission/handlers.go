@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -36,11 +37,15 @@ const (
 // Register serves the webhooks on srv, answering from c; node departures are reserved
 // through d; accel says which resources the pod rules judge as accelerators.
 func Register(srv webhook.Server, c Catalog, d *Departures, accel policy.Accelerators) {
-	srv.Register(PathPlacement, &admission.Webhook{Handler: &PlacementHandler{Catalog: c, Live: liveReader(d)}})
+	srv.Register(PathPlacement, &admission.Webhook{Handler: &PlacementHandler{Catalog: c, Live: liveReader(d), DaemonSetControllers: DaemonSetControllers}})
 	srv.Register(PathPods, &admission.Webhook{Handler: &PodHandler{Catalog: c, Accelerators: accel, Live: liveReader(d)}})
 	srv.Register(PathNodes, &admission.Webhook{Handler: &NodeHandler{Catalog: c, Departures: d}})
 	srv.Register(PathPools, &admission.Webhook{Handler: &PoolHandler{Catalog: c}})
 }
+
+// DaemonSetControllers are the identities P6 takes as the DaemonSet controller's
+// (litepool-webhook --daemonset-controller-user adds to them).
+var DaemonSetControllers = slices.Clone(policy.DaemonSetControllers)
 
 const kindPool = "Pool"
 
@@ -215,6 +220,9 @@ func (h *NodeHandler) releaseOnJoin(ctx context.Context, req admission.Request, 
 	if pool == "" || h.Departures == nil || (req.DryRun != nil && *req.DryRun) {
 		return
 	}
+	if _, ok := h.Catalog.forRequest(ctx).cachedNode(node); !ok {
+		return // a review no API server sent: it releases nothing
+	}
 	if err := h.Departures.Release(ctx, pool, node.Name); err != nil {
 		logf.FromContext(ctx).Error(err, "releasing the departure grant of a node that rejoined its pool", "node", node.Name, "pool", pool)
 	}
@@ -238,6 +246,16 @@ func (h *NodeHandler) depart(ctx context.Context, req admission.Request, start t
 			return errorf(hookNodes, start, http.StatusInternalServerError, "reading the informer cache: %v", cat.err)
 		}
 		return h.answer(ctx, req, start, d, err)
+	}
+	// The review is a claim until the cache confirms it: anyone who reaches the
+	// webhook's Service can post one. A reservation is written only for a node the
+	// cache holds with the review's name and uid, in the pool it departs from; a review
+	// naming another node (or a pool that does not exist) changes nothing.
+	if cached, ok := cat.cachedNode(old); !ok || cached.Labels[policy.LabelPool] != pool {
+		if cat.err != nil {
+			return errorf(hookNodes, start, http.StatusInternalServerError, "reading the informer cache: %v", cat.err)
+		}
+		return errorf(hookNodes, start, http.StatusConflict, "node %q (uid %s) is not a member of pool %q in the webhook's cache: nothing was reserved; retry in a moment if the node changed just now", old.Name, old.UID, pool)
 	}
 	dryRun := req.DryRun != nil && *req.DryRun
 	err := h.Departures.Grant(ctx, pool, old.Name, dryRun, judge)
@@ -339,10 +357,13 @@ func (h *PoolHandler) Handle(ctx context.Context, req admission.Request) admissi
 // PlacementHandler is the validating pod webhook of rule P6: pods created with
 // spec.nodeName, pods that tolerate an exclusive pool's taint, updates that change what
 // P6 judges of a pod that tolerates it (tolerations added, its pool label, or the node
-// selection of a gated pod), and pods/binding onto an exclusive pool's node by anyone
-// but the scheduler (matchConditions send only these).
+// selection of a gated pod), and bindings (pods/binding, or the bindings resource) onto
+// an exclusive pool's node by anyone but the scheduler (matchConditions send only these).
 type PlacementHandler struct {
 	Catalog Catalog
+	// DaemonSetControllers are the identities the DaemonSet controller creates pods
+	// as; nil: policy.DaemonSetControllers.
+	DaemonSetControllers []string
 	// Live reads the pod a binding names from the API server; nil (unit tests) reads
 	// it from Catalog.
 	Live client.Reader
@@ -353,7 +374,8 @@ type PlacementHandler struct {
 func (h *PlacementHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
 	start := time.Now()
 	update := req.Operation == admissionv1.Update && req.SubResource == ""
-	if (req.Operation != admissionv1.Create && !update) || (req.SubResource != "" && req.SubResource != "binding") {
+	if (req.Operation != admissionv1.Create && !update) || (req.SubResource != "" && req.SubResource != "binding") ||
+		(req.Resource.Resource != "pods" && !isBinding(req)) {
 		observe(hookPlacement, nil, OutcomeAllowed, start)
 		return admission.Allowed("litepool judges pod placement on create, update and binding only")
 	}
@@ -367,16 +389,38 @@ func (h *PlacementHandler) Handle(ctx context.Context, req admission.Request) ad
 	if cat.err != nil {
 		return errorf(hookPlacement, start, http.StatusInternalServerError, "reading the informer cache: %v", cat.err)
 	}
-	if err := policy.CheckExclusivePlacement(pod, ns, target, members); err != nil {
+	if err := policy.CheckExclusivePlacement(pod, ns, target, members, h.agent(req, pod)); err != nil {
 		return deny(ctx, hookPlacement, start, err, nil)
 	}
 	observe(hookPlacement, nil, OutcomeAllowed, start)
 	return admission.Allowed("")
 }
 
+// isBinding says whether req binds a pod to a node: pods/NAME/binding, or the same
+// Binding POSTed to the namespace's bindings resource (schedulers may use either).
+func isBinding(req admission.Request) bool {
+	return (req.Resource.Resource == "pods" && req.SubResource == "binding") || (req.Resource.Resource == "bindings" && req.SubResource == "")
+}
+
+// agent is what the request says of the pod being a node agent: only a creation knows
+// who creates the pod; a binding knows only what the pod claims.
+func (h *PlacementHandler) agent(req admission.Request, pod *corev1.Pod) policy.Agent {
+	controllers := h.DaemonSetControllers
+	if controllers == nil {
+		controllers = policy.DaemonSetControllers
+	}
+	switch {
+	case isBinding(req) && policy.ClaimsNodeAgent(pod):
+		return policy.AgentClaimed
+	case req.Operation == admissionv1.Create && !isBinding(req) && policy.IsNodeAgent(pod, req.UserInfo.Username, controllers):
+		return policy.AgentCreated
+	}
+	return policy.AgentNone
+}
+
 // podAndTarget is the pod being placed and the node it is bound to ("" when none).
 func (h *PlacementHandler) podAndTarget(ctx context.Context, req admission.Request) (*corev1.Pod, string, error) {
-	if req.SubResource == "binding" {
+	if isBinding(req) {
 		var b corev1.Binding
 		if err := decode(req.Object, &b); err != nil {
 			return nil, "", fmt.Errorf("decoding the binding: %w", err)

@@ -181,7 +181,7 @@ func TestPodHandler(t *testing.T) {
 	t.Run("P2 unknown pool lists the pools, objects and labels", func(t *testing.T) {
 		resp := review(t, h, podRequest(t, pod("p", training("train-h100"), nil)))
 		assert.False(t, resp.Allowed)
-		assert.Equal(t, `[P2] pool "train-h100" (label runwhere.ai/pool) does not exist: the pools are dev-sandbox, infer-a10, train-a100, train-snt9b`, resp.Result.Message)
+		assert.Equal(t, `[P2] pool "train-h100" (label runwhere.ai/pool) does not exist: ask for a pool that exists (kubectl litepool get pools) or remove the label`, resp.Result.Message)
 	})
 	t.Run("P3 warning passes through", func(t *testing.T) {
 		resp := review(t, h, podRequest(t, pod("p", map[string]string{policy.LabelPool: "train-a100"}, nil)))
@@ -399,8 +399,29 @@ func TestPlacementHandler(t *testing.T) {
 	resp = review(t, h, binding)
 	assert.False(t, resp.Allowed)
 	assert.Contains(t, resp.Result.Message, `[P6] pod ai-team/queued may not run on node "a10-node-9": it is bound to the node, but the node belongs to exclusive pool "dev-sandbox"`)
+	bindings := binding // the same Binding POSTed to the namespace's bindings resource
+	bindings.Resource, bindings.SubResource = metav1.GroupVersionResource{Version: "v1", Resource: "bindings"}, ""
+	resp = review(t, h, bindings)
+	assert.False(t, resp.Allowed)
+	assert.Contains(t, resp.Result.Message, `[P6] pod ai-team/queued may not run on node "a10-node-9": it is bound to the node`)
 	binding.Object = raw(t, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "queued"}, Target: corev1.ObjectReference{Kind: "Node", Name: "a100-node-2"}})
 	assert.True(t, review(t, h, binding).Allowed)
+	bindings.Object = binding.Object
+	assert.True(t, review(t, h, bindings).Allowed)
+
+	forged := pod("forged", nil, corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")})
+	forged.Spec.NodeName = "a10-node-9"
+	forged.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "decoy", Controller: new(true)}}
+	req = podRequest(t, forged)
+	req.UserInfo.Username = "mallory"
+	assert.False(t, review(t, h, req).Allowed, "an ownerReference is a claim")
+	req.UserInfo.Username = policy.DaemonSetControllers[0]
+	assert.False(t, review(t, h, req).Allowed, "a DaemonSet pod that asks for GPUs is no node agent")
+	agent := forged.DeepCopy()
+	agent.Spec.Containers[0].Resources = corev1.ResourceRequirements{}
+	req = podRequest(t, agent)
+	req.UserInfo.Username = policy.DaemonSetControllers[0]
+	assert.True(t, review(t, h, req).Allowed, "the DaemonSet controller's pod without devices is a node agent")
 
 	t.Run("an update that gives a pod pinned to the node the toleration is judged", func(t *testing.T) {
 		pinned := pod("pinned", nil, nil)
@@ -412,7 +433,7 @@ func TestPlacementHandler(t *testing.T) {
 		req.Operation, req.OldObject = admissionv1.Update, raw(t, pinned)
 		resp := review(t, h, req)
 		assert.False(t, resp.Allowed)
-		assert.Equal(t, `[P6] pod ai-team/pinned may not run on node "a10-node-9": it tolerates the pool's taint (runwhere.ai/pool Exists) and its node affinity allows the node, but the node belongs to exclusive pool "dev-sandbox", which runs only its own pods and DaemonSet pods, and the pod asks for no pool; label the pod runwhere.ai/pool=dev-sandbox from a namespace the pool admits, or keep it off the pool's nodes`, resp.Result.Message)
+		assert.Equal(t, `[P6] pod ai-team/pinned may not run on node "a10-node-9": it tolerates the pool's taint (runwhere.ai/pool Exists) and its node affinity allows the node, but the node belongs to exclusive pool "dev-sandbox", which runs only its own pods and node agents (DaemonSet pods that ask for no device), and the pod asks for no pool; label the pod runwhere.ai/pool=dev-sandbox from a namespace the pool admits, or keep it off the pool's nodes`, resp.Result.Message)
 		require.NotNil(t, resp.Result.Details)
 		assert.Equal(t, []metav1.StatusCause{{Type: policy.CauseRule, Message: "P6"}}, resp.Result.Details.Causes)
 

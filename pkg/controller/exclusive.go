@@ -170,7 +170,7 @@ var bindingTargetsKey = reconcile.Request{NamespacedName: types.NamespacedName{N
 // the pods/binding requests whose target is one of nodes (other requests, pods being
 // created or updated, are not bindings and pass). An empty list sends no binding.
 func BindingTargetsExpression(nodes []string) string {
-	notBinding := "!(has(request.subResource) && request.subResource == 'binding')"
+	notBinding := "!(request.resource.resource == 'bindings' || (has(request.subResource) && request.subResource == 'binding'))"
 	if len(nodes) == 0 {
 		return notBinding
 	}

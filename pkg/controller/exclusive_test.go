@@ -72,13 +72,13 @@ func TestBindingTargetsReconciler(t *testing.T) {
 	require.NoError(t, err)
 	var got admissionregistrationv1.ValidatingWebhookConfiguration
 	require.NoError(t, c.Get(ctx, client.ObjectKey{Name: WebhookConfiguration}, &got))
-	assert.Equal(t, "!(has(request.subResource) && request.subResource == 'binding') || object.target.name in ['a-node', 'b-node']", got.Webhooks[1].MatchConditions[1].Expression)
+	assert.Equal(t, "!(request.resource.resource == 'bindings' || (has(request.subResource) && request.subResource == 'binding')) || object.target.name in ['a-node', 'b-node']", got.Webhooks[1].MatchConditions[1].Expression)
 	assert.Equal(t, "x", got.Webhooks[1].MatchConditions[0].Expression, "only its own condition is written")
 	assert.Equal(t, []byte("ca"), got.Webhooks[1].ClientConfig.CABundle, "the CA bundle is left alone")
 }
 
 func TestBindingTargetsExpression(t *testing.T) {
-	assert.Equal(t, "!(has(request.subResource) && request.subResource == 'binding')", BindingTargetsExpression(nil), "no exclusive node: no binding is sent")
+	assert.Equal(t, "!(request.resource.resource == 'bindings' || (has(request.subResource) && request.subResource == 'binding'))", BindingTargetsExpression(nil), "no exclusive node: no binding is sent")
 	many := make([]string, 5000)
 	for i := range many {
 		many[i] = strings.Repeat("n", 20)

@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
@@ -53,8 +54,9 @@ type ExclusiveMember struct {
 	Pool PoolInfo
 }
 
-// CheckExclusivePlacement is rule P6: a pod that is not an exclusive pool's (DaemonSet
-// pods excepted) never lands on that pool's nodes, however it gets there. The pool's
+// CheckExclusivePlacement is rule P6: a pod that is not an exclusive pool's (node
+// agents excepted: agent, see Agent) never lands on that pool's nodes, however it gets
+// there. The pool's
 // taint stops the scheduler; P6 closes the bypasses: a pod bound to a node directly
 // (spec.nodeName, a pods/binding by someone other than the scheduler: target is that
 // node), and a pod that tolerates the taint (an empty key with operator Exists, or the
@@ -63,18 +65,37 @@ type ExclusiveMember struct {
 // for the pool (label, or its namespace's default pool) and the pool admits its
 // namespace (P4). members are the nodes of exclusive pools, target the node the pod is
 // bound to ("" when it is not).
-func CheckExclusivePlacement(pod *corev1.Pod, ns *corev1.Namespace, target string, members []ExclusiveMember) error {
-	if isDaemonSetPod(pod) {
+func CheckExclusivePlacement(pod *corev1.Pod, ns *corev1.Namespace, target string, members []ExclusiveMember, agent Agent) error {
+	if agent == AgentCreated {
 		return nil
 	}
+	// The pod's affinity is parsed once, and its tolerations judged once per pool: a
+	// pod's affinity can be large, and a cluster can hold thousands of members.
+	var affinity *nodeaffinity.RequiredNodeAffinity
+	tolerated := map[string]string{}
 	for _, m := range members {
 		if target != "" {
-			if m.Node.Name == target {
-				return exclusiveDenial(pod, ns, m, "it is bound to the node")
+			if m.Node.Name != target {
+				continue
 			}
+			if _, tolerates := toleratesExclusive(pod, m.Pool.Name); agent == AgentClaimed && tolerates {
+				return nil
+			}
+			return exclusiveDenial(pod, ns, m, "it is bound to the node")
+		}
+		tol, seen := tolerated[m.Pool.Name]
+		if !seen {
+			tol, _ = toleratesExclusive(pod, m.Pool.Name)
+			tolerated[m.Pool.Name] = tol
+		}
+		if tol == "" {
 			continue
 		}
-		if tol, ok := toleratesExclusive(pod, m.Pool.Name); ok && affinityAllows(pod, m.Node) {
+		if affinity == nil {
+			a := nodeaffinity.GetRequiredNodeAffinity(pod)
+			affinity = &a
+		}
+		if affinityAllows(affinity, m.Node) {
 			if err := exclusiveDenial(pod, ns, m, fmt.Sprintf("it tolerates the pool's taint (%s) and its node affinity allows the node", tol)); err != nil {
 				return err
 			}
@@ -100,7 +121,7 @@ func exclusiveDenial(pod *corev1.Pod, ns *corev1.Namespace, m ExclusiveMember, h
 	if why == "" {
 		return nil
 	}
-	return Violationf("P6", "pod %s/%s may not run on node %q: %s, but the node belongs to exclusive pool %q, which runs only its own pods and DaemonSet pods, and %s; label the pod %s=%s from a namespace the pool admits, or keep it off the pool's nodes",
+	return Violationf("P6", "pod %s/%s may not run on node %q: %s, but the node belongs to exclusive pool %q, which runs only its own pods and node agents (DaemonSet pods that ask for no device), and %s; label the pod %s=%s from a namespace the pool admits, or keep it off the pool's nodes",
 		pod.Namespace, podName(pod), m.Node.Name, how, m.Pool.Name, why, LabelPool, m.Pool.Name)
 }
 
@@ -132,9 +153,70 @@ func toleratesExclusive(pod *corev1.Pod, pool string) (string, bool) {
 // affinityAllows says whether the pod's nodeSelector and required node affinity let the
 // scheduler place it on node; an invalid affinity matches nothing (the scheduler
 // refuses it too).
-func affinityAllows(pod *corev1.Pod, node *corev1.Node) bool {
-	ok, err := nodeaffinity.GetRequiredNodeAffinity(pod).Match(node)
+func affinityAllows(affinity *nodeaffinity.RequiredNodeAffinity, node *corev1.Node) bool {
+	ok, err := affinity.Match(node)
 	return err == nil && ok
+}
+
+// Agent is what P6 knows of a pod being a node agent.
+type Agent int
+
+const (
+	// AgentNone: not a node agent.
+	AgentNone Agent = iota
+	// AgentCreated: a pod being created by the DaemonSet controller that asks for no
+	// device (IsNodeAgent). It may run on any exclusive node.
+	AgentCreated
+	// AgentClaimed: a pod being bound whose ownerReferences name a DaemonSet and that
+	// asks for no device. Who created it is not known at binding, so the claim counts
+	// only on a node whose taint the pod tolerates: a pod that could pass the taint was
+	// judged when it was created (refused unless the DaemonSet controller made it), and
+	// the binder does what the scheduler would.
+	AgentClaimed
+)
+
+// ClaimsNodeAgent says whether a pod claims to be a node agent: its ownerReferences
+// name a DaemonSet as controller and it asks for no device.
+func ClaimsNodeAgent(pod *corev1.Pod) bool {
+	return isDaemonSetPod(pod) && !RequestsDevices(pod)
+}
+
+// DaemonSetControllers are the identities the DaemonSet controller creates pods as by
+// default: its own ServiceAccount (kube-controller-manager
+// --use-service-account-credentials, as kubeadm and managed clusters run it), or
+// kube-controller-manager's identity when it runs without. Both are held by
+// kube-controller-manager alone.
+var DaemonSetControllers = []string{"system:serviceaccount:kube-system:daemon-set-controller", "system:kube-controller-manager"}
+
+// IsNodeAgent says whether a pod created by requester is a node agent, which P6 lets
+// onto an exclusive pool's nodes: a pod the DaemonSet controller created (requester is
+// one of controllers, the identities it runs as; an ownerReference naming a DaemonSet
+// is a claim whoever writes the pod makes) that asks for no device (no extended
+// resource, no ResourceClaim): an agent watches a node, it does not take its
+// accelerators.
+func IsNodeAgent(pod *corev1.Pod, requester string, controllers []string) bool {
+	return slices.Contains(controllers, requester) && isDaemonSetPod(pod) && !RequestsDevices(pod)
+}
+
+// RequestsDevices says whether a pod asks for a device: an extended resource (a name
+// with a domain, nvidia.com/gpu, example.com/nic, ...) in any container, or a
+// ResourceClaim.
+func RequestsDevices(pod *corev1.Pod) bool {
+	if len(pod.Spec.ResourceClaims) > 0 {
+		return true
+	}
+	for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range cs {
+			for _, rl := range []corev1.ResourceList{cs[i].Resources.Requests, cs[i].Resources.Limits} {
+				for name := range rl {
+					if strings.Contains(string(name), "/") {
+						return true
+					}
+				}
+			}
+		}
+	}
+	return false
 }
 
 func isDaemonSetPod(pod *corev1.Pod) bool {

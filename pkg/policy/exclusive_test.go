@@ -1,11 +1,13 @@
 package policy
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -26,43 +28,65 @@ func TestCheckExclusivePlacement(t *testing.T) {
 		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{"a10-node-3"}}}}}}}}
 
 	t.Run("bound by nodeName or binding: foreign pod denied", func(t *testing.T) {
-		err := CheckExclusivePlacement(mk("ai-team", nil), aiTeam, "a10-node-3", members)
+		err := CheckExclusivePlacement(mk("ai-team", nil), aiTeam, "a10-node-3", members, AgentNone)
 		require.Error(t, err)
-		assert.Equal(t, `[P6] pod ai-team/p may not run on node "a10-node-3": it is bound to the node, but the node belongs to exclusive pool "dev-exclusive", which runs only its own pods and DaemonSet pods, and the pod asks for no pool; label the pod runwhere.ai/pool=dev-exclusive from a namespace the pool admits, or keep it off the pool's nodes`, err.Error())
-		assert.NoError(t, CheckExclusivePlacement(mk("ai-team", nil), aiTeam, "a100-node-1", members), "another node")
+		assert.Equal(t, `[P6] pod ai-team/p may not run on node "a10-node-3": it is bound to the node, but the node belongs to exclusive pool "dev-exclusive", which runs only its own pods and node agents (DaemonSet pods that ask for no device), and the pod asks for no pool; label the pod runwhere.ai/pool=dev-exclusive from a namespace the pool admits, or keep it off the pool's nodes`, err.Error())
+		assert.NoError(t, CheckExclusivePlacement(mk("ai-team", nil), aiTeam, "a100-node-1", members, AgentNone), "another node")
 	})
 	t.Run("the pool's pod from an admitted namespace is allowed; P4 holds", func(t *testing.T) {
 		own := map[string]string{LabelPool: "dev-exclusive"}
-		assert.NoError(t, CheckExclusivePlacement(mk("nb-team", own), nbTeam, "a10-node-3", members))
-		err := CheckExclusivePlacement(mk("ai-team", own), aiTeam, "a10-node-3", members)
+		assert.NoError(t, CheckExclusivePlacement(mk("nb-team", own), nbTeam, "a10-node-3", members, AgentNone))
+		err := CheckExclusivePlacement(mk("ai-team", own), aiTeam, "a10-node-3", members, AgentNone)
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), `and pool "dev-exclusive" does not admit namespace "ai-team"`)
-		other := CheckExclusivePlacement(mk("nb-team", map[string]string{LabelPool: "train-a100"}), nbTeam, "a10-node-3", members)
+		other := CheckExclusivePlacement(mk("nb-team", map[string]string{LabelPool: "train-a100"}), nbTeam, "a10-node-3", members, AgentNone)
 		assert.ErrorContains(t, other, `the pod asks for pool "train-a100"`)
 	})
 	t.Run("tolerate-all with matchFields denied; without a matching affinity allowed", func(t *testing.T) {
 		p := mk("ai-team", nil)
 		p.Spec.Tolerations, p.Spec.Affinity = tolerateAll, matchFields
-		err := CheckExclusivePlacement(p, aiTeam, "", members)
+		err := CheckExclusivePlacement(p, aiTeam, "", members, AgentNone)
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), `it tolerates the pool's taint (operator Exists on every key) and its node affinity allows the node`)
 		p.Spec.Affinity = nil
-		assert.Error(t, CheckExclusivePlacement(p, aiTeam, "", members), "tolerate-all with no affinity can land anywhere")
+		assert.Error(t, CheckExclusivePlacement(p, aiTeam, "", members, AgentNone), "tolerate-all with no affinity can land anywhere")
 		p.Spec.NodeSelector = map[string]string{"zone": "b"}
-		assert.NoError(t, CheckExclusivePlacement(p, aiTeam, "", members), "its nodeSelector keeps it off the node")
+		assert.NoError(t, CheckExclusivePlacement(p, aiTeam, "", members, AgentNone), "its nodeSelector keeps it off the node")
 		q := mk("ai-team", nil)
 		q.Spec.Affinity = matchFields
-		assert.NoError(t, CheckExclusivePlacement(q, aiTeam, "", members), "no toleration: the taint keeps it off")
+		assert.NoError(t, CheckExclusivePlacement(q, aiTeam, "", members, AgentNone), "no toleration: the taint keeps it off")
 		q.Spec.Tolerations = []corev1.Toleration{ExclusivePoolToleration("dev-exclusive")}
-		assert.ErrorContains(t, CheckExclusivePlacement(q, aiTeam, "", members), "(runwhere.ai/pool Equal dev-exclusive)")
+		assert.ErrorContains(t, CheckExclusivePlacement(q, aiTeam, "", members, AgentNone), "(runwhere.ai/pool Equal dev-exclusive)")
 	})
-	t.Run("DaemonSet pods are allowed", func(t *testing.T) {
+	t.Run("node agents are allowed; an ownerReference alone makes none", func(t *testing.T) {
 		p := mk("monitoring", nil)
 		p.OwnerReferences = []metav1.OwnerReference{{Kind: "DaemonSet", Name: "ne", Controller: ptr.To(true)}}
 		p.Spec.Tolerations, p.Spec.Affinity = tolerateAll, matchFields
-		assert.NoError(t, CheckExclusivePlacement(p, nil, "a10-node-3", members))
-		assert.NoError(t, CheckExclusivePlacement(p, nil, "", members))
+		assert.NoError(t, CheckExclusivePlacement(p, nil, "a10-node-3", members, AgentCreated))
+		assert.NoError(t, CheckExclusivePlacement(p, nil, "", members, AgentCreated))
+		assert.Error(t, CheckExclusivePlacement(p, nil, "a10-node-3", members, AgentNone), "a DaemonSet owner the pod's writer claims")
+		assert.NoError(t, CheckExclusivePlacement(p, nil, "a10-node-3", members, AgentClaimed), "bound where its tolerations let it")
+		q := p.DeepCopy()
+		q.Spec.Tolerations = nil
+		assert.Error(t, CheckExclusivePlacement(q, nil, "a10-node-3", members, AgentClaimed), "bound past a taint it does not tolerate")
 	})
+}
+
+func TestIsNodeAgent(t *testing.T) {
+	ds := []metav1.OwnerReference{{Kind: "DaemonSet", Name: "ne", Controller: ptr.To(true)}}
+	agent := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{OwnerReferences: ds}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "a",
+		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{"cpu": resource.MustParse("1"), "hugepages-2Mi": resource.MustParse("2Mi")}}}}}}
+	assert.True(t, IsNodeAgent(agent, "system:serviceaccount:kube-system:daemon-set-controller", DaemonSetControllers))
+	assert.True(t, IsNodeAgent(agent, "system:kube-controller-manager", DaemonSetControllers))
+	assert.False(t, IsNodeAgent(agent, "mallory", DaemonSetControllers), "created by anyone else, a DaemonSet owner is a claim")
+	assert.True(t, IsNodeAgent(agent, "kcm-admin", []string{"kcm-admin"}), "a controller manager configured to run as another identity")
+	assert.False(t, IsNodeAgent(&corev1.Pod{}, "system:serviceaccount:kube-system:daemon-set-controller", DaemonSetControllers), "not a DaemonSet's pod")
+	gpu := agent.DeepCopy()
+	gpu.Spec.InitContainers = []corev1.Container{{Name: "i", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}}}}
+	assert.False(t, IsNodeAgent(gpu, "system:serviceaccount:kube-system:daemon-set-controller", DaemonSetControllers), "asks for GPUs")
+	claim := agent.DeepCopy()
+	claim.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu"}}
+	assert.False(t, IsNodeAgent(claim, "system:serviceaccount:kube-system:daemon-set-controller", DaemonSetControllers), "asks for a ResourceClaim")
 }
 
 func TestDesiredExclusiveTaints(t *testing.T) {
@@ -94,5 +118,44 @@ func TestDesiredExclusiveTaints(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			assert.Equal(t, tt.want, DesiredExclusiveTaints(tt.node, tt.pool))
 		})
+	}
+}
+
+// largeAffinityPod tolerates everything and names, in its required node affinity, many
+// nodes none of which is a member: P6 must check it against every exclusive member.
+func largeAffinityPod(terms, values int) *corev1.Pod {
+	sel := &corev1.NodeSelector{}
+	for i := range terms {
+		req := corev1.NodeSelectorRequirement{Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpIn}
+		for j := range values {
+			req.Values = append(req.Values, fmt.Sprintf("elsewhere-%d-%d", i, j))
+		}
+		sel.NodeSelectorTerms = append(sel.NodeSelectorTerms, corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{req}})
+	}
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "big", Namespace: "ai-team"}, Spec: corev1.PodSpec{
+		Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+		Affinity:    &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: sel}}}}
+}
+
+func exclusiveMembers(n int) []ExclusiveMember {
+	pool := PoolInfo{Name: "excl", Object: &v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: "excl"}, Spec: v1alpha1.PoolSpec{Exclusive: true}}}
+	out := make([]ExclusiveMember, n)
+	for i := range out {
+		name := fmt.Sprintf("excl-node-%d", i)
+		out[i] = ExclusiveMember{Node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}}}, Pool: pool}
+	}
+	return out
+}
+
+// BenchmarkCheckExclusivePlacementLargeAffinity: a pod with 100 terms of 100 hostnames
+// each, tolerating everything, judged against 1,000 exclusive members (issue 28 item 11).
+func BenchmarkCheckExclusivePlacementLargeAffinity(b *testing.B) {
+	pod, members := largeAffinityPod(100, 100), exclusiveMembers(1000)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ai-team"}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := CheckExclusivePlacement(pod, ns, "", members, AgentNone); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -174,16 +174,18 @@ func MutatePod(pod *corev1.Pod, ns *corev1.Namespace, pools PoolCatalog, accel A
 	return patch, warnings, nil
 }
 
-// poolMissing is rule P2's denial.
+// poolMissing is rule P2's denial. It names no other pool: the requester may not be
+// allowed to list Pools, and the pools and their namespaces are other teams' business.
 func poolMissing(name string, fromNS bool, ns *corev1.Namespace, existing []string) error {
-	origin := fmt.Sprintf("label %s", LabelPool)
+	origin, fix := fmt.Sprintf("label %s", LabelPool), "remove the label"
 	if fromNS && ns != nil {
 		origin = fmt.Sprintf("the default pool of namespace %q", ns.Name)
+		fix = fmt.Sprintf("have the namespace's label %s corrected", LabelPool)
 	}
 	if len(existing) == 0 {
-		return Violationf("P2", "pool %q (%s) does not exist, and no pools exist yet: create it (kubectl litepool create -f pool.yaml) or remove the label", name, origin)
+		return Violationf("P2", "pool %q (%s) does not exist, and no pools exist yet: create it (kubectl litepool create -f pool.yaml) or %s", name, origin, fix)
 	}
-	return Violationf("P2", "pool %q (%s) does not exist: the pools are %s", name, origin, strings.Join(existing, ", "))
+	return Violationf("P2", "pool %q (%s) does not exist: ask for a pool that exists (kubectl litepool get pools) or %s", name, origin, fix)
 }
 
 // checkNodePool is P2 for the node pool a pod names (label runwhere.ai/node-pool): it
@@ -214,10 +216,6 @@ func CheckPodNamespace(info PoolInfo, ns *corev1.Namespace, namespace string) er
 	if slices.Contains(spec.Namespaces, namespace) {
 		return nil
 	}
-	var accepted []string
-	if len(spec.Namespaces) > 0 {
-		accepted = append(accepted, "namespaces "+strings.Join(spec.Namespaces, ", "))
-	}
 	if spec.NamespaceSelector != nil {
 		sel, err := metav1.LabelSelectorAsSelector(spec.NamespaceSelector)
 		if err != nil {
@@ -230,10 +228,10 @@ func CheckPodNamespace(info PoolInfo, ns *corev1.Namespace, namespace string) er
 		if sel.Matches(nsLabels) {
 			return nil
 		}
-		accepted = append(accepted, fmt.Sprintf("namespaces labelled %s", sel))
 	}
-	return Violationf("P4", "namespace %q may not use pool %q: the pool admits %s; use an admitted namespace or add %q to spec.namespaces of pool %q",
-		namespace, info.Name, strings.Join(accepted, " and "), namespace, info.Name)
+	// Which namespaces the pool admits is not said: they are other teams'.
+	return Violationf("P4", "namespace %q may not use pool %q: the pool admits only the namespaces its spec.namespaces lists or its spec.namespaceSelector selects, and %q is not among them; use a pool that admits it, or have %q added to spec.namespaces of pool %q",
+		namespace, info.Name, namespace, namespace, info.Name)
 }
 
 // CheckPodWorkload is rule P3: the pod's kind of work must be one the pool accepts. A pod

@@ -165,7 +165,7 @@ func TestLocalWebhook(t *testing.T) {
 				"default       Running    8           0          8          3\n",
 			"pod/demo-trainer created\n",
 			"demo-trainer   map[runwhere.ai/pool:train-a100]   a100-node-",
-			`Error from server (Forbidden): admission webhook "pods.runwhere.ai" denied the request: [P2] pool "train-h100" (label runwhere.ai/pool) does not exist: the pools are dev-sandbox, infer-a10, train-a100, train-snt9b` + "\n",
+			`Error from server (Forbidden): admission webhook "pods.runwhere.ai" denied the request: [P2] pool "train-h100" (label runwhere.ai/pool) does not exist: ask for a pool that exists (kubectl litepool get pools) or remove the label` + "\n",
 			"Stop both with: make cluster-down\n",
 		} {
 			assert.Contains(t, out, want)

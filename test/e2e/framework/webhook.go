@@ -16,25 +16,31 @@ import (
 type Webhook struct {
 	Process *localwebhook.Process
 	Log     string // the webhook's log file
+	CAPEM   []byte // the CA its serving certificate is issued by
 	cfgs    localwebhook.Configurations
 	cluster *Cluster
 }
 
+// W is the package's webhook, set by MainWithWebhook.
+var W *Webhook
+
 // MainWithWebhook is Main with the webhook running for every test: the plugin's
 // changes are admitted (or refused) as in a cluster where the webhook is installed.
-func MainWithWebhook(m *testing.M, name string) {
+// flags are added to the webhook's (--controllers runs its controllers too).
+func MainWithWebhook(m *testing.M, name string, flags ...string) {
 	c, err := Start(name, true)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "FATAL: e2e: the local control plane did not start: %v\n", err)
 		os.Exit(1)
 	}
 	C = c
-	w, err := StartWebhook(c)
+	w, err := StartWebhook(c, flags...)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "FATAL: e2e: the webhook did not start: %v\n", err)
 		_ = c.Stop()
 		os.Exit(1)
 	}
+	W = w
 	code := m.Run()
 	if code != 0 {
 		fmt.Fprintf(os.Stderr, "e2e: webhook log: %s\n", w.Log)
@@ -51,8 +57,9 @@ func MainWithWebhook(m *testing.M, name string) {
 }
 
 // StartWebhook runs _output/bin/litepool-webhook against c with a fresh certificate,
-// registers the configurations by URL and waits until the API server calls it.
-func StartWebhook(c *Cluster) (*Webhook, error) {
+// registers the configurations by URL and waits until the API server calls it. flags
+// are added to the webhook's.
+func StartWebhook(c *Cluster, flags ...string) (*Webhook, error) {
 	dir := filepath.Join(Root, "_output", "e2e", c.Name, "webhook")
 	certs, err := localwebhook.NewCerts(filepath.Join(dir, "certs"))
 	if err != nil {
@@ -69,7 +76,7 @@ func StartWebhook(c *Cluster) (*Webhook, error) {
 	}
 	p, err := localwebhook.Launch(localwebhook.Options{Binary: filepath.Join(BinDir, "litepool-webhook"),
 		Kubeconfig: c.Kubeconfig, Namespace: localwebhook.Namespace, Output: logFile,
-		Flags: []string{"--cert-mode=files", "--cert-dir=" + certs.Dir}})
+		Flags: append([]string{"--cert-mode=files", "--cert-dir=" + certs.Dir}, flags...)})
 	if err != nil {
 		return nil, err
 	}
@@ -78,7 +85,7 @@ func StartWebhook(c *Cluster) (*Webhook, error) {
 		p.Kill()
 		return nil, err
 	}
-	w := &Webhook{Process: p, Log: logPath, cfgs: cfgs, cluster: c}
+	w := &Webhook{Process: p, Log: logPath, CAPEM: certs.CAPEM, cfgs: cfgs, cluster: c}
 	ctx := context.Background()
 	if err := p.WaitReady(ctx, 60*time.Second); err != nil {
 		w.Stop()

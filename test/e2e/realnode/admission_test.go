@@ -60,7 +60,7 @@ func testAdmission(t *testing.T) {
 	t.Run("P2 an unknown pool is refused", func(t *testing.T) {
 		_, err := kube.CoreV1().Pods(workloads).Create(ctx, poolPod("p2-", "train-h100"), metav1.CreateOptions{})
 		require.Error(t, err)
-		assert.Equal(t, denied("pods.runwhere.ai", `[P2] pool "train-h100" (label runwhere.ai/pool) does not exist: the pools are dev-sandbox, infer-a10, train-a100, train-snt9b`), err.Error())
+		assert.Equal(t, denied("pods.runwhere.ai", `[P2] pool "train-h100" (label runwhere.ai/pool) does not exist: ask for a pool that exists (kubectl litepool get pools) or remove the label`), err.Error())
 		assert.Equal(t, []string{"P2"}, policy.RulesOfStatus(err))
 	})
 

@@ -227,7 +227,7 @@ func TestWebhook(t *testing.T) {
 	t.Run("P2 unknown pool denied with the pools that exist", func(t *testing.T) {
 		_, err := createPod(kube, ns, newPod("h100", training("train-h100"), nil))
 		require.Error(t, err)
-		assert.Equal(t, denied("pods.runwhere.ai", `[P2] pool "train-h100" (label runwhere.ai/pool) does not exist: the pools are dev-exclusive, dev-sandbox, infer-a10, npu-noretry, train-a100, train-snt9b`), err.Error())
+		assert.Equal(t, denied("pods.runwhere.ai", `[P2] pool "train-h100" (label runwhere.ai/pool) does not exist: ask for a pool that exists (kubectl litepool get pools) or remove the label`), err.Error())
 		_, err = createPod(kube, ns, newPod("a10", map[string]string{policy.LabelPool: "infer-a10"}, nil))
 		assert.NoError(t, err, "a pool made of node labels exists")
 	})
@@ -241,7 +241,7 @@ func TestWebhook(t *testing.T) {
 	t.Run("P4 namespace not allowed", func(t *testing.T) {
 		_, err := createPod(kube, ns, newPod("nb", map[string]string{policy.LabelPool: "dev-exclusive", policy.LabelWorkloadType: "development"}, nil))
 		require.Error(t, err)
-		assert.Equal(t, denied("pods.runwhere.ai", `[P4] namespace "ai-team" may not use pool "dev-exclusive": the pool admits namespaces nb-team; use an admitted namespace or add "ai-team" to spec.namespaces of pool "dev-exclusive"`), err.Error())
+		assert.Equal(t, denied("pods.runwhere.ai", `[P4] namespace "ai-team" may not use pool "dev-exclusive": the pool admits only the namespaces its spec.namespaces lists or its spec.namespaceSelector selects, and "ai-team" is not among them; use a pool that admits it, or have "ai-team" added to spec.namespaces of pool "dev-exclusive"`), err.Error())
 	})
 	t.Run("P5 accelerator mismatch denied", func(t *testing.T) {
 		p := newPod("wrong-gpu", training("train-a100"), nil)

@@ -1,0 +1,75 @@
+// Package attack is the attack matrix: for every right that reaches litepool's inputs,
+// the worst writes that right allows, made as an identity that holds exactly that
+// right (impersonation; a plain HTTPS client for network reach), and what must hold
+// afterwards: litepool did nothing the right does not give directly. The table is the
+// threat model printed in docs/security.md; TestMatrixIsDocumented keeps the two equal.
+// A mechanism that exempts, trusts or runs something adds its rows here.
+package attack
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/runwhere-ai/litepool/test/e2e/framework"
+)
+
+func TestMain(m *testing.M) { framework.MainWithWebhook(m, "attack", "--controllers") }
+
+// row is one attack: who, with which right, writes what, and what must hold.
+type row struct {
+	right  string // the right, as RBAC (or the network) grants it
+	attack string // the worst write that right allows against litepool
+	holds  string // what must hold afterwards
+	item   string // where it was found (issue 28 item), if anywhere
+	run    func(t *testing.T)
+}
+
+// matrix is the table, in the order docs/security.md prints it.
+var matrix = []row{
+	{"edit in a namespace", "pod with nodeName on an exclusive node, tolerating everything", "refused (P6); no pod on the node", "", attackNodeName},
+	{"edit in a namespace", "pod whose ownerReferences name the tenant's own DaemonSet (controller: true), nodeName on an exclusive node, 8 GPUs", "refused (P6): ownerReferences are a claim; no pod on the node", "28.1", attackForgedDaemonSetOwner},
+	{"edit in a namespace", "a real DaemonSet tolerating everything whose pods ask for 8 GPUs", "its pods are refused on exclusive nodes (P6: node agents ask for no devices); a DaemonSet without devices still runs there", "28.1", attackDaemonSetWithGPUs},
+	{"edit in a namespace", "pod with a schedulingGate tolerating everything, made while its node was not exclusive; gate removed after", "the gate's removal is refused (P6); the pod never runs on the node", "28.9", attackSchedulingGate},
+	{"edit in a namespace", "pods asking for a pool that does not exist, and for a pool that does not admit the namespace", "refused (P2, P4) without naming other pools or their namespaces", "28.10", attackDenialsLeakNothing},
+	{"create bindings (a scheduler)", "POST /api/v1/namespaces/NS/bindings of a foreign pod onto an exclusive node", "refused (P6), as pods/binding is; the pod stays unbound", "28.2", attackBindingsResource},
+	{"create bindings (a scheduler)", "pods/NAME/binding of a foreign pod onto an exclusive node", "refused (P6); the pod stays unbound", "", attackPodsBinding},
+	{"create bindings (a scheduler)", "pods/NAME/binding onto an exclusive node of a pod whose ownerReferences name a DaemonSet and that does not tolerate the pool's taint", "refused (P6): the claim counts only on a node whose taint the pod tolerates; the pod stays unbound", "28.1", attackBindClaimedAgent},
+	{"network reach to the webhook Service (no credentials)", "AdmissionReviews posted to /validate-nodes: DELETE of members with a forged NotReady, forced oldObject; a review naming an unknown pool", "no reservation written, no ConfigMap created; a safe departure by an operator is still accepted", "28.3", attackForgedReviews},
+	{"the webhook's ServiceAccount (litepool-webhook)", "update its webhook configurations: rules, clientConfig, matchPolicy, failurePolicy", "refused (ValidatingAdmissionPolicy litepool-webhook-config-guard); only caBundle may change", "28.7", attackWebhookRewritesItsConfig},
+	{"the controller's ServiceAccount (litepool-controller)", "patch the validating configuration beyond the binding-targets condition", "refused (litepool-webhook-config-guard); the binding-targets expression may change", "28.7", attackControllerRewritesConfig},
+	{"patch nodes", "remove an exclusive member's taint", "the controller puts it back (the pool's policy)", "", attackRemoveTaint},
+	{"patch nodes/status (Node Problem Detector)", "remove a member's pool label through nodes/status below minNodes", "refused (N3), as through nodes", "", attackStatusLabel},
+	{"create resourceslices (a DRA driver)", "publish a ResourceSlice for an exclusive member", "nothing follows from it: no taint or cordon changes, a safe departure is still accepted", "", attackResourceSlice},
+}
+
+func TestAttackMatrix(t *testing.T) {
+	setupFixture(t)
+	for _, r := range matrix {
+		t.Run(r.right+": "+r.attack, r.run)
+	}
+}
+
+// markdown is the row as docs/security.md prints it.
+func (r row) markdown() string {
+	item := r.item
+	if item == "" {
+		item = "-"
+	}
+	return fmt.Sprintf("| %s | %s | %s | %s |", r.right, r.attack, r.holds, item)
+}
+
+// TestMatrixIsDocumented: docs/security.md prints every row of the matrix as it is.
+func TestMatrixIsDocumented(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join(framework.Root, "docs", "security.md"))
+	if !assert.NoError(t, err) {
+		return
+	}
+	for _, r := range matrix {
+		assert.True(t, strings.Contains(string(doc), r.markdown()+"\n"), "docs/security.md lacks the row:\n%s", r.markdown())
+	}
+}
