@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -97,6 +98,26 @@ func setupFixture(t *testing.T) {
 		r := framework.C.Kubectl(t, "", "apply", "-n", "litepool-system", "-f", path)
 		require.Equal(t, 0, r.ExitCode, "%s: %s", f, r.Stderr)
 	}
+	waitGuardEnforced(t)
+}
+
+// waitGuardEnforced waits until the API server enforces litepool-webhook-config-guard: a
+// ValidatingAdmissionPolicy takes effect a moment after it is created (the API server's
+// policy cache syncs on its own schedule), and a row run before that would see a change
+// the guard refuses once in force. The probe is a dry run, so it changes nothing.
+func waitGuardEnforced(t *testing.T) {
+	t.Helper()
+	adm := as(t, webhookSA, saGroups()...).AdmissionregistrationV1()
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		cfg, err := adm.MutatingWebhookConfigurations().Get(ctx, "litepool-webhook", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		cfg.Webhooks[0].Rules[0].Resources = append(cfg.Webhooks[0].Rules[0].Resources, "pods/exec")
+		_, err = adm.MutatingWebhookConfigurations().Update(ctx, cfg, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err != nil && strings.Contains(err.Error(), "litepool-webhook-config-guard"), nil
+	})
+	require.NoError(t, err, "litepool-webhook-config-guard never refused the webhook's identity a change of its rules")
 }
 
 // grant gives user the rules cluster-wide, and nothing else.
