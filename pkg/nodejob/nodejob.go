@@ -121,7 +121,7 @@ func Job(s Spec, namespace string, ttl time.Duration) *batchv1.Job {
 		annotations[k] = v
 	}
 	c := corev1.Container{Name: s.Purpose, Image: s.Image, Command: s.Command,
-		Env: append([]corev1.EnvVar{{Name: "NODE_NAME", Value: s.Node}}, s.Env...)}
+		Env: append(append([]corev1.EnvVar{}, s.Env...), corev1.EnvVar{Name: "NODE_NAME", Value: s.Node})}
 	if len(s.Accelerators) > 0 {
 		c.Resources.Limits = s.Accelerators.DeepCopy()
 	}
@@ -165,6 +165,19 @@ func (e *NotApprovedError) Error() string {
 	return fmt.Sprintf("the %s image %s is not among the images the operator approved (%s)", e.Purpose, e.Image, e.ApprovedBy)
 }
 
+// Approve is the operator's approval of s's image: nil, or a NotApprovedError. A
+// caller that decides something from it (hold a node out) asks here; Ensure asks
+// again before it makes anything.
+func Approve(s Spec) error { return ApproveImage(s.Purpose, s.Image, s.Approved, s.ApprovedBy) }
+
+// ApproveImage is Approve of an image that runs through another object (a StressRun).
+func ApproveImage(purpose, image string, approved []string, by string) error {
+	if !policy.ImageApproved(image, approved) {
+		return &NotApprovedError{Purpose: purpose, Image: image, ApprovedBy: by}
+	}
+	return nil
+}
+
 // IsNotApproved says whether err is a NotApprovedError.
 func IsNotApproved(err error) bool {
 	var e *NotApprovedError
@@ -193,8 +206,8 @@ type Runner struct {
 // it. The image is checked against s.Approved first, here and nowhere else: an image
 // the operator did not approve is never run.
 func (r *Runner) Ensure(ctx context.Context, s Spec) (*batchv1.Job, error) {
-	if !policy.ImageApproved(s.Image, s.Approved) {
-		return nil, &NotApprovedError{Purpose: s.Purpose, Image: s.Image, ApprovedBy: s.ApprovedBy}
+	if err := Approve(s); err != nil {
+		return nil, err
 	}
 	if r.Namespace == "" {
 		return nil, fmt.Errorf("no namespace for %s Jobs", s.Purpose)
@@ -218,7 +231,7 @@ func (r *Runner) Ensure(ctx context.Context, s Spec) (*batchv1.Job, error) {
 	if ref := metav1.GetControllerOf(job); ref == nil || ref.UID != s.Owner.GetUID() {
 		owner := "no owner"
 		if ref != nil {
-			owner = ref.Kind + " " + ref.Name
+			owner = fmt.Sprintf("%s %s (uid %s)", ref.Kind, ref.Name, ref.UID)
 		}
 		return nil, &ForeignError{Namespace: job.Namespace, Name: job.Name, Owner: owner}
 	}

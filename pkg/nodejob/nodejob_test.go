@@ -102,7 +102,7 @@ func TestEnsureChecksTheImageThenMakesOneJob(t *testing.T) {
 	_, err = r.Ensure(ctx, spec("u3", "n1", "1"))
 	var fe *ForeignError
 	require.ErrorAs(t, err, &fe)
-	assert.Contains(t, err.Error(), "belongs to DriverRollout ro")
+	assert.Contains(t, err.Error(), "belongs to DriverRollout ro (uid u2)")
 }
 
 func TestOutcomeOf(t *testing.T) {

@@ -381,7 +381,7 @@ func NextHealth(in HealthInput) HealthStep {
 		}
 		st := move(v1alpha1.NodeHealthHealthy, ReasonRecovered, "back in service")
 		st.Entry.ReturnedAt = &now
-		st.Entry.Drained, st.Entry.Remediated, st.Entry.Job, st.Entry.Fatal, st.Entry.FaultedAt = false, false, "", false, nil
+		st.Entry.Drained, st.Entry.Remediated, st.Entry.Job, st.Entry.StressRun, st.Entry.Fatal, st.Entry.FaultedAt = false, false, "", "", false, nil
 		st.Requeue = s.FlapWindow
 		return st
 	}

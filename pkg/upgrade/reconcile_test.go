@@ -354,7 +354,7 @@ func TestInstallerJobIsNamedByRolloutNodeAndAttempt(t *testing.T) {
 		&v1alpha1.DriverRolloutNode{Name: "n1", State: "install", Attempt: 1}, w.clock.Now())
 	require.NoError(t, err)
 	assert.True(t, out.Failed)
-	assert.Contains(t, out.Message, "belongs to another rollout")
+	assert.Contains(t, out.Message, "exists and belongs to DriverRollout r (uid uid-other)")
 }
 
 // An installer Job the Job controller makes no pod for (refused by Pod Security, say)
