@@ -459,6 +459,28 @@ func summarizeSignals(sig []HealthSignal) (reason, msg string, fatal bool) {
 	return strings.Join(reasons, ","), strings.Join(msgs, "; "), fatal
 }
 
+// FatalEvidence says whether node shows a fatal fault now (a fatal signal) or carries
+// the quarantine taint the health loop put on it for a fatal condition: the loop's own
+// memory of a fatal fault, on an object a writer of the Pool's status cannot write.
+func FatalEvidence(n *corev1.Node, signals []HealthSignal, s HealthSettings) bool {
+	for _, sig := range signals {
+		if sig.Fatal {
+			return true
+		}
+	}
+	for _, t := range n.Spec.Taints {
+		if t.Key != TaintQuarantine {
+			continue
+		}
+		for _, rule := range s.Conditions {
+			if rule.Fatal && strings.Contains("."+t.Value+".", "."+QuarantineTaint(SignalConditionPrefix+rule.Type).Value+".") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // QuarantineTaint is the taint of a node held out for reason.
 func QuarantineTaint(reason string) corev1.Taint {
 	v := strings.NewReplacer("/", ".", ",", ".").Replace(reason)
