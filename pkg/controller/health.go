@@ -27,6 +27,10 @@ import (
 // image, the operator who runs the controller approves it.
 var HealthImages []string
 
+// HealthDefinitions are the operator's remediations and re-checks by name
+// (litepool-webhook --health-definition): what a Pool names, the only ones that run.
+var HealthDefinitions map[string]health.Definition
+
 // HealthReconciler runs pkg/health's loop, one Pool per request, driven by watches on
 // Pools (spec, and the status the health verb writes), on member nodes and on the
 // loop's own StressRuns.
@@ -114,7 +118,7 @@ func (r *HealthReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 // heldOutReasons are the reasons a node is held out until released by hand; each has
 // a series, 0 when no member has it, so alerts can compare.
 var heldOutReasons = []string{policy.ReasonFlapping, policy.ReasonRecheckFailed, policy.ReasonRemediationFailed,
-	policy.ReasonHeldByHand, health.ReasonImageNotApproved}
+	policy.ReasonHeldByHand, health.ReasonImageNotApproved, health.ReasonNoDefinition}
 
 func recordHealth(p *v1alpha1.Pool) {
 	quarantinedNodes.WithLabelValues(p.Name).Set(float64(p.Status.QuarantinedNodes))

@@ -2,6 +2,7 @@ package health
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -33,7 +34,7 @@ func TestOneConflictLeavesOneRunAndNothingAfterReturn(t *testing.T) {
 	require.NoError(t, clientgoscheme.AddToScheme(scheme))
 	require.NoError(t, v1alpha1.AddToScheme(scheme))
 	pool := &v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: "p1", UID: "pool-uid"}, Spec: v1alpha1.PoolSpec{
-		Health:     &v1alpha1.HealthPolicy{Remediation: &v1alpha1.RemediationSpec{Image: "registry.example.com/reset:1"}},
+		Health:     &v1alpha1.HealthPolicy{Remediation: &v1alpha1.RemediationSpec{Definition: "reset"}},
 		StressTest: &v1alpha1.StressTestSpec{Image: "registry.example.com/stress:1"}}}
 	objs := []client.Object{pool}
 	var kobjs []runtime.Object
@@ -52,7 +53,8 @@ func TestOneConflictLeavesOneRunAndNothingAfterReturn(t *testing.T) {
 		}}).Build()
 	kube := kubefake.NewClientset(kobjs...)
 	clock := now
-	r := &Reconciler{Client: c, Kube: kube, Namespace: "litepool-system", Images: []string{"registry.example.com/"}, Now: func() time.Time { return clock }}
+	r := &Reconciler{Client: c, Kube: kube, Namespace: "litepool-system", Images: []string{"registry.example.com/"}, Now: func() time.Time { return clock },
+		Definitions: map[string]Definition{"reset": {Image: "registry.example.com/reset@sha256:" + strings.Repeat("a", 64), Command: []string{"/reset"}}}}
 	ctx := context.Background()
 	pass := func(conflict bool) {
 		t.Helper()

@@ -9,6 +9,7 @@ package health
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"sort"
@@ -64,6 +65,9 @@ type Reconciler struct {
 	// (--health-images, matched by policy.ImageApproved): a re-check or remediation image
 	// outside them is not run, and the node is held out.
 	Images []string
+	// Definitions are the operator's remediations and re-checks by name
+	// (--health-definition): a Pool names one, and only these run.
+	Definitions map[string]Definition
 	// DRA says the cluster serves ResourceSlices: a device a driver taints there is a
 	// fault of its node.
 	DRA bool
@@ -84,6 +88,8 @@ type Step struct {
 	// start: the entry names a Job or run that is to be made once the entry is stored
 	// (a write that loses a race then leaves nothing behind).
 	start bool
+	// image is what the Job or run that start makes runs, for the Event.
+	image string
 }
 
 // Reconcile takes pool a step on and returns how soon it wants to look again (0:
@@ -321,13 +327,17 @@ func (r *Reconciler) apply(ctx context.Context, pool *v1alpha1.Pool, s policy.He
 		if e.Job != "" {
 			return nil
 		}
-		job := r.remediation(pool, e, s.Remediation)
-		if err := nodejob.Approve(job); err != nil {
-			r.holdUnapproved(e, err)
+		job, err := r.remediation(pool, e, s.Remediation)
+		if err == nil {
+			err = nodejob.Approve(job)
+		}
+		if err != nil {
+			r.holdOut(e, err)
 			st.Changed, st.Taint = true, true
 			return nil
 		}
 		e.Job = nodejob.Name(job)
+		st.image = job.Image
 		st.Changed, st.start = true, true
 	case policy.ActionRecheck, policy.ActionNewRecheck:
 		if st.Action == policy.ActionRecheck && e.StressRun != "" {
@@ -340,11 +350,13 @@ func (r *Reconciler) apply(ctx context.Context, pool *v1alpha1.Pool, s policy.He
 			st.Changed, st.Requeue = true, s.HoldTime
 			return nil
 		}
-		if err := nodejob.ApproveImage("re-check", s.RecheckImage, r.Images, ApprovedBy); err != nil {
-			r.holdUnapproved(e, err)
+		rs, err := r.recheck(s)
+		if err != nil {
+			r.holdOut(e, err)
 			st.Changed, st.Taint = true, true
 			return nil
 		}
+		st.image = rs.RecheckImage
 		prev := ""
 		if st.prev != nil {
 			prev = st.prev.StressRun
@@ -358,8 +370,39 @@ func (r *Reconciler) apply(ctx context.Context, pool *v1alpha1.Pool, s policy.He
 // ApprovedBy is where the operator approves health images, for refusals.
 const ApprovedBy = "litepool-webhook --health-images"
 
-func (r *Reconciler) holdUnapproved(e *v1alpha1.NodeHealthStatus, err error) {
-	e.State, e.Reason, e.Since = v1alpha1.NodeHealthHeldOut, ReasonImageNotApproved, metav1.NewTime(r.now())
+// recheck is s with the re-check's image and command resolved: the operator's
+// definition when the pool names one, else the pool's stress image if the operator
+// approved it (--health-images).
+func (r *Reconciler) recheck(s policy.HealthSettings) (policy.HealthSettings, error) {
+	if s.RecheckDefinition != "" {
+		d, err := r.definition("re-check", "spec.health.recheck", s.RecheckDefinition, "", nil)
+		if err != nil {
+			return s, &holdError{ReasonNoDefinition, err}
+		}
+		s.RecheckImage, s.RecheckCommand = d.Image, d.Command
+		return s, nil
+	}
+	if err := nodejob.ApproveImage("re-check", s.RecheckImage, r.Images, ApprovedBy); err != nil {
+		return s, &holdError{ReasonImageNotApproved, err}
+	}
+	return s, nil
+}
+
+// holdError is why a node is held out: a reason and the refusal.
+type holdError struct {
+	reason string
+	err    error
+}
+
+func (h *holdError) Error() string { return h.err.Error() }
+
+func (r *Reconciler) holdOut(e *v1alpha1.NodeHealthStatus, err error) {
+	reason := ReasonImageNotApproved
+	var h *holdError
+	if errors.As(err, &h) {
+		reason = h.reason
+	}
+	e.State, e.Reason, e.Since = v1alpha1.NodeHealthHeldOut, reason, metav1.NewTime(r.now())
 	e.Message = err.Error() + ": held out until released by hand"
 	e.History = append(e.History, v1alpha1.NodeHealthTransition{Time: e.Since, State: e.State, Reason: e.Reason})
 }
@@ -503,11 +546,19 @@ func (r *Reconciler) follow(ctx context.Context, pool *v1alpha1.Pool, s policy.H
 	if st.start && e != nil && !s.DryRun {
 		switch {
 		case e.State == v1alpha1.NodeHealthRemediating && e.Job != "":
-			if _, err := r.runner().Ensure(ctx, r.remediation(pool, e, s.Remediation)); err != nil {
+			job, err := r.remediation(pool, e, s.Remediation)
+			if err == nil {
+				_, err = r.runner().Ensure(ctx, job)
+			}
+			if err != nil {
 				return fmt.Errorf("node %s: remediation: %w", st.Node, err)
 			}
 		case e.State == v1alpha1.NodeHealthRechecking && e.StressRun != "":
-			if err := r.Client.Create(ctx, RecheckRun(pool, st.Node, e.StressRun, s)); err != nil && !apierrors.IsAlreadyExists(err) {
+			rs, err := r.recheck(s)
+			if err != nil {
+				return fmt.Errorf("node %s: re-check: %w", st.Node, err)
+			}
+			if err := r.Client.Create(ctx, RecheckRun(pool, st.Node, e.StressRun, rs)); err != nil && !apierrors.IsAlreadyExists(err) {
 				return fmt.Errorf("node %s: creating the re-check StressRun: %w", st.Node, err)
 			}
 		}
@@ -575,6 +626,9 @@ func (r *Reconciler) record(ctx context.Context, pool *v1alpha1.Pool, s policy.H
 		if e.StressRun != "" && e.State == v1alpha1.NodeHealthRechecking {
 			msg += "; stress run " + e.StressRun
 		}
+		if st.image != "" {
+			msg += " (image " + st.image + ")"
+		}
 		_ = r.Recorder.Warning(ctx, ref, reason, "%s", msg)
 	}
 }
@@ -612,21 +666,23 @@ func RecheckRun(pool *v1alpha1.Pool, node, name string, s policy.HealthSettings)
 // PurposeRemediation is the remediation Job's component label and name prefix.
 const PurposeRemediation = "remediation"
 
-// remediation is the operator-approved Job that resets or reboots a quarantined node
-// (pinned to it, privileged with the host's root at /host, as the driver installer),
-// one per fault episode, controlled by the Pool.
-func (r *Reconciler) remediation(pool *v1alpha1.Pool, e *v1alpha1.NodeHealthStatus, spec *v1alpha1.RemediationSpec) nodejob.Spec {
-	timeout := DefaultRemediationTimeout
-	if spec.Timeout != nil && spec.Timeout.Duration > 0 {
-		timeout = spec.Timeout.Duration
+// remediation is the Job that resets or reboots a quarantined node: the operator's
+// definition the pool names (pinned to the node, privileged with the host's root at
+// /host, as the driver installer), one per fault episode, controlled by the Pool. The
+// definition is the operator's approval of its image.
+func (r *Reconciler) remediation(pool *v1alpha1.Pool, e *v1alpha1.NodeHealthStatus, spec *v1alpha1.RemediationSpec) (nodejob.Spec, error) {
+	d, err := r.definition("remediation", "spec.health.remediation", spec.Definition, spec.Image, spec.Command)
+	if err != nil {
+		return nodejob.Spec{}, &holdError{ReasonNoDefinition, err}
 	}
 	key := ""
 	if e.FaultedAt != nil {
 		key = e.FaultedAt.UTC().Format(time.RFC3339)
 	}
 	return nodejob.Spec{Owner: pool, OwnerKind: v1alpha1.GroupVersion.WithKind("Pool"), Node: e.Node, Purpose: PurposeRemediation, Key: key,
-		Image: spec.Image, Command: spec.Command, HostAccess: true, Timeout: timeout, Approved: r.Images, ApprovedBy: ApprovedBy,
-		Env: []corev1.EnvVar{{Name: "POOL", Value: pool.Name}, {Name: "REASON", Value: e.Reason}}}
+		Image: d.Image, Command: d.Command, HostAccess: true, Timeout: d.timeout(spec.Timeout),
+		Approved: []string{d.Image}, ApprovedBy: "litepool-webhook --health-definition " + spec.Definition,
+		Env: []corev1.EnvVar{{Name: "POOL", Value: pool.Name}, {Name: "REASON", Value: e.Reason}}}, nil
 }
 
 // Selector of the StressRuns and Jobs the loop made.

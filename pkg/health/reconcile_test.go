@@ -107,8 +107,9 @@ func TestRecheckRunAndJobNamesFit(t *testing.T) {
 	assert.LessOrEqual(t, len(name), 63)
 	assert.Equal(t, name, RecheckRunName(pool, long, "k"))
 	assert.NotEqual(t, name, RecheckRunName(pool, long, "k2"))
-	r := &Reconciler{Namespace: "ns"}
-	spec := r.remediation(pool, &v1alpha1.NodeHealthStatus{Node: long}, &v1alpha1.RemediationSpec{Image: "reset"})
+	r := &Reconciler{Namespace: "ns", Definitions: map[string]Definition{"reset": {Image: "reset:1"}}}
+	spec, err := r.remediation(pool, &v1alpha1.NodeHealthStatus{Node: long}, &v1alpha1.RemediationSpec{Definition: "reset"})
+	require.NoError(t, err)
 	j := nodejob.Job(spec, "ns", time.Hour)
 	assert.LessOrEqual(t, len(j.Name), 63)
 	assert.Equal(t, long, j.Spec.Template.Spec.NodeName)

@@ -70,14 +70,17 @@ var DefaultHealthConditions = []v1alpha1.HealthCondition{
 
 // HealthSettings is a pool's health policy with every default filled in.
 type HealthSettings struct {
-	Enabled               bool
-	DryRun                bool
-	Conditions            []v1alpha1.HealthCondition
-	NotReadyGrace         time.Duration
-	Drain                 bool
-	Remediation           *v1alpha1.RemediationSpec
-	RecheckImage          string
-	RecheckCommand        []string
+	Enabled        bool
+	DryRun         bool
+	Conditions     []v1alpha1.HealthCondition
+	NotReadyGrace  time.Duration
+	Drain          bool
+	Remediation    *v1alpha1.RemediationSpec
+	RecheckImage   string
+	RecheckCommand []string
+	// RecheckDefinition names the operator's re-check definition, whose image and
+	// command replace RecheckImage and RecheckCommand.
+	RecheckDefinition     string
 	RecheckTests          []v1alpha1.StressTest
 	HoldTime              time.Duration
 	MaxQuarantinedPercent int32
@@ -112,6 +115,7 @@ func HealthSettingsOf(pool *v1alpha1.Pool) HealthSettings {
 			s.RecheckTests = r.Tests
 		}
 		s.RecheckCommand = r.Command
+		s.RecheckDefinition = r.Definition
 	}
 	if len(s.RecheckTests) == 0 {
 		s.RecheckTests = []v1alpha1.StressTest{"npu"}

@@ -179,10 +179,12 @@ func TestPod(run *v1alpha1.StressRun, namespace string, n *corev1.Node, test str
 				Name: run.Name, UID: run.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}},
 		},
 		Spec: corev1.PodSpec{
-			NodeName:              n.Name,
-			RestartPolicy:         corev1.RestartPolicyNever,
-			ActiveDeadlineSeconds: ptr.To(int64(Timeout(run).Seconds())),
-			Tolerations:           []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+			NodeName:      n.Name,
+			RestartPolicy: corev1.RestartPolicyNever,
+			// A stress test reads nothing from the API (issue 28 item 8).
+			AutomountServiceAccountToken: ptr.To(false),
+			ActiveDeadlineSeconds:        ptr.To(int64(Timeout(run).Seconds())),
+			Tolerations:                  []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
 			Containers: []corev1.Container{{
 				Name: "stress", Image: run.Spec.Image, Command: run.Spec.Command,
 				Env: []corev1.EnvVar{
