@@ -45,7 +45,7 @@ func componentHealthFlags(t *testing.T) []string {
 			continue
 		}
 		for _, a := range d.Spec.Template.Spec.Containers[0].Args {
-			if strings.HasPrefix(a, "--health-") {
+			if strings.HasPrefix(a, "--health-images=") || strings.HasPrefix(a, "--health-definition=") {
 				flags = append(flags, a)
 			}
 		}
@@ -87,8 +87,9 @@ func TestAPoolEditorCannotChooseWhatRunsPrivileged(t *testing.T) {
 		}), "mallory may update Pools")
 	}
 
-	// Their own command, with the operator's very image: held out, nothing runs.
-	setRemediation(v1alpha1.RemediationSpec{Image: def.Image, Command: theirs})
+	// Their own command, with an image the operator approved (--health-images, for
+	// re-checks): held out, nothing runs. Before definitions, this ran privileged.
+	setRemediation(v1alpha1.RemediationSpec{Image: stressImage, Command: theirs})
 	setCondition(t, nodes[0], "SysLogsXIDError", corev1.ConditionTrue)
 	e := waitState(t, r, "hl-def", nodes[0], v1alpha1.NodeHealthHeldOut)
 	assert.Equal(t, health.ReasonNoDefinition, e.Reason)
