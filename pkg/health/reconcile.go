@@ -658,7 +658,7 @@ func RecheckRun(pool *v1alpha1.Pool, node, name string, s policy.HealthSettings)
 	return &v1alpha1.StressRun{
 		ObjectMeta: metav1.ObjectMeta{Name: name,
 			Labels:          map[string]string{LabelManagedBy: ManagedBy, LabelComponent: Component},
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(pool, v1alpha1.GroupVersion.WithKind("Pool"))}},
+			OwnerReferences: []metav1.OwnerReference{nodejob.ControllerRef(pool, v1alpha1.GroupVersion.WithKind("Pool"))}},
 		Spec: v1alpha1.StressRunSpec{Pool: pool.Name, Nodes: []string{node}, Tests: s.RecheckTests, Image: s.RecheckImage, Command: s.RecheckCommand},
 	}
 }

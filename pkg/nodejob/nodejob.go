@@ -140,7 +140,7 @@ func Job(s Spec, namespace string, ttl time.Duration) *batchv1.Job {
 	pod.Containers = []corev1.Container{c}
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: Name(s), Namespace: namespace, Labels: labels, Annotations: annotations,
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(s.Owner, s.OwnerKind)}},
+			OwnerReferences: []metav1.OwnerReference{ControllerRef(s.Owner, s.OwnerKind)}},
 		Spec: batchv1.JobSpec{
 			BackoffLimit:            ptr.To[int32](0),
 			TTLSecondsAfterFinished: ptr.To(int32(ttl.Seconds())),
@@ -154,6 +154,15 @@ func Job(s Spec, namespace string, ttl time.Duration) *batchv1.Job {
 		job.Spec.ActiveDeadlineSeconds = ptr.To(int64(s.Timeout.Seconds()))
 	}
 	return job
+}
+
+// ControllerRef is a controller reference to owner that does not block the owner's
+// deletion: setting blockOwnerDeletion needs update on the owner's finalizers, a right
+// litepool's controller has no other use for.
+func ControllerRef(owner metav1.Object, kind schema.GroupVersionKind) metav1.OwnerReference {
+	ref := metav1.NewControllerRef(owner, kind)
+	ref.BlockOwnerDeletion = nil
+	return *ref
 }
 
 // NotApprovedError is an image the operator has not approved for a purpose.
