@@ -6,8 +6,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
@@ -66,4 +68,28 @@ func TestAForgedFatalEntryDrainsNothing(t *testing.T) {
 			assert.False(t, pool.Status.NodeHealth[0].Fatal)
 		})
 	}
+}
+
+// A pools/status writer's entry naming someone else's Job or StressRun: the loop
+// drops the names when it moves the node on, and deletes neither.
+func TestAForgedEntryDeletesNothingItDoesNotOwn(t *testing.T) {
+	r, kube := setup(t, nil, member("n1", "8"), member("n2", "8"))
+	ctx := context.Background()
+	installer := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "litepool-driver-installer-n1-x", Namespace: r.Namespace,
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "runwhere.ai/v1alpha1", Kind: "DriverRollout", Name: "ro", UID: "ro-uid", Controller: ptr.To(true)}}}}
+	_, err := kube.BatchV1().Jobs(r.Namespace).Create(ctx, installer, metav1.CreateOptions{})
+	require.NoError(t, err)
+	theirs := &v1alpha1.StressRun{ObjectMeta: metav1.ObjectMeta{Name: "someones-run"}}
+	require.NoError(t, r.Client.Create(ctx, theirs))
+	var pool v1alpha1.Pool
+	require.NoError(t, r.Client.Get(ctx, client.ObjectKey{Name: "p1"}, &pool))
+	pool.Status.NodeHealth = []v1alpha1.NodeHealthStatus{{Node: "n1", State: v1alpha1.NodeHealthReleased, By: "mallory",
+		Job: installer.Name, StressRun: theirs.Name}}
+	require.NoError(t, r.Client.Status().Update(ctx, &pool))
+
+	_, err = r.Reconcile(ctx, "p1")
+	require.NoError(t, err)
+	_, err = kube.BatchV1().Jobs(r.Namespace).Get(ctx, installer.Name, metav1.GetOptions{})
+	assert.NoError(t, err, "a rollout's installer Job is not deleted for a status entry")
+	assert.NoError(t, r.Client.Get(ctx, client.ObjectKey{Name: theirs.Name}, &v1alpha1.StressRun{}), "someone else's run is not deleted")
 }

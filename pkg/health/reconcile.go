@@ -567,18 +567,46 @@ func (r *Reconciler) follow(ctx context.Context, pool *v1alpha1.Pool, s policy.H
 		return nil
 	}
 	if run := st.prev.StressRun; run != "" && (e == nil || e.StressRun != run) {
-		err := r.Client.Delete(ctx, &v1alpha1.StressRun{ObjectMeta: metav1.ObjectMeta{Name: run}}, client.PropagationPolicy(metav1.DeletePropagationBackground))
-		if client.IgnoreNotFound(err) != nil {
+		if err := r.deleteRun(ctx, pool, run); err != nil {
 			return fmt.Errorf("node %s: deleting the finished re-check StressRun %s: %w", st.Node, run, err)
 		}
 	}
 	if job := st.prev.Job; job != "" && (e == nil || e.Job != job) {
-		err := r.Kube.BatchV1().Jobs(r.Namespace).Delete(ctx, job, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
-		if !apierrors.IsNotFound(err) && err != nil {
+		if err := r.deleteJob(ctx, pool, job); err != nil {
 			return fmt.Errorf("node %s: deleting the finished remediation Job %s: %w", st.Node, job, err)
 		}
 	}
 	return nil
+}
+
+// deleteRun deletes the StressRun name if pool controls it: a name in the Pool's status
+// is a claim its writer made, and a run of anyone else's is never deleted for it.
+func (r *Reconciler) deleteRun(ctx context.Context, pool *v1alpha1.Pool, name string) error {
+	var run v1alpha1.StressRun
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: name}, &run); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if ref := metav1.GetControllerOf(&run); ref == nil || ref.UID != pool.UID {
+		return nil
+	}
+	err := r.Client.Delete(ctx, &run, client.Preconditions{UID: &run.UID}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	return client.IgnoreNotFound(err)
+}
+
+// deleteJob deletes the Job name in litepool's namespace if pool controls it (a
+// remediation of this pool, never a rollout's installer a status entry names).
+func (r *Reconciler) deleteJob(ctx context.Context, pool *v1alpha1.Pool, name string) error {
+	jobs := r.Kube.BatchV1().Jobs(r.Namespace)
+	job, err := jobs.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if ref := metav1.GetControllerOf(job); ref == nil || ref.UID != pool.UID {
+		return nil
+	}
+	err = jobs.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &job.UID},
+		PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
+	return client.IgnoreNotFound(err)
 }
 
 // turnOff is a pool whose spec.health went away: its nodes lose the quarantine taint
