@@ -57,6 +57,7 @@ import (
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/compat"
 	"github.com/runwhere-ai/litepool/pkg/controller"
+	"github.com/runwhere-ai/litepool/pkg/health"
 	"github.com/runwhere-ai/litepool/pkg/podindex"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 	"github.com/runwhere-ai/litepool/pkg/version"
@@ -121,6 +122,17 @@ func (o *options) bind(fs *flag.FlagSet) {
 	})
 	fs.Func("daemonset-controller-user", "an identity the DaemonSet controller creates pods as, beyond "+strings.Join(policy.DaemonSetControllers, " and ")+" (a kube-controller-manager that runs under another user): P6 lets such pods that ask for no device onto exclusive nodes as node agents; repeatable", func(v string) error {
 		admission.DaemonSetControllers = append(admission.DaemonSetControllers, v)
+		return nil
+	})
+	fs.Func("health-definition", `an operator's remediation or re-check, NAME={"image": "REF@sha256:...", "command": [...], "timeout": "30m"} (repeatable): a Pool's spec.health.remediation.definition or spec.health.recheck.definition names one, and only these run (remediation privileged, with the host's root)`, func(v string) error {
+		name, d, err := health.ParseDefinition(v)
+		if err != nil {
+			return err
+		}
+		if controller.HealthDefinitions == nil {
+			controller.HealthDefinitions = map[string]health.Definition{}
+		}
+		controller.HealthDefinitions[name] = d
 		return nil
 	})
 	fs.StringVar(&o.acceleratorResources, policy.AcceleratorResourcesFlag, "", "comma-separated extra accelerator resources, extended resource names such as vendor.example/xpu (beyond nvidia.com/gpu, nvidia.com/mig-*, huawei.com/Ascend910/310/310P, amd.com/gpu)")

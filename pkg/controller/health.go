@@ -22,10 +22,15 @@ import (
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
-// HealthImages are the operator-approved image prefixes of health re-checks and
-// remediation Jobs (litepool-webhook --health-images): a Pool's editor names the
-// image, the operator who runs the controller approves it.
+// HealthImages are the operator's approvals (--health-images of the controller's
+// Deployment; entries as policy.ImageApproved reads them) of the stress images a Pool's
+// re-check may run when it names no definition. Remediations never run a Pool's image.
 var HealthImages []string
+
+// HealthDefinitions are the operator's remediations and re-checks by name
+// (--health-definition of the controller's Deployment): a Pool only names one, and
+// these are the only images and commands the loop runs as node work.
+var HealthDefinitions map[string]health.Definition
 
 // HealthReconciler runs pkg/health's loop, one Pool per request, driven by watches on
 // Pools (spec, and the status the health verb writes), on member nodes and on the
@@ -114,7 +119,7 @@ func (r *HealthReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 // heldOutReasons are the reasons a node is held out until released by hand; each has
 // a series, 0 when no member has it, so alerts can compare.
 var heldOutReasons = []string{policy.ReasonFlapping, policy.ReasonRecheckFailed, policy.ReasonRemediationFailed,
-	policy.ReasonHeldByHand, health.ReasonImageNotApproved}
+	policy.ReasonHeldByHand, health.ReasonImageNotApproved, health.ReasonNoDefinition}
 
 func recordHealth(p *v1alpha1.Pool) {
 	quarantinedNodes.WithLabelValues(p.Name).Set(float64(p.Status.QuarantinedNodes))

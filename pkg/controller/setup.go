@@ -56,7 +56,7 @@ func SetupIn(mgr ctrl.Manager, accel policy.Accelerators, namespace string, pods
 		return err
 	}
 	if err := (&HealthReconciler{Reconciler: health.Reconciler{Client: mgr.GetClient(), Kube: kube, Recorder: &events.Recorder{Client: kube},
-		Namespace: namespace, Accelerators: accel, Images: HealthImages, DRA: status.DRA}}).SetupWithManager(mgr); err != nil {
+		Namespace: namespace, Accelerators: accel, Images: HealthImages, Definitions: HealthDefinitions, DRA: status.DRA}}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	runs := &StressReconciler{Kube: kube, Recorder: &events.Recorder{Client: kube}, Namespace: namespace, Accelerators: accel}

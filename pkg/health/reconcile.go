@@ -9,14 +9,12 @@ package health
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
-	"regexp"
 	"sort"
-	"strings"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -32,9 +30,9 @@ import (
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/events"
 	"github.com/runwhere-ai/litepool/pkg/inventory"
+	"github.com/runwhere-ai/litepool/pkg/nodejob"
 	"github.com/runwhere-ai/litepool/pkg/nodeops"
 	"github.com/runwhere-ai/litepool/pkg/policy"
-	"github.com/runwhere-ai/litepool/pkg/stress"
 )
 
 // Labels of the Jobs and StressRuns the loop creates.
@@ -67,6 +65,9 @@ type Reconciler struct {
 	// (--health-images, matched by policy.ImageApproved): a re-check or remediation image
 	// outside them is not run, and the node is held out.
 	Images []string
+	// Definitions are the operator's remediations and re-checks by name
+	// (--health-definition): a Pool names one, and only these run.
+	Definitions map[string]Definition
 	// DRA says the cluster serves ResourceSlices: a device a driver taints there is a
 	// fault of its node.
 	DRA bool
@@ -81,6 +82,14 @@ type Step struct {
 	policy.HealthStep
 
 	node *corev1.Node
+	// prev is the entry as stored before this step: what it referenced and the new
+	// entry does not is deleted once the new one is stored.
+	prev *v1alpha1.NodeHealthStatus
+	// start: the entry names a Job or run that is to be made once the entry is stored
+	// (a write that loses a race then leaves nothing behind).
+	start bool
+	// image is what the Job or run that start makes runs, for the Event.
+	image string
 }
 
 // Reconcile takes pool a step on and returns how soon it wants to look again (0:
@@ -130,6 +139,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (time.Duration,
 		}
 	}
 	for i := range steps {
+		if err := r.follow(ctx, &pool, s, &steps[i]); err != nil {
+			return 0, err
+		}
 		r.record(ctx, &pool, s, &steps[i])
 	}
 	return requeue, nil
@@ -204,11 +216,19 @@ func (r *Reconciler) Plan(ctx context.Context, pool *v1alpha1.Pool, members []co
 		in := policy.HealthInput{Entry: e, Settings: s, Now: now,
 			Signals:     policy.HealthSignals(policy.NodeHealthFacts{Node: n, TaintedDevices: tainted[n.Name]}, s, r.Accelerators, now),
 			BreakerRoom: policy.BreakerRoom(len(members), out, s.MaxQuarantinedPercent) > 0}
+		if e != nil && e.Fatal && !policy.FatalEvidence(n, in.Signals, s) {
+			// Fatal (the drain's reason) is believed from the node, never from the
+			// Pool's status alone, which a pools/status writer may write.
+			in.Entry = e.DeepCopy()
+			in.Entry.Fatal = false
+			e = in.Entry
+		}
+		gone := false
 		if e != nil {
 			if in.Recheck, err = r.recheckOutcome(ctx, e); err != nil {
 				return nil, err
 			}
-			if in.Job, err = r.jobOutcome(ctx, e); err != nil {
+			if in.Job, gone, err = r.jobOutcome(ctx, e); err != nil {
 				return nil, err
 			}
 			if e.Fatal && s.Drain && !e.Drained {
@@ -244,11 +264,15 @@ func (r *Reconciler) Plan(ctx context.Context, pool *v1alpha1.Pool, members []co
 		if st.Requeue == 0 {
 			st.Requeue = untilGrace(n, s, now)
 		}
-		steps = append(steps, Step{Node: n.Name, From: from, Signals: in.Signals, HealthStep: st, node: n})
+		step := Step{Node: n.Name, From: from, Signals: in.Signals, HealthStep: st, node: n, prev: e}
+		// The Job the stored entry names was never made (the pass that named it failed
+		// after its write) or was deleted: it is made now.
+		step.start = gone && st.Entry != nil && st.Entry.Job == e.Job && st.Entry.State == v1alpha1.NodeHealthRemediating
+		steps = append(steps, step)
 	}
 	for name, e := range entries {
 		if !seen[name] {
-			steps = append(steps, Step{Node: name, From: e.State, HealthStep: policy.HealthStep{Changed: true}})
+			steps = append(steps, Step{Node: name, From: e.State, HealthStep: policy.HealthStep{Changed: true}, prev: e})
 		}
 	}
 	return steps, nil
@@ -303,17 +327,18 @@ func (r *Reconciler) apply(ctx context.Context, pool *v1alpha1.Pool, s policy.He
 		if e.Job != "" {
 			return nil
 		}
-		if !r.approved(s.Remediation.Image) {
-			r.holdUnapproved(e, "remediation", s.Remediation.Image)
+		job, err := r.remediation(pool, e, s.Remediation)
+		if err == nil {
+			err = nodejob.Approve(job)
+		}
+		if err != nil {
+			r.holdOut(e, err)
 			st.Changed, st.Taint = true, true
 			return nil
 		}
-		job := RemediationJob(pool, e, r.Namespace, s.Remediation)
-		if _, err := r.Kube.BatchV1().Jobs(r.Namespace).Create(ctx, job, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("node %s: creating remediation Job: %w", st.Node, err)
-		}
-		e.Job = job.Name
-		st.Changed = true
+		e.Job = nodejob.Name(job)
+		st.image = job.Image
+		st.Changed, st.start = true, true
 	case policy.ActionRecheck, policy.ActionNewRecheck:
 		if st.Action == policy.ActionRecheck && e.StressRun != "" {
 			return nil
@@ -325,26 +350,60 @@ func (r *Reconciler) apply(ctx context.Context, pool *v1alpha1.Pool, s policy.He
 			st.Changed, st.Requeue = true, s.HoldTime
 			return nil
 		}
-		if !r.approved(s.RecheckImage) {
-			r.holdUnapproved(e, "re-check", s.RecheckImage)
+		rs, err := r.recheck(s)
+		if err != nil {
+			r.holdOut(e, err)
 			st.Changed, st.Taint = true, true
 			return nil
 		}
-		run := RecheckRun(pool.Name, st.Node, s, r.now())
-		if err := r.Client.Create(ctx, run); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("node %s: creating the re-check StressRun: %w", st.Node, err)
+		st.image = rs.RecheckImage
+		prev := ""
+		if st.prev != nil {
+			prev = st.prev.StressRun
 		}
-		e.StressRun = run.Name
-		st.Changed = true
+		e.StressRun = RecheckRunName(pool, st.Node, e.Since.UTC().Format(time.RFC3339)+"/"+prev)
+		st.Changed, st.start = true, true
 	}
 	return nil
 }
 
-func (r *Reconciler) approved(image string) bool { return policy.ImageApproved(image, r.Images) }
+// ApprovedBy is where the operator approves health images, for refusals.
+const ApprovedBy = "--health-images of Deployment litepool-controller"
 
-func (r *Reconciler) holdUnapproved(e *v1alpha1.NodeHealthStatus, what, image string) {
-	e.State, e.Reason, e.Since = v1alpha1.NodeHealthHeldOut, ReasonImageNotApproved, metav1.NewTime(r.now())
-	e.Message = fmt.Sprintf("the %s image %s is not among the operator-approved images (litepool-webhook --health-images): held out until released by hand", what, image)
+// recheck is s with the re-check's image and command resolved: the operator's
+// definition when the pool names one, else the pool's stress image if the operator
+// approved it (--health-images).
+func (r *Reconciler) recheck(s policy.HealthSettings) (policy.HealthSettings, error) {
+	if s.RecheckDefinition != "" {
+		d, err := r.definition("re-check", "spec.health.recheck", s.RecheckDefinition, "", nil)
+		if err != nil {
+			return s, &holdError{ReasonNoDefinition, err}
+		}
+		s.RecheckImage, s.RecheckCommand = d.Image, d.Command
+		return s, nil
+	}
+	if err := nodejob.ApproveImage("re-check", s.RecheckImage, r.Images, ApprovedBy); err != nil {
+		return s, &holdError{ReasonImageNotApproved, err}
+	}
+	return s, nil
+}
+
+// holdError is why a node is held out: a reason and the refusal.
+type holdError struct {
+	reason string
+	err    error
+}
+
+func (h *holdError) Error() string { return h.err.Error() }
+
+func (r *Reconciler) holdOut(e *v1alpha1.NodeHealthStatus, err error) {
+	reason := ReasonImageNotApproved
+	var h *holdError
+	if errors.As(err, &h) {
+		reason = h.reason
+	}
+	e.State, e.Reason, e.Since = v1alpha1.NodeHealthHeldOut, reason, metav1.NewTime(r.now())
+	e.Message = err.Error() + ": held out until released by hand"
 	e.History = append(e.History, v1alpha1.NodeHealthTransition{Time: e.Since, State: e.State, Reason: e.Reason})
 }
 
@@ -381,7 +440,8 @@ func (r *Reconciler) setTaint(ctx context.Context, node string, on bool, reason 
 }
 
 // workloadPods are the pods a drain must move: not terminal, not DaemonSet or mirror
-// pods, not litepool's own test pods.
+// pods, not litepool's node work (a driver installer of a rollout under way, a stress
+// test: nodejob.IsNodeWork, which trusts litepool's namespace, not labels).
 func (r *Reconciler) workloadPods(ctx context.Context, node string) ([]corev1.Pod, error) {
 	list, err := r.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
 	if err != nil {
@@ -389,7 +449,7 @@ func (r *Reconciler) workloadPods(ctx context.Context, node string) ([]corev1.Po
 	}
 	var out []corev1.Pod
 	for _, p := range list.Items {
-		if inventory.IsWorkloadPod(&p) && p.Labels[stress.LabelComponent] != stress.Component && p.DeletionTimestamp == nil {
+		if inventory.IsWorkloadPod(&p) && !nodejob.IsNodeWork(&p, r.Namespace) && p.DeletionTimestamp == nil {
 			out = append(out, p)
 		}
 	}
@@ -452,29 +512,101 @@ func (r *Reconciler) recheckOutcome(ctx context.Context, e *v1alpha1.NodeHealthS
 	return outcome, nil
 }
 
-func (r *Reconciler) jobOutcome(ctx context.Context, e *v1alpha1.NodeHealthStatus) (string, error) {
-	if e.Job == "" {
-		return "", nil
+// jobOutcome reads the remediation Job the entry names; gone: it does not exist.
+func (r *Reconciler) jobOutcome(ctx context.Context, e *v1alpha1.NodeHealthStatus) (outcome string, gone bool, err error) {
+	if e.Job == "" || e.Remediated {
+		return "", false, nil
 	}
-	job, err := r.Kube.BatchV1().Jobs(r.Namespace).Get(ctx, e.Job, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return policy.OutcomeFailed, nil
-	}
+	o, err := r.runner().Outcome(ctx, e.Job)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
-	for _, c := range job.Status.Conditions {
-		if c.Status != corev1.ConditionTrue {
-			continue
-		}
-		switch c.Type {
-		case batchv1.JobComplete:
-			return policy.OutcomeSucceeded, nil
-		case batchv1.JobFailed:
-			return policy.OutcomeFailed, nil
+	switch o.Phase {
+	case nodejob.Succeeded:
+		return policy.OutcomeSucceeded, false, nil
+	case nodejob.Failed:
+		return policy.OutcomeFailed, false, nil
+	case nodejob.Gone:
+		// Named in a stored entry and not made yet (the pass that named it ended
+		// first), or deleted: made again by this pass.
+		return policy.OutcomeRunning, true, nil
+	}
+	return policy.OutcomeRunning, false, nil
+}
+
+func (r *Reconciler) runner() *nodejob.Runner {
+	return &nodejob.Runner{Kube: r.Kube, Namespace: r.Namespace}
+}
+
+// follow makes what a stored step named (a remediation Job, a re-check run) and
+// deletes what the node's previous entry named and its new one does not: both only
+// once the entry is stored, so a pass whose write lost a race makes nothing.
+func (r *Reconciler) follow(ctx context.Context, pool *v1alpha1.Pool, s policy.HealthSettings, st *Step) error {
+	e := st.Entry
+	if st.start && e != nil && !s.DryRun {
+		switch {
+		case e.State == v1alpha1.NodeHealthRemediating && e.Job != "":
+			job, err := r.remediation(pool, e, s.Remediation)
+			if err == nil {
+				_, err = r.runner().Ensure(ctx, job)
+			}
+			if err != nil {
+				return fmt.Errorf("node %s: remediation: %w", st.Node, err)
+			}
+		case e.State == v1alpha1.NodeHealthRechecking && e.StressRun != "":
+			rs, err := r.recheck(s)
+			if err != nil {
+				return fmt.Errorf("node %s: re-check: %w", st.Node, err)
+			}
+			if err := r.Client.Create(ctx, RecheckRun(pool, st.Node, e.StressRun, rs)); err != nil && !apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("node %s: creating the re-check StressRun: %w", st.Node, err)
+			}
 		}
 	}
-	return policy.OutcomeRunning, nil
+	if st.prev == nil {
+		return nil
+	}
+	if run := st.prev.StressRun; run != "" && (e == nil || e.StressRun != run) {
+		if err := r.deleteRun(ctx, pool, run); err != nil {
+			return fmt.Errorf("node %s: deleting the finished re-check StressRun %s: %w", st.Node, run, err)
+		}
+	}
+	if job := st.prev.Job; job != "" && (e == nil || e.Job != job) {
+		if err := r.deleteJob(ctx, pool, job); err != nil {
+			return fmt.Errorf("node %s: deleting the finished remediation Job %s: %w", st.Node, job, err)
+		}
+	}
+	return nil
+}
+
+// deleteRun deletes the StressRun name if pool controls it: a name in the Pool's status
+// is a claim its writer made, and a run of anyone else's is never deleted for it.
+func (r *Reconciler) deleteRun(ctx context.Context, pool *v1alpha1.Pool, name string) error {
+	var run v1alpha1.StressRun
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: name}, &run); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if ref := metav1.GetControllerOf(&run); ref == nil || ref.UID != pool.UID {
+		return nil
+	}
+	err := r.Client.Delete(ctx, &run, client.Preconditions{UID: &run.UID}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	return client.IgnoreNotFound(err)
+}
+
+// deleteJob deletes the Job name in litepool's namespace if pool controls it (a
+// remediation of this pool, never a rollout's installer a status entry names).
+func (r *Reconciler) deleteJob(ctx context.Context, pool *v1alpha1.Pool, name string) error {
+	jobs := r.Kube.BatchV1().Jobs(r.Namespace)
+	job, err := jobs.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if ref := metav1.GetControllerOf(job); ref == nil || ref.UID != pool.UID {
+		return nil
+	}
+	err = jobs.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &job.UID},
+		PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
+	return client.IgnoreNotFound(err)
 }
 
 // turnOff is a pool whose spec.health went away: its nodes lose the quarantine taint
@@ -522,6 +654,9 @@ func (r *Reconciler) record(ctx context.Context, pool *v1alpha1.Pool, s policy.H
 		if e.StressRun != "" && e.State == v1alpha1.NodeHealthRechecking {
 			msg += "; stress run " + e.StressRun
 		}
+		if st.image != "" {
+			msg += " (image " + st.image + ")"
+		}
 		_ = r.Recorder.Warning(ctx, ref, reason, "%s", msg)
 	}
 }
@@ -533,63 +668,49 @@ func orHealthy(s v1alpha1.NodeHealthState) v1alpha1.NodeHealthState {
 	return s
 }
 
-var nonName = regexp.MustCompile(`[^a-z0-9-]+`)
-
-// shortName is prefix-node-hash, at most 63 characters, the same for the same inputs.
-func shortName(prefix, node, salt string) string {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(node + "\x00" + salt))
-	base := strings.Trim(nonName.ReplaceAllString(strings.ToLower(node), "-"), "-")
-	if max := 63 - len(prefix) - 10; len(base) > max {
-		base = strings.TrimRight(base[:max], "-")
+// RecheckRunName is the re-check StressRun of node in pool for key (the time its
+// entry began re-checking and the run it replaces): the same name for the same
+// inputs, another for every new attempt.
+func RecheckRunName(pool *v1alpha1.Pool, node, key string) string {
+	h := fnv.New64a()
+	for _, part := range []string{string(pool.UID), node, "recheck", key} {
+		_, _ = h.Write([]byte(part))
+		_, _ = h.Write([]byte{0})
 	}
-	return fmt.Sprintf("%s%s-%08x", prefix, base, h.Sum32())
+	return nodejob.BoundedName("health-", node, h.Sum64())
 }
 
-// RecheckRun is the StressRun that re-checks node, named for the node and the time.
-func RecheckRun(pool, node string, s policy.HealthSettings, now time.Time) *v1alpha1.StressRun {
+// RecheckRun is the StressRun name that re-checks node; the Pool controls it, so
+// deleting the Pool deletes it.
+func RecheckRun(pool *v1alpha1.Pool, node, name string, s policy.HealthSettings) *v1alpha1.StressRun {
 	return &v1alpha1.StressRun{
-		ObjectMeta: metav1.ObjectMeta{Name: shortName("health-", node, now.UTC().Format(time.RFC3339Nano)),
-			Labels: map[string]string{LabelManagedBy: ManagedBy, LabelComponent: Component}},
-		Spec: v1alpha1.StressRunSpec{Pool: pool, Nodes: []string{node}, Tests: s.RecheckTests, Image: s.RecheckImage, Command: s.RecheckCommand},
+		ObjectMeta: metav1.ObjectMeta{Name: name,
+			Labels:          map[string]string{LabelManagedBy: ManagedBy, LabelComponent: Component},
+			OwnerReferences: []metav1.OwnerReference{nodejob.ControllerRef(pool, v1alpha1.GroupVersion.WithKind("Pool"))}},
+		Spec: v1alpha1.StressRunSpec{Pool: pool.Name, Nodes: []string{node}, Tests: s.RecheckTests, Image: s.RecheckImage, Command: s.RecheckCommand},
 	}
 }
 
-// RemediationJob is the operator-approved Job that resets or reboots a quarantined
-// node: pinned to it, tolerating every taint, privileged with the host's root at
-// /host (as the driver installer), in litepool's namespace.
-func RemediationJob(pool *v1alpha1.Pool, e *v1alpha1.NodeHealthStatus, namespace string, spec *v1alpha1.RemediationSpec) *batchv1.Job {
-	timeout := DefaultRemediationTimeout
-	if spec.Timeout != nil && spec.Timeout.Duration > 0 {
-		timeout = spec.Timeout.Duration
+// PurposeRemediation is the remediation Job's component label and name prefix.
+const PurposeRemediation = "remediation"
+
+// remediation is the Job that resets or reboots a quarantined node: the operator's
+// definition the pool names (pinned to the node, privileged with the host's root at
+// /host, as the driver installer), one per fault episode, controlled by the Pool. The
+// definition is the operator's approval of its image.
+func (r *Reconciler) remediation(pool *v1alpha1.Pool, e *v1alpha1.NodeHealthStatus, spec *v1alpha1.RemediationSpec) (nodejob.Spec, error) {
+	d, err := r.definition("remediation", "spec.health.remediation", spec.Definition, spec.Image, spec.Command)
+	if err != nil {
+		return nodejob.Spec{}, &holdError{ReasonNoDefinition, err}
 	}
-	labels := map[string]string{LabelManagedBy: ManagedBy, LabelComponent: Component}
-	salt := ""
+	key := ""
 	if e.FaultedAt != nil {
-		salt = e.FaultedAt.UTC().Format(time.RFC3339)
+		key = e.FaultedAt.UTC().Format(time.RFC3339)
 	}
-	return &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: shortName("litepool-remedy-", e.Node, salt), Namespace: namespace, Labels: labels},
-		Spec: batchv1.JobSpec{
-			BackoffLimit:          ptr.To[int32](0),
-			ActiveDeadlineSeconds: ptr.To(int64(timeout.Seconds())),
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					NodeName: e.Node, RestartPolicy: corev1.RestartPolicyNever, HostPID: true,
-					Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
-					Containers: []corev1.Container{{
-						Name: "remedy", Image: spec.Image, Command: spec.Command,
-						Env: []corev1.EnvVar{{Name: "NODE_NAME", Value: e.Node}, {Name: "POOL", Value: pool.Name},
-							{Name: "REASON", Value: e.Reason}, {Name: "HOST_ROOT", Value: "/host"}},
-						SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)},
-						VolumeMounts:    []corev1.VolumeMount{{Name: "host", MountPath: "/host"}},
-					}},
-					Volumes: []corev1.Volume{{Name: "host", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}}},
-				},
-			},
-		},
-	}
+	return nodejob.Spec{Owner: pool, OwnerKind: v1alpha1.GroupVersion.WithKind("Pool"), Node: e.Node, Purpose: PurposeRemediation, Key: key,
+		Image: d.Image, Command: d.Command, HostAccess: true, Timeout: d.timeout(spec.Timeout),
+		Approved: []string{d.Image}, ApprovedBy: "--health-definition " + spec.Definition + " of Deployment litepool-controller",
+		Env: []corev1.EnvVar{{Name: "POOL", Value: pool.Name}, {Name: "REASON", Value: e.Reason}}}, nil
 }
 
 // Selector of the StressRuns and Jobs the loop made.

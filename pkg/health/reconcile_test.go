@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/nodejob"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
@@ -101,9 +102,15 @@ func TestReconcileHoldsOutWhenTheImageIsNotApproved(t *testing.T) {
 
 func TestRecheckRunAndJobNamesFit(t *testing.T) {
 	long := "a-very-long-node-name-that-goes-on-and-on-and-on-beyond-sixty-three-chars.example.com"
-	s := policy.HealthSettings{RecheckImage: "img", RecheckTests: []v1alpha1.StressTest{"npu"}}
-	assert.LessOrEqual(t, len(RecheckRun("p1", long, s, now).Name), 63)
-	j := RemediationJob(&v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: "p1"}}, &v1alpha1.NodeHealthStatus{Node: long}, "ns", &v1alpha1.RemediationSpec{Image: "reset"})
+	pool := &v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: "p1", UID: "u1"}}
+	name := RecheckRunName(pool, long, "k")
+	assert.LessOrEqual(t, len(name), 63)
+	assert.Equal(t, name, RecheckRunName(pool, long, "k"))
+	assert.NotEqual(t, name, RecheckRunName(pool, long, "k2"))
+	r := &Reconciler{Namespace: "ns", Definitions: map[string]Definition{"reset": {Image: "reset:1"}}}
+	spec, err := r.remediation(pool, &v1alpha1.NodeHealthStatus{Node: long}, &v1alpha1.RemediationSpec{Definition: "reset"})
+	require.NoError(t, err)
+	j := nodejob.Job(spec, "ns", time.Hour)
 	assert.LessOrEqual(t, len(j.Name), 63)
 	assert.Equal(t, long, j.Spec.Template.Spec.NodeName)
 }

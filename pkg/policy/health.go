@@ -70,14 +70,17 @@ var DefaultHealthConditions = []v1alpha1.HealthCondition{
 
 // HealthSettings is a pool's health policy with every default filled in.
 type HealthSettings struct {
-	Enabled               bool
-	DryRun                bool
-	Conditions            []v1alpha1.HealthCondition
-	NotReadyGrace         time.Duration
-	Drain                 bool
-	Remediation           *v1alpha1.RemediationSpec
-	RecheckImage          string
-	RecheckCommand        []string
+	Enabled        bool
+	DryRun         bool
+	Conditions     []v1alpha1.HealthCondition
+	NotReadyGrace  time.Duration
+	Drain          bool
+	Remediation    *v1alpha1.RemediationSpec
+	RecheckImage   string
+	RecheckCommand []string
+	// RecheckDefinition names the operator's re-check definition, whose image and
+	// command replace RecheckImage and RecheckCommand.
+	RecheckDefinition     string
 	RecheckTests          []v1alpha1.StressTest
 	HoldTime              time.Duration
 	MaxQuarantinedPercent int32
@@ -112,6 +115,7 @@ func HealthSettingsOf(pool *v1alpha1.Pool) HealthSettings {
 			s.RecheckTests = r.Tests
 		}
 		s.RecheckCommand = r.Command
+		s.RecheckDefinition = r.Definition
 	}
 	if len(s.RecheckTests) == 0 {
 		s.RecheckTests = []v1alpha1.StressTest{"npu"}
@@ -381,7 +385,7 @@ func NextHealth(in HealthInput) HealthStep {
 		}
 		st := move(v1alpha1.NodeHealthHealthy, ReasonRecovered, "back in service")
 		st.Entry.ReturnedAt = &now
-		st.Entry.Drained, st.Entry.Remediated, st.Entry.Job, st.Entry.Fatal, st.Entry.FaultedAt = false, false, "", false, nil
+		st.Entry.Drained, st.Entry.Remediated, st.Entry.Job, st.Entry.StressRun, st.Entry.Fatal, st.Entry.FaultedAt = false, false, "", "", false, nil
 		st.Requeue = s.FlapWindow
 		return st
 	}
@@ -457,6 +461,28 @@ func summarizeSignals(sig []HealthSignal) (reason, msg string, fatal bool) {
 		fatal = fatal || s.Fatal
 	}
 	return strings.Join(reasons, ","), strings.Join(msgs, "; "), fatal
+}
+
+// FatalEvidence says whether node shows a fatal fault now (a fatal signal) or carries
+// the quarantine taint the health loop put on it for a fatal condition: the loop's own
+// memory of a fatal fault, on an object a writer of the Pool's status cannot write.
+func FatalEvidence(n *corev1.Node, signals []HealthSignal, s HealthSettings) bool {
+	for _, sig := range signals {
+		if sig.Fatal {
+			return true
+		}
+	}
+	for _, t := range n.Spec.Taints {
+		if t.Key != TaintQuarantine {
+			continue
+		}
+		for _, rule := range s.Conditions {
+			if rule.Fatal && strings.Contains("."+t.Value+".", "."+QuarantineTaint(SignalConditionPrefix+rule.Type).Value+".") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // QuarantineTaint is the taint of a node held out for reason.

@@ -140,7 +140,7 @@ func (r *Reconciler) start(ctx context.Context, run *v1alpha1.StressRun, st *v1a
 			fmt.Sprintf("stress run %s holds pool %s: this one starts when it ends", holder, run.Spec.Pool))
 		return 10 * time.Second, nil
 	}
-	targets, err := Plan(ctx, r.Kube, run.Spec.Pool, run.Spec.Nodes)
+	targets, err := Plan(ctx, r.Kube, r.Namespace, run.Spec.Pool, run.Spec.Nodes)
 	if err != nil {
 		if apierrors.ReasonForError(err) != metav1.StatusReasonUnknown {
 			return 0, err

@@ -32,6 +32,7 @@ import (
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/events"
 	"github.com/runwhere-ai/litepool/pkg/inventory"
+	"github.com/runwhere-ai/litepool/pkg/nodejob"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
@@ -81,8 +82,9 @@ type Target struct {
 
 // Plan is the first step of a run: the pool's members (or those of only that are
 // members), each tested or skipped with its reason, by name. It reads the nodes and
-// every running pod once, live: a run starts from what is true now.
-func Plan(ctx context.Context, kube kubernetes.Interface, pool string, only []string) ([]Target, error) {
+// every running pod once, live: a run starts from what is true now. namespace is
+// litepool's own: node work there (nodejob.IsNodeWork) does not make a node busy.
+func Plan(ctx context.Context, kube kubernetes.Interface, namespace, pool string, only []string) ([]Target, error) {
 	nodes, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: labels.Set{policy.LabelPool: pool}.String()})
 	if err != nil {
 		return nil, err
@@ -90,7 +92,7 @@ func Plan(ctx context.Context, kube kubernetes.Interface, pool string, only []st
 	if len(nodes.Items) == 0 {
 		return nil, fmt.Errorf("pool %q has no nodes (no node carries %s=%s)", pool, policy.LabelPool, pool)
 	}
-	busy, err := workloadPods(ctx, kube)
+	busy, err := workloadPods(ctx, kube, namespace)
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +133,7 @@ func skipReason(n *corev1.Node, workload []string) string {
 	return ""
 }
 
-func workloadPods(ctx context.Context, kube kubernetes.Interface) (map[string][]string, error) {
+func workloadPods(ctx context.Context, kube kubernetes.Interface, namespace string) (map[string][]string, error) {
 	list, err := kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "status.phase!=Succeeded,status.phase!=Failed,spec.nodeName!="})
 	if err != nil {
 		return nil, err
@@ -139,7 +141,7 @@ func workloadPods(ctx context.Context, kube kubernetes.Interface) (map[string][]
 	out := map[string][]string{}
 	for i := range list.Items {
 		p := &list.Items[i]
-		if inventory.IsWorkloadPod(p) && p.Labels[LabelComponent] != Component {
+		if inventory.IsWorkloadPod(p) && !nodejob.IsNodeWork(p, namespace) {
 			out[p.Spec.NodeName] = append(out[p.Spec.NodeName], p.Namespace+"/"+p.Name)
 		}
 	}
@@ -177,10 +179,12 @@ func TestPod(run *v1alpha1.StressRun, namespace string, n *corev1.Node, test str
 				Name: run.Name, UID: run.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}},
 		},
 		Spec: corev1.PodSpec{
-			NodeName:              n.Name,
-			RestartPolicy:         corev1.RestartPolicyNever,
-			ActiveDeadlineSeconds: ptr.To(int64(Timeout(run).Seconds())),
-			Tolerations:           []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+			NodeName:      n.Name,
+			RestartPolicy: corev1.RestartPolicyNever,
+			// A stress test reads nothing from the API (issue 28 item 8).
+			AutomountServiceAccountToken: ptr.To(false),
+			ActiveDeadlineSeconds:        ptr.To(int64(Timeout(run).Seconds())),
+			Tolerations:                  []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
 			Containers: []corev1.Container{{
 				Name: "stress", Image: run.Spec.Image, Command: run.Spec.Command,
 				Env: []corev1.EnvVar{

@@ -24,6 +24,7 @@ import (
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/events"
 	"github.com/runwhere-ai/litepool/pkg/inventory"
+	"github.com/runwhere-ai/litepool/pkg/nodejob"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
@@ -464,7 +465,7 @@ func (r *Reconciler) busyNodes(ctx context.Context) (map[string]bool, error) {
 	}
 	busy := map[string]bool{}
 	for i := range pods.Items {
-		if inventory.IsWorkloadPod(&pods.Items[i]) && !isInstaller(&pods.Items[i]) {
+		if inventory.IsWorkloadPod(&pods.Items[i]) && !nodejob.IsNodeWork(&pods.Items[i], r.Namespace) {
 			busy[pods.Items[i].Spec.NodeName] = true
 		}
 	}

@@ -354,7 +354,7 @@ func TestInstallerJobIsNamedByRolloutNodeAndAttempt(t *testing.T) {
 		&v1alpha1.DriverRolloutNode{Name: "n1", State: "install", Attempt: 1}, w.clock.Now())
 	require.NoError(t, err)
 	assert.True(t, out.Failed)
-	assert.Contains(t, out.Message, "belongs to another rollout")
+	assert.Contains(t, out.Message, "exists and belongs to DriverRollout r (uid uid-other)")
 }
 
 // An installer Job the Job controller makes no pod for (refused by Pod Security, say)
@@ -381,4 +381,26 @@ func TestAnInstallerJobWithoutAPodSaysSo(t *testing.T) {
 	require.NoError(t, err)
 	w.reconcile(r, "r")
 	assert.Equal(t, fmt.Sprintf("installer job %s/%s running (image inst:2)", ns, n.Job), w.rollout("r").Status.Nodes[0].Message)
+}
+
+// A node is busy with a tenant's pod even when that pod copies an installer's labels
+// and names a Job as its controller: only pods in litepool's namespace are node work.
+func TestBusyNodesTrustTheNamespaceNotTheLabels(t *testing.T) {
+	ro := testRollout("r", 1)
+	w := newWorld(t, ro, "n1", "n2")
+	job := InstallerJob(ro, ns, "n1", 1, time.Minute)
+	job.UID = "job-uid"
+	pod := func(namespace, name, node string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: job.Spec.Template.Labels,
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))}},
+			Spec: corev1.PodSpec{NodeName: node}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	}
+	ctx := context.Background()
+	for _, p := range []*corev1.Pod{pod(ns, "installer", "n1"), pod("tenant", "looks-like-an-installer", "n2")} {
+		_, err := w.kube.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	busy, err := w.reconciler().busyNodes(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]bool{"n2": true}, busy)
 }

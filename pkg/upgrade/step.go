@@ -2,12 +2,12 @@ package upgrade
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,6 +21,7 @@ import (
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/inventory"
+	"github.com/runwhere-ai/litepool/pkg/nodejob"
 	"github.com/runwhere-ai/litepool/pkg/nodeops"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
@@ -127,7 +128,7 @@ func (s *Stepper) waitForJobs(ctx context.Context, ro *v1alpha1.DriverRollout, n
 	}
 	var left []string
 	for i := range pods.Items {
-		if inventory.IsWorkloadPod(&pods.Items[i]) && !isInstaller(&pods.Items[i]) {
+		if inventory.IsWorkloadPod(&pods.Items[i]) && !nodejob.IsNodeWork(&pods.Items[i], s.Namespace) {
 			left = append(left, pods.Items[i].Namespace+"/"+pods.Items[i].Name)
 		}
 	}
@@ -186,32 +187,24 @@ func (s *Stepper) install(ctx context.Context, ro *v1alpha1.DriverRollout, node 
 	if s.Namespace == "" {
 		return Outcome{}, fmt.Errorf("no namespace for installer Jobs")
 	}
-	jobs := s.Kube.BatchV1().Jobs(s.Namespace)
-	want := InstallerJob(ro, s.Namespace, node, attempt, timeout)
-	job, err := jobs.Get(ctx, want.Name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		job, err = jobs.Create(ctx, want, metav1.CreateOptions{})
-		if apierrors.IsAlreadyExists(err) {
-			job, err = jobs.Get(ctx, want.Name, metav1.GetOptions{})
-		}
+	runner := &nodejob.Runner{Kube: s.Kube, Namespace: s.Namespace}
+	job, err := runner.Ensure(ctx, InstallerSpec(ro, node, attempt, timeout))
+	var foreign *nodejob.ForeignError
+	if errors.As(err, &foreign) {
+		return failed("installer %s", foreign.Error()), nil
 	}
 	if err != nil {
-		return Outcome{}, fmt.Errorf("installer job %s/%s: %w", s.Namespace, want.Name, err)
+		return Outcome{}, fmt.Errorf("installer %w", err)
 	}
-	if job.Annotations[AnnotationJobRolloutUID] != string(ro.UID) {
-		out := failed("installer job %s/%s exists and belongs to another rollout (%s): delete it, then retry", s.Namespace, job.Name, job.Annotations[AnnotationJobRollout])
-		return out, nil
+	o, err := runner.Outcome(ctx, job.Name)
+	if err != nil {
+		return Outcome{}, err
 	}
-	for _, c := range job.Status.Conditions {
-		if c.Status != corev1.ConditionTrue {
-			continue
-		}
-		switch c.Type {
-		case batchv1.JobComplete:
-			return Outcome{Done: true, Message: "installer job " + job.Name + " completed", Job: job.Name}, nil
-		case batchv1.JobFailed:
-			return Outcome{Failed: true, Message: fmt.Sprintf("installer job %s/%s failed: %s %s", job.Namespace, job.Name, c.Reason, c.Message), Job: job.Name}, nil
-		}
+	switch o.Phase {
+	case nodejob.Succeeded:
+		return Outcome{Done: true, Message: "installer job " + job.Name + " completed", Job: job.Name}, nil
+	case nodejob.Failed:
+		return Outcome{Failed: true, Message: "installer " + o.Message, Job: job.Name}, nil
 	}
 	// The Job's activeDeadlineSeconds fails it first; this catches a Job whose pod
 	// never started (the deadline counts from the Job's start).

@@ -3,32 +3,26 @@
 //
 //	pause     the pod sandbox's process: sleeps until SIGTERM or SIGINT, reaping
 //	          children (it is PID 1 of the pod's PID namespace)
-//	install   a driver installer that succeeds: it writes DRIVER_VERSION into its node's
-//	          runwhere.ai/driver-version label (the label upgrade validation reads), as a
-//	          real installer's driver and feature discovery would, through the API with
-//	          its pod's service account
+//	install   a driver installer that succeeds: it changes only the host, as a real
+//	          installer does, writing DRIVER_VERSION into DriverVersionFile under
+//	          HOST_ROOT. Litepool's node Jobs mount no service-account token, so the
+//	          node's runwhere.ai/driver-version label (what upgrade validation reads) is
+//	          written by whatever plays the node's feature discovery, with an identity
+//	          of its own: in the real-node e2e, the test
 //	exit N    prints why and exits N (a failing installer, a failing stress test)
 //	linger    a workload that ignores SIGTERM: only the end of its termination grace
 //	          period (SIGKILL) stops it
 package main
 
 import (
-	"bytes"
-	"crypto/tls"
-	"crypto/x509"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
 )
-
-const saDir = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 func main() {
 	if len(os.Args) < 2 {
@@ -78,40 +72,20 @@ func pause() {
 	}
 }
 
+// DriverVersionFile is where install leaves the version, under the host's root.
+const DriverVersionFile = "/run/litepool-testbin/driver-version"
+
 func install(node, version string) error {
 	if node == "" || version == "" {
 		return fmt.Errorf("NODE_NAME and DRIVER_VERSION must be set (the installer Job sets both)")
 	}
-	token, err := os.ReadFile(saDir + "/token")
-	if err != nil {
+	path := filepath.Join(os.Getenv("HOST_ROOT"), DriverVersionFile)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	ca, err := os.ReadFile(saDir + "/ca.crt")
-	if err != nil {
+	if err := os.WriteFile(path, []byte(version+"\n"), 0o644); err != nil {
 		return err
 	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(ca) {
-		return fmt.Errorf("no certificate in %s/ca.crt", saDir)
-	}
-	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
-	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]string{"runwhere.ai/driver-version": version}}})
-	url := "https://" + net.JoinHostPort(os.Getenv("KUBERNETES_SERVICE_HOST"), os.Getenv("KUBERNETES_SERVICE_PORT")) + "/api/v1/nodes/" + node
-	req, err := http.NewRequest(http.MethodPatch, url, bytes.NewReader(patch))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+string(bytes.TrimSpace(token)))
-	req.Header.Set("Content-Type", "application/merge-patch+json")
-	resp, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("PATCH node %s: %s: %s", node, resp.Status, body)
-	}
-	fmt.Printf("installed driver %s on node %s\n", version, node)
+	fmt.Printf("installed driver %s on node %s (%s)\n", version, node, path)
 	return nil
 }

@@ -365,19 +365,33 @@ type HealthCondition struct {
 }
 
 // RemediationSpec is the Job run on a quarantined member, in litepool's namespace,
-// pinned to the node like the driver installer.
+// pinned to the node like the driver installer. What it runs (image and command) is
+// an operator's definition the Pool names: a Pool's editor chooses among what the
+// operator defined (litepool-webhook --health-definition), never the image or command
+// of a privileged Job.
 type RemediationSpec struct {
-	// +kubebuilder:validation:MinLength=1
-	Image string `json:"image"`
+	// Definition names the operator's remediation definition (--health-definition
+	// NAME=...).
+	// +optional
+	Definition string `json:"definition,omitempty"`
+	// Image and Command are no longer run: a remediation that gives them and no
+	// definition holds its node out (reason NotDefined) and says why.
+	// +optional
+	Image string `json:"image,omitempty"`
 	// +optional
 	Command []string `json:"command,omitempty"`
-	// Timeout of the Job (its activeDeadlineSeconds). Default 30m.
+	// Timeout of the Job (its activeDeadlineSeconds). Default: the definition's, else
+	// 30m.
 	// +optional
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 }
 
 // RecheckSpec overrides the stress test a quarantined member must pass.
 type RecheckSpec struct {
+	// Definition names an operator's re-check definition (--health-definition
+	// NAME=...), whose image and command replace Image and Command.
+	// +optional
+	Definition string `json:"definition,omitempty"`
 	// +optional
 	Image string `json:"image,omitempty"`
 	// +optional

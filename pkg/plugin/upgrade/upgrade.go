@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -62,15 +63,19 @@ type UpgradeDriverOptions struct {
 	Canary              string
 	InstallerImage      string
 	InstallerCommand    []string
-	WaitSelector        string
-	WaitTimeout         time.Duration
-	DrainTimeout        time.Duration
-	InstallTimeout      time.Duration
-	ValidateTimeout     time.Duration
-	ForceDrain          bool
-	Force               bool
-	Follow              FollowFlags
-	Compat              kit.CompatSourceFlags
+	// fromPool names what of the installer the Pool's spec.upgrade gave (image,
+	// command), and poolName that Pool.
+	fromPool        []string
+	poolName        string
+	WaitSelector    string
+	WaitTimeout     time.Duration
+	DrainTimeout    time.Duration
+	InstallTimeout  time.Duration
+	ValidateTimeout time.Duration
+	ForceDrain      bool
+	Force           bool
+	Follow          FollowFlags
+	Compat          kit.CompatSourceFlags
 
 	clients  *kit.Clients
 	rollouts client.Client
@@ -335,20 +340,47 @@ const forcedBy = "kubectl litepool upgrade driver --force: the operator overrode
 var nonName = regexp.MustCompile(`[^a-z0-9.-]+`)
 
 // installerFromPool fills the installer from the pool's spec.upgrade where the flags
-// leave it out.
+// leave it out, and remembers which came from there: whoever may edit the Pool wrote
+// them, and the confirmation says so.
 func (o *UpgradeDriverOptions) installerFromPool(pool *v1alpha1.Pool) error {
 	if pool != nil && pool.Spec.Upgrade != nil {
-		if o.InstallerImage == "" {
+		if o.InstallerImage == "" && pool.Spec.Upgrade.InstallerImage != "" {
 			o.InstallerImage = pool.Spec.Upgrade.InstallerImage
+			o.fromPool = append(o.fromPool, "image")
 		}
-		if len(o.InstallerCommand) == 0 {
+		if len(o.InstallerCommand) == 0 && len(pool.Spec.Upgrade.InstallerCommand) > 0 {
 			o.InstallerCommand = pool.Spec.Upgrade.InstallerCommand
+			o.fromPool = append(o.fromPool, "command")
 		}
+		o.poolName = pool.Name
 	}
 	if o.InstallerImage == "" {
 		return fmt.Errorf("no installer image: give --installer-image, or set spec.upgrade.installerImage on the pool")
 	}
 	return nil
+}
+
+// installer is what the confirmation and the plan say runs: the image and the command.
+func (o *UpgradeDriverOptions) installer() string {
+	cmd := "its image's entrypoint"
+	if len(o.InstallerCommand) > 0 {
+		cmd = strconv.Quote(strings.Join(o.InstallerCommand, " "))
+	}
+	return fmt.Sprintf("installer %s running %s", o.InstallerImage, cmd)
+}
+
+// installerSource says which of the installer's image and command come from the
+// Pool's spec.upgrade, for the confirmation ("" when the flags gave both).
+func (o *UpgradeDriverOptions) installerSource() string {
+	if len(o.fromPool) == 0 {
+		return ""
+	}
+	verb := "comes"
+	if len(o.fromPool) > 1 {
+		verb = "come"
+	}
+	return fmt.Sprintf("the installer %s %s from pool %s's spec.upgrade, written by whoever may edit that Pool: it runs privileged with the host's root on every node upgraded; give --installer-image and -- COMMAND to choose them yourself",
+		strings.Join(o.fromPool, " and "), verb, o.poolName)
 }
 
 // preflight checks the target against the matrix, with the pool's hardware and
@@ -388,6 +420,10 @@ func (o *UpgradeDriverOptions) preflight(ctx context.Context, pool *v1alpha1.Poo
 }
 
 func (o *UpgradeDriverOptions) risk(n int) kit.Risk {
+	precautions := []string{"make sure running jobs checkpoint or can restart, and that the installer image fits the nodes' OS"}
+	if src := o.installerSource(); src != "" {
+		precautions = append(precautions, src)
+	}
 	scope, pace := "node "+o.Node, ""
 	if o.Pool != "" {
 		scope = fmt.Sprintf("%d node(s) of pool %s", n, o.Pool)
@@ -400,8 +436,8 @@ func (o *UpgradeDriverOptions) risk(n int) kit.Risk {
 		Level:     "high",
 		Operation: "driver upgrade to " + o.Version,
 		Impact: []string{fmt.Sprintf("%s will be cordoned, drained and have the driver reinstalled by %s%s; workload pods still running after %s are evicted",
-			scope, o.InstallerImage, pace, o.WaitTimeout)},
-		Precaution: []string{"make sure running jobs checkpoint or can restart, and that the installer image fits the nodes' OS"},
+			scope, o.installer(), pace, o.WaitTimeout)},
+		Precaution: precautions,
 	}
 }
 
@@ -419,7 +455,7 @@ func (o *UpgradeDriverOptions) printPlan(ctx context.Context, ro *v1alpha1.Drive
 	if err != nil {
 		return err
 	}
-	o.Say(o.IOStreams, "would upgrade %d node(s) to %s with installer %s (max unavailable %d):\n", len(need), o.Version, o.InstallerImage, maxU)
+	o.Say(o.IOStreams, "would upgrade %d node(s) to %s with %s (max unavailable %d):\n", len(need), o.Version, o.installer(), maxU)
 	for i, w := range waves {
 		o.Say(o.IOStreams, "  wave %d: %s\n", i+1, strings.Join(w, ", "))
 	}

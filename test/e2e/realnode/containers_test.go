@@ -2,14 +2,16 @@ package realnode
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -32,7 +34,7 @@ const realPool = "rn-real"
 // images make image built; their exit codes are what litepool reads. What delete -k
 // removed comes back as an operator would have it: the CRDs and litepool's namespace
 // from deploy/webhook as shipped (its Pod Security level is what lets the privileged
-// installers run), and the right the test installer needs to write its node's label.
+// installers run).
 func testRealContainers(t *testing.T) {
 	c := framework.C
 	kube := c.Kube
@@ -54,23 +56,11 @@ func testRealContainers(t *testing.T) {
 	_, err := kube.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(`{"metadata":{"labels":{"runwhere.ai/pool":"`+realPool+`"}}}`), metav1.PatchOptions{})
 	require.NoError(t, err)
 
-	// The test installer writes its node's driver label with its pod's service account
-	// (litepool's installer Jobs name none: the namespace's default).
-	_, err = kube.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "realnode-installer"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "patch"}}}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	_, err = kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "realnode-installer"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "realnode-installer"},
-		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "default", Namespace: system}}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	defer func() {
-		_ = kube.RbacV1().ClusterRoleBindings().Delete(ctx, "realnode-installer", metav1.DeleteOptions{})
-		_ = kube.RbacV1().ClusterRoles().Delete(ctx, "realnode-installer", metav1.DeleteOptions{})
-	}()
-	require.NoError(t, wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		_, err := kube.CoreV1().ServiceAccounts(system).Get(ctx, "default", metav1.GetOptions{})
-		return err == nil, nil
-	}))
+	// The test installer changes only the host (litepool's node Jobs mount no token);
+	// the test plays the node's feature discovery, with its own identity, labelling
+	// the node with the version the installer left there.
+	stopDiscovery := playFeatureDiscovery(t, node)
+	defer stopDiscovery()
 
 	t.Run("a stress test that exits 1 leaves the node degraded", func(t *testing.T) {
 		res := c.Litepool(t, "stress", "run", "--pool", realPool, "--image", stressFailing, "--tests", "npu",
@@ -96,7 +86,7 @@ func testRealContainers(t *testing.T) {
 		assert.Contains(t, res.Stderr, "no litepool controller acted on it within 2s: this command drives it", "no controller runs: the plugin drives the rollout")
 		got := framework.Node(t, node)
 		assert.Equal(t, "1.2.3", policy.DriverVersion(got))
-		assert.Equal(t, "1.2.3", got.Labels[policy.LabelDriverVersion], "written by the installer container itself")
+		assert.Equal(t, "1.2.3", got.Labels[policy.LabelDriverVersion], "what the installer container left on the host")
 		assert.Equal(t, string(policy.UpgradeDone), got.Annotations[policy.AnnotationUpgradeState])
 		assert.False(t, got.Spec.Unschedulable, "uncordoned after the upgrade")
 		pod := onlyPod(t, upgrade.LabelComponent+"="+upgrade.Component)
@@ -145,4 +135,34 @@ func assertExited(t *testing.T, p corev1.Pod, code int32) {
 	assert.Regexp(t, `^containerd://[0-9a-f]{64}$`, cs.ContainerID, "a real container")
 	require.NotNil(t, cs.State.Terminated, "%s: %+v", p.Name, cs.State)
 	assert.Equal(t, code, cs.State.Terminated.ExitCode, p.Name)
+}
+
+// playFeatureDiscovery labels node with the driver version the test installer wrote
+// on this host (testbin's DriverVersionFile), every 200ms until stopped, as a node's
+// feature discovery would; stopping removes the file.
+func playFeatureDiscovery(t *testing.T, node string) (stop func()) {
+	const file = "/run/litepool-testbin/driver-version"
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			b, err := os.ReadFile(file)
+			if err != nil {
+				continue
+			}
+			patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, policy.LabelDriverVersion, strings.TrimSpace(string(b)))
+			if _, err := framework.C.Kube.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+				t.Logf("feature discovery: %v", err)
+			}
+			_ = os.Remove(file)
+		}
+	}()
+	return func() {
+		close(done)
+		_ = os.RemoveAll(filepath.Dir(file))
+	}
 }

@@ -38,7 +38,8 @@ var exit0 = []string{"/testbin", "exit", "0"}
 
 // testHealthLoop: the node health loop (issue 21) on the real node. litepool's
 // controller runs as a local process against the cluster (litepool was uninstalled by
-// the steps before), approving the test images (--health-images=litepool.local/); the
+// the steps before), approving the test images (--health-images=litepool.local/) and
+// defining the remediations the pool names (--health-definition); the
 // test plays Node Problem Detector with a node condition. The remediation Job and the
 // re-check stress pod are real containers on the real kubelet, and their exit codes
 // decide: remediation exit 0 goes on to the re-check, exit 3 holds the node out;
@@ -79,12 +80,12 @@ func testHealthLoop(t *testing.T) {
 		}))
 	}
 
-	remedy := func(cmd []string) *v1alpha1.RemediationSpec {
-		return &v1alpha1.RemediationSpec{Image: installerFailing, Command: cmd, Timeout: &metav1.Duration{Duration: 2 * time.Minute}}
+	remedy := func(definition string) *v1alpha1.RemediationSpec {
+		return &v1alpha1.RemediationSpec{Definition: definition, Timeout: &metav1.Duration{Duration: 2 * time.Minute}}
 	}
 
 	t.Run("remediation exits 0, the re-check exits 0: held, then back", func(t *testing.T) {
-		setHealth(remedy(exit0), exit0)
+		setHealth(remedy("reset-ok"), exit0)
 		setFault(t, corev1.ConditionTrue)
 		e := waitHealth(t, ctrl, func(e *v1alpha1.NodeHealthStatus) bool { return e.Job != "" })
 		assert.Equal(t, "Condition/"+faultCondition, e.Reason)
@@ -110,7 +111,7 @@ func testHealthLoop(t *testing.T) {
 	})
 
 	t.Run("remediation exits 3: held out, RemediationFailed", func(t *testing.T) {
-		setHealth(remedy(nil), exit0)
+		setHealth(remedy("reset-fails"), exit0)
 		pastFlapWindow(t)
 		setFault(t, corev1.ConditionTrue)
 		e := waitHealth(t, ctrl, func(e *v1alpha1.NodeHealthStatus) bool { return e.State == v1alpha1.NodeHealthHeldOut })
@@ -174,7 +175,11 @@ func startHealthController(t *testing.T) *localwebhook.LogBuffer {
 	p, err := localwebhook.Launch(localwebhook.Options{Binary: filepath.Join(framework.BinDir, "litepool-webhook"),
 		Kubeconfig: framework.C.Kubeconfig, Namespace: system, Output: logs,
 		Flags: []string{"--cert-mode=files", "--cert-dir=" + certs.Dir, "--controllers=true", "--leader-elect=true",
-			"--health-images=litepool.local/"}})
+			"--health-images=litepool.local/",
+			// The operator's remediations: the failing installer's image, its
+			// entrypoint (exit 3) or exit 0.
+			`--health-definition=reset-ok={"image": "` + installerFailing + `", "command": ["/testbin", "exit", "0"]}`,
+			`--health-definition=reset-fails={"image": "` + installerFailing + `"}`}})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		p.Kill()

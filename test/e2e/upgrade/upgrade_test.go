@@ -42,7 +42,7 @@ func TestPoolRolloutInWavesOfMaxUnavailable(t *testing.T) {
 	// The dry run shows the waves and changes nothing.
 	out := framework.C.MustLitepool(t, "upgrade", "driver", "--pool", "upg-six", "--version", target, "--max-unavailable", "2",
 		"--installer-image", installer, "--dry-run=client")
-	assert.Contains(t, out, "would upgrade 6 node(s) to 24.1.0.3 with installer "+installer+" (max unavailable 2):\n"+
+	assert.Contains(t, out, "would upgrade 6 node(s) to 24.1.0.3 with installer "+installer+" running its image's entrypoint (max unavailable 2):\n"+
 		"  wave 1: upg-six-1, upg-six-2\n  wave 2: upg-six-3, upg-six-4\n  wave 3: upg-six-5, upg-six-6\n(dry run: nothing changed)\n")
 	for _, n := range nodes {
 		assert.Empty(t, framework.UpgradeState(t, n), n)
@@ -52,7 +52,7 @@ func TestPoolRolloutInWavesOfMaxUnavailable(t *testing.T) {
 	r := framework.C.Kubectl(t, "no\n", "litepool", "upgrade", "driver", "--pool", "upg-six", "--version", target, "--max-unavailable", "2",
 		"--installer-image", installer)
 	assert.Equal(t, 1, r.ExitCode)
-	assert.Contains(t, r.Stderr, "Risk: high: driver upgrade to 24.1.0.3\n  Impact: 6 node(s) of pool upg-six will be cordoned, drained and have the driver reinstalled by "+installer+", at most 2 unavailable at a time; workload pods still running after 10m0s are evicted\n")
+	assert.Contains(t, r.Stderr, "Risk: high: driver upgrade to 24.1.0.3\n  Impact: 6 node(s) of pool upg-six will be cordoned, drained and have the driver reinstalled by installer "+installer+" running its image's entrypoint, at most 2 unavailable at a time; workload pods still running after 10m0s are evicted\n")
 	assert.Contains(t, r.Stderr, "\nerror: driver upgrade to 24.1.0.3: not confirmed (typed \"no\", expected \"yes\"); nothing was changed\n")
 	assert.Empty(t, framework.UpgradeState(t, nodes[0]))
 

@@ -1,0 +1,58 @@
+package health
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/nodejob"
+	"github.com/runwhere-ai/litepool/pkg/upgrade"
+)
+
+// A health drain during a driver rollout evicts the tenant's pods and leaves the
+// node's running installer alone (its Job has backoff 0: an eviction would fail the
+// node's upgrade). A tenant's pod that copies the installer's labels and owner
+// reference is not taken for one: it is not in litepool's namespace.
+func TestHealthDrainLeavesTheInstallerRunning(t *testing.T) {
+	r, kube := setup(t, nil, member("n1", "8"))
+	ctx := context.Background()
+	ro := &v1alpha1.DriverRollout{ObjectMeta: metav1.ObjectMeta{Name: "ro", UID: "ro-uid"},
+		Spec: v1alpha1.DriverRolloutSpec{Version: "2", Installer: v1alpha1.DriverInstaller{Image: "inst:2"}}}
+	job := upgrade.InstallerJob(ro, r.Namespace, "n1", 1, time.Minute)
+	job.UID = "job-uid"
+	// What the Job controller makes of the template.
+	podOf := func(namespace, name string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: job.Spec.Template.Labels,
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))}},
+			Spec: job.Spec.Template.Spec, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	}
+	installer := podOf(r.Namespace, job.Name+"-abcde")
+	lookalike := podOf("tenant", "looks-like-an-installer")
+	train := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "tenant"},
+		Spec: corev1.PodSpec{NodeName: "n1"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	for _, p := range []*corev1.Pod{installer, lookalike, train} {
+		_, err := kube.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	require.True(t, nodejob.IsNodeWork(installer, r.Namespace))
+
+	require.NoError(t, r.drain(ctx, "n1"))
+	var evicted []string
+	for _, a := range kube.Actions() {
+		if c, ok := a.(k8stesting.CreateAction); ok && a.GetSubresource() == "eviction" {
+			evicted = append(evicted, c.GetNamespace()+"/"+c.GetObject().(metav1.Object).GetName())
+		}
+	}
+	assert.ElementsMatch(t, []string{"tenant/looks-like-an-installer", "tenant/train"}, evicted)
+	left, err := r.workloadPods(ctx, "n1")
+	require.NoError(t, err)
+	assert.Len(t, left, 2, "the installer is not a workload the drain waits for")
+}

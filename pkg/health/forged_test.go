@@ -1,0 +1,95 @@
+package health
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/policy"
+)
+
+// Issue 28 item 6: a writer of pools/status (litepool-health-operator, meant for
+// release and hold) adds {state: Quarantined, fatal: true} for a healthy member of a
+// pool that drains. The loop does not take the entry's fatal for the node's: nothing
+// on the node is fatal, so no pod is evicted. A fatal condition the loop saw itself
+// (its taint says so) still drains.
+func TestAForgedFatalEntryDrainsNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		taint     string
+		wantDrain bool
+	}{
+		{name: "forged: the node shows no fatal fault", wantDrain: false},
+		{name: "the loop's own taint for a fatal condition", taint: "Condition/SysLogsXIDError", wantDrain: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n1 := member("n1", "8")
+			if tc.taint != "" {
+				n1.Spec.Taints = []corev1.Taint{policy.QuarantineTaint(tc.taint)}
+			}
+			r, kube := setup(t, nil, n1, member("n2", "8"), member("n3", "8"), member("n4", "8"))
+			ctx := context.Background()
+			train := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "tenant"},
+				Spec: corev1.PodSpec{NodeName: "n1"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+			_, err := kube.CoreV1().Pods("tenant").Create(ctx, train, metav1.CreateOptions{})
+			require.NoError(t, err)
+			var pool v1alpha1.Pool
+			require.NoError(t, r.Client.Get(ctx, client.ObjectKey{Name: "p1"}, &pool))
+			pool.Spec.Health.Drain = true
+			require.NoError(t, r.Client.Update(ctx, &pool))
+			pool.Status.NodeHealth = []v1alpha1.NodeHealthStatus{{Node: "n1", State: v1alpha1.NodeHealthQuarantined, Fatal: true,
+				Reason: "Condition/SysLogsXIDError", FaultedAt: &metav1.Time{Time: now}}}
+			require.NoError(t, r.Client.Status().Update(ctx, &pool))
+
+			_, err = r.Reconcile(ctx, "p1")
+			require.NoError(t, err)
+			evictions := 0
+			for _, a := range kube.Actions() {
+				if a.GetVerb() == "create" && a.GetSubresource() == "eviction" {
+					evictions++
+				}
+			}
+			require.NoError(t, r.Client.Get(ctx, client.ObjectKey{Name: "p1"}, &pool))
+			if tc.wantDrain {
+				assert.Equal(t, 1, evictions)
+				assert.Equal(t, v1alpha1.NodeHealthDraining, pool.Status.NodeHealth[0].State)
+				return
+			}
+			assert.Zero(t, evictions, "no pod evicted on the word of the Pool's status")
+			assert.NotEqual(t, v1alpha1.NodeHealthDraining, pool.Status.NodeHealth[0].State)
+			assert.False(t, pool.Status.NodeHealth[0].Fatal)
+		})
+	}
+}
+
+// A pools/status writer's entry naming someone else's Job or StressRun: the loop
+// drops the names when it moves the node on, and deletes neither.
+func TestAForgedEntryDeletesNothingItDoesNotOwn(t *testing.T) {
+	r, kube := setup(t, nil, member("n1", "8"), member("n2", "8"))
+	ctx := context.Background()
+	installer := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "litepool-driver-installer-n1-x", Namespace: r.Namespace,
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "runwhere.ai/v1alpha1", Kind: "DriverRollout", Name: "ro", UID: "ro-uid", Controller: ptr.To(true)}}}}
+	_, err := kube.BatchV1().Jobs(r.Namespace).Create(ctx, installer, metav1.CreateOptions{})
+	require.NoError(t, err)
+	theirs := &v1alpha1.StressRun{ObjectMeta: metav1.ObjectMeta{Name: "someones-run"}}
+	require.NoError(t, r.Client.Create(ctx, theirs))
+	var pool v1alpha1.Pool
+	require.NoError(t, r.Client.Get(ctx, client.ObjectKey{Name: "p1"}, &pool))
+	pool.Status.NodeHealth = []v1alpha1.NodeHealthStatus{{Node: "n1", State: v1alpha1.NodeHealthReleased, By: "mallory",
+		Job: installer.Name, StressRun: theirs.Name}}
+	require.NoError(t, r.Client.Status().Update(ctx, &pool))
+
+	_, err = r.Reconcile(ctx, "p1")
+	require.NoError(t, err)
+	_, err = kube.BatchV1().Jobs(r.Namespace).Get(ctx, installer.Name, metav1.GetOptions{})
+	assert.NoError(t, err, "a rollout's installer Job is not deleted for a status entry")
+	assert.NoError(t, r.Client.Get(ctx, client.ObjectKey{Name: theirs.Name}, &v1alpha1.StressRun{}), "someone else's run is not deleted")
+}

@@ -1,0 +1,149 @@
+package health
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/yaml"
+
+	"github.com/runwhere-ai/litepool/internal/localwebhook"
+	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/health"
+	"github.com/runwhere-ai/litepool/pkg/poolclient"
+	"github.com/runwhere-ai/litepool/test/e2e/framework"
+)
+
+// componentHealthFlags are the controller's health flags as deploy/webhook's health
+// component renders them (kubectl kustomize of the base plus the component).
+func componentHealthFlags(t *testing.T) []string {
+	t.Helper()
+	dir := t.TempDir()
+	base, err := filepath.Rel(dir, filepath.Join(framework.Root, "deploy", "webhook"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "kustomization.yaml"),
+		[]byte(fmt.Sprintf("resources: [%s]\ncomponents: [%s/components/health]\n", base, base)), 0o600))
+	r := framework.C.Kubectl(t, "", "kustomize", dir)
+	require.Equal(t, 0, r.ExitCode, r.Stderr)
+	var flags []string
+	for _, doc := range strings.Split(r.Stdout, "\n---\n") {
+		var d appsv1.Deployment
+		if yaml.Unmarshal([]byte(doc), &d) != nil || d.Kind != "Deployment" || d.Name != "litepool-controller" {
+			continue
+		}
+		for _, a := range d.Spec.Template.Spec.Containers[0].Args {
+			if strings.HasPrefix(a, "--health-images=") || strings.HasPrefix(a, "--health-definition=") {
+				flags = append(flags, a)
+			}
+		}
+	}
+	require.Len(t, flags, 2, "the component sets --health-images and one --health-definition")
+	return flags
+}
+
+// Issue 28 item 4: a user who may only update Pools sets spec.health.remediation with
+// an approved image and a command of their own. Nothing of theirs runs: with no
+// definition named, the node is held out and no Job is made; naming the operator's
+// definition runs the operator's image and command, whatever else the Pool says. The
+// controller runs with the flags the shipped health component sets.
+func TestAPoolEditorCannotChooseWhatRunsPrivileged(t *testing.T) {
+	flags := componentHealthFlags(t)
+	_, def, err := health.ParseDefinition(strings.TrimPrefix(flags[1], "--health-definition="))
+	require.NoError(t, err)
+	r := startControllerWith(t, flags...)
+	nodes := healthPool(t, "hl-def", 4, &v1alpha1.HealthPolicy{MaxQuarantinedPercent: 50})
+	ctx := context.Background()
+
+	bindPoolEditor(t)
+	cfg := rest.CopyConfig(framework.C.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "mallory", Groups: []string{"e2e-pool-editors"}}
+	dyn, err := dynamic.NewForConfig(cfg)
+	require.NoError(t, err)
+	mallory := poolclient.New(dyn)
+	theirs := []string{"/bin/sh", "-c", "chroot /host sh -c 'id > /tmp/owned'"}
+	setRemediation := func(spec v1alpha1.RemediationSpec) {
+		t.Helper()
+		require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			p, err := mallory.Get(ctx, "hl-def")
+			if err != nil {
+				return err
+			}
+			p.Spec.Health.Remediation = &spec
+			_, err = mallory.Update(ctx, p, metav1.UpdateOptions{})
+			return err
+		}), "mallory may update Pools")
+	}
+
+	// Their own command, with an image the operator approved (--health-images, for
+	// re-checks): held out, nothing runs. Before definitions, this ran privileged.
+	setRemediation(v1alpha1.RemediationSpec{Image: stressImage, Command: theirs})
+	setCondition(t, nodes[0], "SysLogsXIDError", corev1.ConditionTrue)
+	e := waitState(t, r, "hl-def", nodes[0], v1alpha1.NodeHealthHeldOut)
+	assert.Equal(t, health.ReasonNoDefinition, e.Reason)
+	assert.Contains(t, e.Message, "names no operator definition")
+	assert.Contains(t, e.Message, "set spec.health.remediation.definition to one of npu-reset")
+	assert.Empty(t, jobsOn(t, nodes[0]), "no Job for the pool editor's command")
+
+	// The operator's definition named, their image and command still in the spec: the
+	// Job runs the definition.
+	setRemediation(v1alpha1.RemediationSpec{Definition: "npu-reset", Image: "registry.example.com/npu-stress:evil", Command: theirs})
+	setCondition(t, nodes[1], "SysLogsXIDError", corev1.ConditionTrue)
+	var jobs []string
+	require.NoError(t, wait.PollUntilContextTimeout(ctx, waitInterval, waitTimeout, true, func(context.Context) (bool, error) {
+		jobs = jobsOn(t, nodes[1])
+		return len(jobs) > 0, nil
+	}), "no remediation Job:\n%s", r.logs.String())
+	require.Len(t, jobs, 1)
+	job, err := framework.C.Kube.BatchV1().Jobs(localwebhook.Namespace).Get(ctx, jobs[0], metav1.GetOptions{})
+	require.NoError(t, err)
+	c := job.Spec.Template.Spec.Containers[0]
+	assert.Equal(t, def.Image, c.Image, "the operator's image, by digest")
+	assert.Equal(t, def.Command, c.Command, "the operator's command")
+	assert.Equal(t, false, *job.Spec.Template.Spec.AutomountServiceAccountToken)
+	assert.Equal(t, "Pool", metav1.GetControllerOf(job).Kind)
+	assert.Empty(t, jobsOn(t, nodes[0]))
+}
+
+func bindPoolEditor(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	name := "e2e-pool-editor"
+	_, err := framework.C.Kube.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"pools"}, Verbs: []string{"get", "list", "update", "patch"}}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = framework.C.Kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "e2e-pool-editors"}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = framework.C.Kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
+		_ = framework.C.Kube.RbacV1().ClusterRoles().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+}
+
+// jobsOn are the Jobs in litepool's namespace pinned to node.
+func jobsOn(t *testing.T, node string) []string {
+	t.Helper()
+	list, err := framework.C.Kube.BatchV1().Jobs(localwebhook.Namespace).List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	var out []string
+	for _, j := range list.Items {
+		if j.Spec.Template.Spec.NodeName == node {
+			out = append(out, j.Name)
+		}
+	}
+	return out
+}
