@@ -2,6 +2,7 @@ package stress
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -134,4 +135,55 @@ func TestStressRunDryRun(t *testing.T) {
 	require.NoError(t, runs.List(t.Context(), &list))
 	assert.Empty(t, list.Items)
 	assert.Empty(t, stressPods(t, f))
+}
+
+// withFinishingController gives the command a fake StressRun client whose "controller"
+// takes every run as it is created and ends it passed on n1.
+func withFinishingController(t *testing.T) {
+	scheme := runtime.NewScheme()
+	require.NoError(t, clientgoscheme.AddToScheme(scheme))
+	require.NoError(t, v1alpha1.AddToScheme(scheme))
+	c := crfake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&v1alpha1.StressRun{}).
+		WithInterceptorFuncs(interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if err := c.Create(ctx, obj, opts...); err != nil {
+				return err
+			}
+			run := obj.(*v1alpha1.StressRun)
+			run.Status = v1alpha1.StressRunStatus{ObservedGeneration: 1, Phase: v1alpha1.StressRunSucceeded, Total: 1, Passed: 1,
+				Results: []v1alpha1.StressNodeResult{{Node: "n1", Test: "npu", Outcome: v1alpha1.StressOutcomePassed, Message: "exit 0"}}}
+			return c.Status().Update(ctx, run)
+		}}).Build()
+	old, oldPoll := newRunsClient, pollInterval
+	newRunsClient, pollInterval = func(kit.Factory) (client.Client, error) { return c, nil }, time.Millisecond
+	t.Cleanup(func() { newRunsClient, pollInterval = old, oldPoll })
+}
+
+// -w is --watch, as in kubectl get and upgrade: it follows the run (it implies --wait,
+// so scripts that wrote -w for --wait still follow it) and prints its moves; --wait
+// alone follows it quietly to its results.
+func TestStressRunDashWIsWatch(t *testing.T) {
+	const results = "NODE   TEST   RESULT   DETAIL\nn1     npu    passed   exit 0\n"
+	for _, tc := range []struct {
+		name, flags, out, err string
+	}{
+		{"-w", "-w", "stressrun/pool-a-20261122-120000 created\nstress run pool-a-20261122-120000: succeeded\n" + results, ""},
+		{"--watch", "--watch", "stressrun/pool-a-20261122-120000 created\nstress run pool-a-20261122-120000: succeeded\n" + results, ""},
+		{"--wait", "--wait", "stressrun/pool-a-20261122-120000 created\n" + results, ""},
+		{"--watch --wait=false", "--watch --wait=false", "", "--watch (-w) prints the moves of a run it follows: it does not go with --wait=false"},
+		{"-w with a dry run", "-w --dry-run=client", "", "--watch (-w) follows a stress run, and a dry run starts none"},
+		{"--wait with a dry run", "--wait --dry-run=client", "", "--wait follows a stress run, and a dry run starts none"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := kittest.NewFactory(t, poolA(), idleNode("n1"))
+			withFinishingController(t)
+			r := stressCmd(f, append(runArgs, strings.Fields(tc.flags)...)...)
+			if tc.err != "" {
+				require.EqualError(t, r.Err, tc.err)
+				return
+			}
+			require.NoError(t, r.Err)
+			assert.Equal(t, tc.out, r.Out)
+			assert.Equal(t, "pool pool-a: 1 passed, 0 failed, 0 skipped\n", r.ErrOut)
+		})
+	}
 }

@@ -79,7 +79,10 @@ type StressRunOptions struct {
 	InCluster      bool
 	inClusterSet   bool
 	ControllerWait time.Duration
-	Wait           bool
+	// Wait follows the run to its end; Watch also prints a line whenever it moves.
+	// -w is --watch, as in kubectl get and upgrade: it implies --wait, so `stress
+	// run -w`, once short for --wait, still follows the run and prints what it did.
+	Wait, Watch bool
 
 	clients *kit.Clients
 	runs    client.Client
@@ -111,7 +114,8 @@ func NewCmdStressRun(f kit.Factory, streams genericiooptions.IOStreams) *cobra.C
 			here and waits in the cluster.
 
 			The command creates the run and returns once the controller has taken it;
-			--wait (-w) follows it to its end and exits non-zero when a node fails.
+			--wait follows it to its end and exits non-zero when a node fails; --watch
+			(-w) follows it too and prints a line whenever it moves.
 			When no controller takes the run within --controller-wait, this command
 			runs the same reconciler itself, on the same object, until the run ends,
 			and says so; stopping it leaves the run where it is, for a controller to
@@ -121,7 +125,7 @@ func NewCmdStressRun(f kit.Factory, streams genericiooptions.IOStreams) *cobra.C
 			# NPU and HCCS tests on the idle nodes of a pool
 			kubectl litepool stress run --pool train-snt9b --tests npu,hccs --image registry.example.com/npu-stress:1.0
 
-			# Follow it to its end
+			# Follow it to its end, a line whenever it moves
 			kubectl litepool stress run --pool train-snt9b --image registry.example.com/npu-stress:1.0 -w
 
 			# Which nodes would be tested, changing nothing
@@ -136,7 +140,8 @@ func NewCmdStressRun(f kit.Factory, streams genericiooptions.IOStreams) *cobra.C
 	fl.BoolVar(&o.KeepPods, "keep-pods", false, "Keep the pods of passed tests too")
 	fl.BoolVar(&o.InCluster, "in-cluster", false, "true: only litepool's controller runs the run (wait for it); false: run it in this process at once. Default: the controller, else this process")
 	fl.DurationVar(&o.ControllerWait, "controller-wait", 5*time.Second, "How long to wait for litepool's controller to take the run before running it here")
-	fl.BoolVarP(&o.Wait, "wait", "w", false, "Follow the run until it ends")
+	fl.BoolVar(&o.Wait, "wait", false, "Follow the run until it ends; exit non-zero when a node fails")
+	fl.BoolVarP(&o.Watch, "watch", "w", false, "Follow the run until it ends (implies --wait), printing a line whenever it moves")
 	o.Output.AddFlags(cmd)
 	cmdutil.AddDryRunFlag(cmd) // not Mutation.AddFlags: -o is the results' (see the package doc)
 	_ = cmd.RegisterFlagCompletionFunc("pool", kit.CompletePoolNames(f))
@@ -162,6 +167,9 @@ func (o *StressRunOptions) Complete(f kit.Factory, cmd *cobra.Command, args []st
 		return err
 	}
 	o.inClusterSet = cmd.Flags().Changed("in-cluster")
+	if o.Watch && !cmd.Flags().Changed("wait") {
+		o.Wait = true
+	}
 	o.clock = f.Clock()
 	if o.Pool == "" {
 		return fmt.Errorf("--pool is required")
@@ -195,8 +203,11 @@ func (o *StressRunOptions) Validate() error {
 	if o.Timeout <= 0 {
 		return fmt.Errorf("--timeout %s: must be positive", o.Timeout)
 	}
+	if o.Watch && !o.Wait {
+		return fmt.Errorf("--watch (-w) prints the moves of a run it follows: it does not go with --wait=false")
+	}
 	if o.Wait && o.DryRun != cmdutil.DryRunNone {
-		return fmt.Errorf("--wait follows a stress run, and a dry run starts none")
+		return fmt.Errorf("%s follows a stress run, and a dry run starts none", o.followFlag())
 	}
 	return stress.ValidateTests(o.Tests)
 }
@@ -342,8 +353,8 @@ func (o *StressRunOptions) taken(ctx context.Context, name string) (bool, error)
 	}
 }
 
-// follow reads the run until it ends, printing its progress when it changes; with
-// rec, it drives the run itself, one Reconcile at a time.
+// follow reads the run until it ends, printing its progress when it changes under
+// --watch; with rec, it drives the run itself, one Reconcile at a time.
 func (o *StressRunOptions) follow(ctx context.Context, name string, rec *stress.Reconciler) error {
 	last := ""
 	for {
@@ -361,7 +372,7 @@ func (o *StressRunOptions) follow(ctx context.Context, name string, rec *stress.
 		if err := o.runs.Get(ctx, client.ObjectKey{Name: name}, &run); err != nil {
 			return fmt.Errorf("stress run %s: %w", name, err)
 		}
-		if line := progressLine(&run); line != last {
+		if line := progressLine(&run); o.Watch && line != last {
 			fmt.Fprintln(o.progress(), line)
 			last = line
 		}
@@ -374,6 +385,14 @@ func (o *StressRunOptions) follow(ctx context.Context, name string, rec *stress.
 		case <-time.After(after):
 		}
 	}
+}
+
+// followFlag names the flag that asked to follow the run, for errors.
+func (o *StressRunOptions) followFlag() string {
+	if o.Watch {
+		return "--watch (-w)"
+	}
+	return "--wait"
 }
 
 // progressLine: the run's phase and its node counts.
