@@ -73,12 +73,11 @@ type StressRunOptions struct {
 	KeepPods bool
 	Command  []string
 	Output   *kit.DataOutput
-	// InCluster: true waits for litepool's controller to take the run, false runs it in
-	// this process at once; unset (the default), a run no controller takes within
-	// ControllerWait is run here.
-	InCluster      bool
-	inClusterSet   bool
-	ControllerWait time.Duration
+	// HandOver: --in-cluster=true waits for litepool's controller to take the run,
+	// false runs it in this process at once; unset (the default), a run no controller
+	// takes within --controller-timeout is run here, and so is one whose controller
+	// stops while this command follows it.
+	kit.HandOver
 	// Wait follows the run to its end; Watch also prints a line whenever it moves.
 	// -w is --watch, as in kubectl get and upgrade: it implies --wait, so `stress
 	// run -w`, once short for --wait, still follows the run and prints what it did.
@@ -116,11 +115,12 @@ func NewCmdStressRun(f kit.Factory, streams genericiooptions.IOStreams) *cobra.C
 			The command creates the run and returns once the controller has taken it;
 			--wait follows it to its end and exits non-zero when a node fails; --watch
 			(-w) follows it too and prints a line whenever it moves.
-			When no controller takes the run within --controller-wait, this command
+			When no controller takes the run within --controller-timeout, this command
 			runs the same reconciler itself, on the same object, until the run ends,
-			and says so; stopping it leaves the run where it is, for a controller to
-			finish. --in-cluster=true never runs it here; --in-cluster=false runs it
-			here at once.`),
+			and says so; so it does when the controller that took a run it follows
+			stops (its leader Lease is not renewed). Stopping the command leaves the
+			run where it is, for a controller to finish. --in-cluster=true never runs
+			it here; --in-cluster=false runs it here at once.`),
 		Example: templates.Examples(`
 			# NPU and HCCS tests on the idle nodes of a pool
 			kubectl litepool stress run --pool train-snt9b --tests npu,hccs --image registry.example.com/npu-stress:1.0
@@ -138,8 +138,10 @@ func NewCmdStressRun(f kit.Factory, streams genericiooptions.IOStreams) *cobra.C
 	fl.StringSliceVar(&o.Tests, "tests", nil, "Tests to run: "+strings.Join(stress.Tests, ", ")+" (default: the pool's spec.stressTest.tests, else all)")
 	fl.DurationVar(&o.Timeout, "timeout", 30*time.Minute, "How long one test of a node may run; a test still running then has failed")
 	fl.BoolVar(&o.KeepPods, "keep-pods", false, "Keep the pods of passed tests too")
-	fl.BoolVar(&o.InCluster, "in-cluster", false, "true: only litepool's controller runs the run (wait for it); false: run it in this process at once. Default: the controller, else this process")
-	fl.DurationVar(&o.ControllerWait, "controller-wait", 5*time.Second, "How long to wait for litepool's controller to take the run before running it here")
+	o.HandOver.AddFlags(cmd, "true: only litepool's controller runs the run (wait for it); false: run it in this process at once. Default: the controller, else this process", 5*time.Second)
+	// --controller-wait was this command's name for --controller-timeout; scripts keep it.
+	fl.DurationVar(&o.ControllerTimeout, "controller-wait", 5*time.Second, "Same as --controller-timeout")
+	_ = fl.MarkHidden("controller-wait")
 	fl.BoolVar(&o.Wait, "wait", false, "Follow the run until it ends; exit non-zero when a node fails")
 	fl.BoolVarP(&o.Watch, "watch", "w", false, "Follow the run until it ends (implies --wait), printing a line whenever it moves")
 	o.Output.AddFlags(cmd)
@@ -166,7 +168,7 @@ func (o *StressRunOptions) Complete(f kit.Factory, cmd *cobra.Command, args []st
 	if o.runs, err = newRunsClient(f); err != nil {
 		return err
 	}
-	o.inClusterSet = cmd.Flags().Changed("in-cluster")
+	o.HandOver.Complete(cmd, o.clients.Kube, f.Clock())
 	if o.Watch && !cmd.Flags().Changed("wait") {
 		o.Wait = true
 	}
@@ -237,28 +239,33 @@ func (o *StressRunOptions) Run(ctx context.Context) error {
 		return fmt.Errorf("creating stress run %s: %w", run.Name, err)
 	}
 	fmt.Fprintf(o.progress(), "stressrun/%s created\n", run.Name)
-	local := o.inClusterSet && !o.InCluster
-	if !local {
-		taken, err := o.taken(ctx, run.Name)
-		if err != nil {
-			return err
-		}
-		switch {
-		case taken && !o.Wait:
-			fmt.Fprintf(o.progress(), "stress run %s: taken by litepool's controller; follow it with kubectl get stressrun %s -w, or kubectl litepool stress run ... --wait\n", run.Name, run.Name)
-			return nil
-		case taken:
-			return o.follow(ctx, run.Name, nil)
-		case o.inClusterSet:
-			return fmt.Errorf("--in-cluster: no litepool controller took stress run %s within %s; it stays Pending until one does (kubectl delete stressrun %s drops it)", run.Name, o.ControllerWait, run.Name)
-		}
-		fmt.Fprintf(o.ErrOut, "stress run %s: no litepool controller took it within %s: running it in this process; stopping this command leaves it for a controller to finish\n", run.Name, o.ControllerWait)
-	} else {
+	if o.InClusterSet && !o.InCluster {
 		fmt.Fprintf(o.ErrOut, "stress run %s: run in this process (--in-cluster=false); stopping this command leaves it for a controller to finish\n", run.Name)
+		return o.follow(ctx, run.Name, o.standIn())
 	}
-	rec := &stress.Reconciler{Client: o.runs, Live: o.runs, Pods: stress.PodsOf(o.clients.Kube), Kube: o.clients.Kube,
-		Recorder: o.Recorder, Namespace: stress.DefaultNamespace, Accelerators: o.clients.Accelerators, Clock: o.clock}
-	return o.follow(ctx, run.Name, rec)
+	taken, err := o.WaitForController(ctx, func(ctx context.Context) bool {
+		var got v1alpha1.StressRun
+		return o.runs.Get(ctx, client.ObjectKey{Name: run.Name}, &got) == nil && got.Status.ObservedGeneration > 0
+	})
+	switch {
+	case err != nil:
+		return err
+	case taken && !o.Wait:
+		fmt.Fprintf(o.progress(), "stress run %s: taken by litepool's controller; follow it with kubectl get stressrun %s -w, or kubectl litepool stress run ... --wait\n", run.Name, run.Name)
+		return nil
+	case taken:
+		return o.follow(ctx, run.Name, nil)
+	case o.InClusterSet:
+		return fmt.Errorf("--in-cluster: no litepool controller took stress run %s within %s; it stays Pending until one does (kubectl delete stressrun %s drops it)", run.Name, o.ControllerTimeout, run.Name)
+	}
+	fmt.Fprintf(o.ErrOut, "stress run %s: no litepool controller took it within %s: running it in this process; stopping this command leaves it for a controller to finish\n", run.Name, o.ControllerTimeout)
+	return o.follow(ctx, run.Name, o.standIn())
+}
+
+// standIn is the controller's reconciler, run by this command.
+func (o *StressRunOptions) standIn() *stress.Reconciler {
+	return &stress.Reconciler{Client: o.runs, Live: o.runs, Pods: stress.PodsOf(o.clients.Kube), Kube: o.clients.Kube,
+		Recorder: o.Recorder, Namespace: o.ControllerNamespace, Accelerators: o.clients.Accelerators, Clock: o.clock}
 }
 
 // object is the StressRun the flags describe, named after the pool and the clock.
@@ -328,37 +335,16 @@ func phaseOf(r *v1alpha1.StressRun) v1alpha1.StressRunPhase {
 // pollInterval is how often the plugin reads a run it follows.
 var pollInterval = time.Second
 
-// taken says whether a controller reconciled the run within ControllerWait: its
-// status.observedGeneration is set. No Lease is read.
-func (o *StressRunOptions) taken(ctx context.Context, name string) (bool, error) {
-	// The reads take ctx, not a context with the deadline: a client's rate limiter
-	// refuses a request that might outlive its context's deadline.
-	deadline := time.Now().Add(o.ControllerWait)
-	for {
-		var run v1alpha1.StressRun
-		if err := o.runs.Get(ctx, client.ObjectKey{Name: name}, &run); err != nil {
-			return false, fmt.Errorf("stress run %s: %w", name, err)
-		}
-		if run.Status.ObservedGeneration > 0 {
-			return true, nil
-		}
-		if !time.Now().Before(deadline) {
-			return false, nil
-		}
-		select {
-		case <-ctx.Done():
-			return false, ctx.Err()
-		case <-time.After(min(pollInterval/4, time.Until(deadline))):
-		}
-	}
-}
-
 // follow reads the run until it ends, printing its progress when it changes under
-// --watch; with rec, it drives the run itself, one Reconcile at a time.
+// --watch; with rec, it drives the run itself, one Reconcile at a time. Following a
+// controller, it takes the run over when the controller stops.
 func (o *StressRunOptions) follow(ctx context.Context, name string, rec *stress.Reconciler) error {
 	last := ""
 	for {
 		after := pollInterval
+		if rec == nil {
+			rec = o.takeOver(ctx, name)
+		}
 		if rec != nil {
 			next, err := rec.Reconcile(ctx, name)
 			if err != nil && !apierrors.IsConflict(err) {
@@ -385,6 +371,21 @@ func (o *StressRunOptions) follow(ctx context.Context, name string, rec *stress.
 		case <-time.After(after):
 		}
 	}
+}
+
+// takeOver is the stand-in reconciler when litepool's controller, which took the run,
+// is known to have stopped and --in-cluster was not asked for; it tells the user once.
+func (o *StressRunOptions) takeOver(ctx context.Context, name string) *stress.Reconciler {
+	take, why := o.TakeOver(ctx)
+	switch {
+	case why == "":
+		return nil
+	case !take:
+		fmt.Fprintf(o.ErrOut, "stress run %s: %s; it waits for one (--in-cluster)\n", name, why)
+		return nil
+	}
+	fmt.Fprintf(o.ErrOut, "stress run %s: %s: running it in this process from here; stopping this command leaves it for a controller to finish\n", name, why)
+	return o.standIn()
 }
 
 // followFlag names the flag that asked to follow the run, for errors.
