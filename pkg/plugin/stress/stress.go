@@ -480,8 +480,10 @@ func NewCmdStressSchedule(f kit.Factory, streams genericiooptions.IOStreams) *co
 			under its own ServiceAccount, bound to a ClusterRole that may create and
 			read StressRuns and read Pools: litepool's controller runs the tests. The schedule is a standard
 			five-field cron expression, checked as the CronJob controller reads it.
-			The schedule, image and tests are also stored in the pool's spec.stressTest
-			when the pool has a Pool object. Running it again updates the schedule.`),
+			The image and tests are also stored in the pool's spec.stressTest (stress
+			run's defaults) when the pool has a Pool object. The schedule is the
+			CronJob's alone: the deprecated spec.stressTest.schedule, which nothing
+			read, is cleared. Running it again updates the schedule.`),
 		Example: templates.Examples(`
 			# Every Sunday at 02:00
 			kubectl litepool stress schedule --pool train-snt9b --cron "0 2 * * 0" --image registry.example.com/npu-stress:1.0
@@ -721,8 +723,10 @@ func (o *StressScheduleOptions) rollBack(ctx context.Context, cause error, creat
 	return fmt.Errorf("%w; the %d object(s) created before it were removed", cause, len(created))
 }
 
-// storeOnPool keeps the schedule in the pool's spec.stressTest (pools without an
-// object keep it only in the CronJob).
+// storeOnPool keeps the image and tests in the pool's spec.stressTest, where stress run
+// reads its defaults. The schedule is the CronJob's alone: spec.stressTest.schedule was
+// written here and read by nothing, so an edit of it changed no schedule; it is
+// deprecated, and cleared (null in the merge patch).
 func (o *StressScheduleOptions) storeOnPool(ctx context.Context) error {
 	pool, err := o.clients.Pools.Get(ctx, o.Pool)
 	if apierrors.IsNotFound(err) {
@@ -732,7 +736,7 @@ func (o *StressScheduleOptions) storeOnPool(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	st := map[string]any{"schedule": o.Cron, "image": o.Image, "tests": o.Tests}
+	st := map[string]any{"schedule": nil, "image": o.Image, "tests": o.Tests}
 	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"stressTest": st}})
 	if err != nil {
 		return err
@@ -745,17 +749,18 @@ func (o *StressScheduleOptions) storeOnPool(ctx context.Context) error {
 	}
 	o.Event(ctx, &events.Ref{Kind: "Pool", APIVersion: "runwhere.ai/v1alpha1", Name: pool.Name, UID: string(pool.UID)},
 		false, "StressTestScheduled", "stress tests %s scheduled %q with image %s", strings.Join(o.Tests, ","), o.Cron, o.Image)
-	o.Say(o.IOStreams, "pool/%s spec.stressTest: schedule %q, image %s, tests %s\n", o.Pool, o.Cron, o.Image, strings.Join(o.Tests, ","))
+	o.Say(o.IOStreams, "pool/%s spec.stressTest: image %s, tests %s (the schedule is cronjob/litepool-stress-%s's)\n", o.Pool, o.Image, strings.Join(o.Tests, ","), o.Pool)
 	if o.Output() == "" {
 		return nil
 	}
 	return o.Print(o.Out, written, "configured")
 }
 
-// scheduled is pool with the schedule in spec.stressTest, as the merge patch leaves it.
+// scheduled is pool with the image and tests in spec.stressTest, as the merge patch
+// leaves it.
 func (o *StressScheduleOptions) scheduled(pool *v1alpha1.Pool) *v1alpha1.Pool {
 	p := pool.DeepCopy()
-	p.Spec.StressTest = &v1alpha1.StressTestSpec{Schedule: o.Cron, Image: o.Image}
+	p.Spec.StressTest = &v1alpha1.StressTestSpec{Image: o.Image}
 	for _, t := range o.Tests {
 		p.Spec.StressTest.Tests = append(p.Spec.StressTest.Tests, v1alpha1.StressTest(t))
 	}
