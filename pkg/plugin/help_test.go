@@ -154,3 +154,22 @@ func TestUpgradeCheckStressHCCLCommandsAreDocumented(t *testing.T) {
 	}
 	assert.Equal(t, 13, seen) // 4 parents; upgrade driver/status/resume/abort; check compat; stress run/schedule; hccl set/get
 }
+
+// -w has one meaning across the plugin, kubectl's: --watch (kubectl get -w). It once
+// meant --wait in stress run.
+func TestDashWIsWatchEverywhere(t *testing.T) {
+	root := NewCmdLitepool(genericiooptions.NewTestIOStreamsDiscard())
+	var with []string
+	walk(root, func(cmd *cobra.Command) {
+		if f := cmd.Flags().ShorthandLookup("w"); f != nil {
+			with = append(with, cmd.CommandPath()+" -w: --"+f.Name)
+		}
+	})
+	assert.Equal(t, []string{
+		"kubectl litepool stress run -w: --watch",
+		"kubectl litepool upgrade abort -w: --watch",
+		"kubectl litepool upgrade driver -w: --watch",
+		"kubectl litepool upgrade resume -w: --watch",
+		"kubectl litepool upgrade status -w: --watch",
+	}, with)
+}

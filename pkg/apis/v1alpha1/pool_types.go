@@ -188,7 +188,10 @@ type OpRetrySpec struct {
 
 // StressTestSpec configures stress tests.
 type StressTestSpec struct {
-	// Schedule is a cron expression for periodic runs.
+	// Deprecated: nothing reads Schedule, and a change to it changes no schedule. The
+	// schedule of periodic runs is the CronJob litepool-stress-<pool> that `kubectl
+	// litepool stress schedule` writes (kubectl get cronjob litepool-stress-<pool>);
+	// that command clears this field. It stays so that Pools that carry it stay valid.
 	// +optional
 	Schedule string `json:"schedule,omitempty"`
 	// +optional

@@ -12,26 +12,12 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// The commands that hand long work to the in-cluster controller (upgrade driver,
-// stress run) ask it whether one runs.
+// The commands that hand long work to the in-cluster controller (HandOver) ask
+// whether it stopped.
 
 // ControllerLease is the Lease the replicas of Deployment litepool-controller compete for
 // (controller.LeaderElectionID); its holder runs the controllers.
 const ControllerLease = "litepool-controller"
-
-// ControllerRunning says whether litepool's controller runs: some replica holds its
-// leader Lease and renewed it within the lease's duration. The reason comes back for the
-// user when it does not (no Lease, not readable, expired).
-func ControllerRunning(ctx context.Context, kube kubernetes.Interface, namespace string, now time.Time) (bool, string) {
-	lease, err := controllerLease(ctx, kube, namespace)
-	if err != nil {
-		return false, fmt.Sprintf("no litepool controller found: reading Lease %s/%s: %v", namespace, ControllerLease, err)
-	}
-	if !LeaseHeld(lease, now) {
-		return false, fmt.Sprintf("no litepool controller holds Lease %s/%s", namespace, ControllerLease)
-	}
-	return true, ""
-}
 
 // ControllerGone says whether litepool's controller is known to have stopped: its leader
 // Lease is gone, or no holder renewed it within its duration. A Lease the user may not

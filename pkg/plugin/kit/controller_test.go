@@ -12,7 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-func TestControllerRunningReadsTheLeaderLease(t *testing.T) {
+func TestControllerGoneReadsTheLeaderLease(t *testing.T) {
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	lease := func(holder string, renewed time.Duration) *coordinationv1.Lease {
 		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "litepool-controller", Namespace: "litepool-system"},
@@ -20,15 +20,15 @@ func TestControllerRunningReadsTheLeaderLease(t *testing.T) {
 				RenewTime: &metav1.MicroTime{Time: now.Add(-renewed)}}}
 	}
 	for _, tc := range []struct {
-		name    string
-		objs    []*coordinationv1.Lease
-		running bool
-		why     string
+		name string
+		objs []*coordinationv1.Lease
+		gone bool
+		why  string
 	}{
-		{"held and fresh", []*coordinationv1.Lease{lease("webhook-1_abc", 5*time.Second)}, true, ""},
-		{"expired: the leader died", []*coordinationv1.Lease{lease("webhook-1_abc", 20*time.Second)}, false, "no litepool controller holds Lease litepool-system/litepool-controller"},
-		{"released", []*coordinationv1.Lease{lease("", time.Second)}, false, "no litepool controller holds Lease litepool-system/litepool-controller"},
-		{"no lease: no controller deployed", nil, false, `no litepool controller found: reading Lease litepool-system/litepool-controller: leases.coordination.k8s.io "litepool-controller" not found`},
+		{"held and fresh", []*coordinationv1.Lease{lease("webhook-1_abc", 5*time.Second)}, false, ""},
+		{"expired: the leader died", []*coordinationv1.Lease{lease("webhook-1_abc", 20*time.Second)}, true, "no litepool controller has renewed Lease litepool-system/litepool-controller within its 15s"},
+		{"released", []*coordinationv1.Lease{lease("", time.Second)}, true, "no litepool controller has renewed Lease litepool-system/litepool-controller within its 15s"},
+		{"no lease: no controller deployed", nil, true, "litepool's controller Lease litepool-system/litepool-controller is gone"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			kube := fake.NewClientset()
@@ -36,8 +36,8 @@ func TestControllerRunningReadsTheLeaderLease(t *testing.T) {
 				_, err := kube.CoordinationV1().Leases(l.Namespace).Create(context.Background(), l, metav1.CreateOptions{})
 				assert.NoError(t, err)
 			}
-			running, why := ControllerRunning(context.Background(), kube, "litepool-system", now)
-			assert.Equal(t, tc.running, running)
+			gone, why := ControllerGone(context.Background(), kube, "litepool-system", now)
+			assert.Equal(t, tc.gone, gone)
 			assert.Equal(t, tc.why, why)
 		})
 	}

@@ -2,16 +2,19 @@ package stress
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -134,4 +137,110 @@ func TestStressRunDryRun(t *testing.T) {
 	require.NoError(t, runs.List(t.Context(), &list))
 	assert.Empty(t, list.Items)
 	assert.Empty(t, stressPods(t, f))
+}
+
+// withFinishingController gives the command a fake StressRun client whose "controller"
+// takes every run as it is created and ends it passed on n1.
+func withFinishingController(t *testing.T) {
+	scheme := runtime.NewScheme()
+	require.NoError(t, clientgoscheme.AddToScheme(scheme))
+	require.NoError(t, v1alpha1.AddToScheme(scheme))
+	c := crfake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&v1alpha1.StressRun{}).
+		WithInterceptorFuncs(interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if err := c.Create(ctx, obj, opts...); err != nil {
+				return err
+			}
+			run := obj.(*v1alpha1.StressRun)
+			run.Status = v1alpha1.StressRunStatus{ObservedGeneration: 1, Phase: v1alpha1.StressRunSucceeded, Total: 1, Passed: 1,
+				Results: []v1alpha1.StressNodeResult{{Node: "n1", Test: "npu", Outcome: v1alpha1.StressOutcomePassed, Message: "exit 0"}}}
+			return c.Status().Update(ctx, run)
+		}}).Build()
+	old, oldPoll := newRunsClient, pollInterval
+	newRunsClient, pollInterval = func(kit.Factory) (client.Client, error) { return c, nil }, time.Millisecond
+	t.Cleanup(func() { newRunsClient, pollInterval = old, oldPoll })
+}
+
+// controllerLease is litepool's controller's leader Lease, last renewed at renewed.
+func controllerLease(renewed time.Time) *coordinationv1.Lease {
+	return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: kit.ControllerLease, Namespace: "litepool-system"},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("replica-1"), LeaseDurationSeconds: ptr.To[int32](15), RenewTime: &metav1.MicroTime{Time: renewed}}}
+}
+
+// -w is --watch, as in kubectl get and upgrade: it follows the run (it implies --wait,
+// so scripts that wrote -w for --wait still follow it) and prints its moves; --wait
+// alone follows it quietly to its results.
+func TestStressRunDashWIsWatch(t *testing.T) {
+	const results = "NODE   TEST   RESULT   DETAIL\nn1     npu    passed   exit 0\n"
+	for _, tc := range []struct {
+		name, flags, out, err string
+	}{
+		{"-w", "-w", "stressrun/pool-a-20261122-120000 created\nstress run pool-a-20261122-120000: succeeded\n" + results, ""},
+		{"--watch", "--watch", "stressrun/pool-a-20261122-120000 created\nstress run pool-a-20261122-120000: succeeded\n" + results, ""},
+		{"--wait", "--wait", "stressrun/pool-a-20261122-120000 created\n" + results, ""},
+		{"--watch --wait=false", "--watch --wait=false", "", "--watch (-w) prints the moves of a run it follows: it does not go with --wait=false"},
+		{"-w with a dry run", "-w --dry-run=client", "", "--watch (-w) follows a stress run, and a dry run starts none"},
+		{"--wait with a dry run", "--wait --dry-run=client", "", "--wait follows a stress run, and a dry run starts none"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := kittest.NewFactory(t, poolA(), idleNode("n1"), controllerLease(kittest.Now))
+			withFinishingController(t)
+			r := stressCmd(f, append(runArgs, strings.Fields(tc.flags)...)...)
+			if tc.err != "" {
+				require.EqualError(t, r.Err, tc.err)
+				return
+			}
+			require.NoError(t, r.Err)
+			assert.Equal(t, tc.out, r.Out)
+			assert.Equal(t, "pool pool-a: 1 passed, 0 failed, 0 skipped\n", r.ErrOut)
+		})
+	}
+}
+
+// A controller took the run and then stopped (its leader Lease expired): the command
+// that follows the run says so and runs it to its end with the same reconciler, as
+// upgrade does, instead of following a run nothing moves. With --in-cluster it says
+// so and keeps waiting.
+func TestStressRunTakesOverWhenTheControllerStops(t *testing.T) {
+	passing := func(f *kittest.Factory) {
+		f.Kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			a.(k8stesting.CreateAction).GetObject().(*corev1.Pod).Status.Phase = corev1.PodSucceeded
+			return false, nil, nil
+		})
+	}
+	f := kittest.NewFactory(t, poolA(), idleNode("n1"), controllerLease(kittest.Now.Add(-time.Minute)))
+	passing(f)
+	withRuns(t, true)
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	r := kittest.RunContext(ctx, f, NewCmdStressRun, "", append(runArgs[1:], "-w", "--in-cluster")...)
+	assert.ErrorIs(t, r.Err, context.DeadlineExceeded, "--in-cluster waits for a controller")
+	assert.Equal(t, "stress run pool-a-20261122-120000: no litepool controller has renewed Lease litepool-system/litepool-controller within its 15s; it waits for one (--in-cluster)\n", r.ErrOut)
+	assert.Empty(t, stressPods(t, f))
+
+	f = kittest.NewFactory(t, poolA(), idleNode("n1"), controllerLease(kittest.Now.Add(-time.Minute)))
+	passing(f)
+	runs := withRuns(t, true)
+	ctx, cancel = context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	r = kittest.RunContext(ctx, f, NewCmdStressRun, "", append(runArgs[1:], "-w")...)
+	require.NoError(t, r.Err, r.ErrOut)
+	assert.Equal(t, "stress run pool-a-20261122-120000: no litepool controller has renewed Lease litepool-system/litepool-controller within its 15s: running it in this process from here; stopping this command leaves it for a controller to finish\n"+
+		"pool pool-a: 1 passed, 0 failed, 0 skipped\n", r.ErrOut)
+	assert.Contains(t, r.Out, "NODE   TEST   RESULT   DETAIL\nn1     npu    passed   exit 0\n")
+	var run v1alpha1.StressRun
+	require.NoError(t, runs.Get(t.Context(), client.ObjectKey{Name: "pool-a-20261122-120000"}, &run))
+	assert.Equal(t, v1alpha1.StressRunSucceeded, run.Status.Phase)
+	assert.Equal(t, policy.HealthHealthy, f.Node(t, "n1").Labels[policy.LabelHealth])
+}
+
+// --controller-wait, this command's name for --controller-timeout before the two
+// commands shared one mechanism, still sets it.
+func TestStressRunControllerWaitIsControllerTimeout(t *testing.T) {
+	f := kittest.NewFactory(t, poolA(), idleNode("n1"))
+	withRuns(t, false)
+	r := stressCmd(f, append(runArgs, "--in-cluster=true", "--controller-wait=10ms")...)
+	require.EqualError(t, r.Err, "--in-cluster: no litepool controller took stress run pool-a-20261122-120000 within 10ms; it stays Pending until one does (kubectl delete stressrun pool-a-20261122-120000 drops it)")
+	f.Clocks.Step(time.Second)
+	r = stressCmd(f, append(runArgs, "--in-cluster=true", "--controller-timeout=20ms")...)
+	require.EqualError(t, r.Err, "pool pool-a: stress run pool-a-20261122-120000 is pending in the cluster: wait until it ends (kubectl get stressrun pool-a-20261122-120000), or abort it (kubectl patch stressrun pool-a-20261122-120000 --type merge -p '{\"spec\":{\"abort\":true}}')")
 }

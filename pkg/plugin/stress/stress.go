@@ -73,13 +73,15 @@ type StressRunOptions struct {
 	KeepPods bool
 	Command  []string
 	Output   *kit.DataOutput
-	// InCluster: true waits for litepool's controller to take the run, false runs it in
-	// this process at once; unset (the default), a run no controller takes within
-	// ControllerWait is run here.
-	InCluster      bool
-	inClusterSet   bool
-	ControllerWait time.Duration
-	Wait           bool
+	// HandOver: --in-cluster=true waits for litepool's controller to take the run,
+	// false runs it in this process at once; unset (the default), a run no controller
+	// takes within --controller-timeout is run here, and so is one whose controller
+	// stops while this command follows it.
+	kit.HandOver
+	// Wait follows the run to its end; Watch also prints a line whenever it moves.
+	// -w is --watch, as in kubectl get and upgrade: it implies --wait, so `stress
+	// run -w`, once short for --wait, still follows the run and prints what it did.
+	Wait, Watch bool
 
 	clients *kit.Clients
 	runs    client.Client
@@ -111,17 +113,19 @@ func NewCmdStressRun(f kit.Factory, streams genericiooptions.IOStreams) *cobra.C
 			here and waits in the cluster.
 
 			The command creates the run and returns once the controller has taken it;
-			--wait (-w) follows it to its end and exits non-zero when a node fails.
-			When no controller takes the run within --controller-wait, this command
+			--wait follows it to its end and exits non-zero when a node fails; --watch
+			(-w) follows it too and prints a line whenever it moves.
+			When no controller takes the run within --controller-timeout, this command
 			runs the same reconciler itself, on the same object, until the run ends,
-			and says so; stopping it leaves the run where it is, for a controller to
-			finish. --in-cluster=true never runs it here; --in-cluster=false runs it
-			here at once.`),
+			and says so; so it does when the controller that took a run it follows
+			stops (its leader Lease is not renewed). Stopping the command leaves the
+			run where it is, for a controller to finish. --in-cluster=true never runs
+			it here; --in-cluster=false runs it here at once.`),
 		Example: templates.Examples(`
 			# NPU and HCCS tests on the idle nodes of a pool
 			kubectl litepool stress run --pool train-snt9b --tests npu,hccs --image registry.example.com/npu-stress:1.0
 
-			# Follow it to its end
+			# Follow it to its end, a line whenever it moves
 			kubectl litepool stress run --pool train-snt9b --image registry.example.com/npu-stress:1.0 -w
 
 			# Which nodes would be tested, changing nothing
@@ -134,9 +138,12 @@ func NewCmdStressRun(f kit.Factory, streams genericiooptions.IOStreams) *cobra.C
 	fl.StringSliceVar(&o.Tests, "tests", nil, "Tests to run: "+strings.Join(stress.Tests, ", ")+" (default: the pool's spec.stressTest.tests, else all)")
 	fl.DurationVar(&o.Timeout, "timeout", 30*time.Minute, "How long one test of a node may run; a test still running then has failed")
 	fl.BoolVar(&o.KeepPods, "keep-pods", false, "Keep the pods of passed tests too")
-	fl.BoolVar(&o.InCluster, "in-cluster", false, "true: only litepool's controller runs the run (wait for it); false: run it in this process at once. Default: the controller, else this process")
-	fl.DurationVar(&o.ControllerWait, "controller-wait", 5*time.Second, "How long to wait for litepool's controller to take the run before running it here")
-	fl.BoolVarP(&o.Wait, "wait", "w", false, "Follow the run until it ends")
+	o.HandOver.AddFlags(cmd, "true: only litepool's controller runs the run (wait for it); false: run it in this process at once. Default: the controller, else this process", 5*time.Second)
+	// --controller-wait was this command's name for --controller-timeout; scripts keep it.
+	fl.DurationVar(&o.ControllerTimeout, "controller-wait", 5*time.Second, "Same as --controller-timeout")
+	_ = fl.MarkHidden("controller-wait")
+	fl.BoolVar(&o.Wait, "wait", false, "Follow the run until it ends; exit non-zero when a node fails")
+	fl.BoolVarP(&o.Watch, "watch", "w", false, "Follow the run until it ends (implies --wait), printing a line whenever it moves")
 	o.Output.AddFlags(cmd)
 	cmdutil.AddDryRunFlag(cmd) // not Mutation.AddFlags: -o is the results' (see the package doc)
 	_ = cmd.RegisterFlagCompletionFunc("pool", kit.CompletePoolNames(f))
@@ -161,7 +168,10 @@ func (o *StressRunOptions) Complete(f kit.Factory, cmd *cobra.Command, args []st
 	if o.runs, err = newRunsClient(f); err != nil {
 		return err
 	}
-	o.inClusterSet = cmd.Flags().Changed("in-cluster")
+	o.HandOver.Complete(cmd, o.clients.Kube, f.Clock())
+	if o.Watch && !cmd.Flags().Changed("wait") {
+		o.Wait = true
+	}
 	o.clock = f.Clock()
 	if o.Pool == "" {
 		return fmt.Errorf("--pool is required")
@@ -195,8 +205,11 @@ func (o *StressRunOptions) Validate() error {
 	if o.Timeout <= 0 {
 		return fmt.Errorf("--timeout %s: must be positive", o.Timeout)
 	}
+	if o.Watch && !o.Wait {
+		return fmt.Errorf("--watch (-w) prints the moves of a run it follows: it does not go with --wait=false")
+	}
 	if o.Wait && o.DryRun != cmdutil.DryRunNone {
-		return fmt.Errorf("--wait follows a stress run, and a dry run starts none")
+		return fmt.Errorf("%s follows a stress run, and a dry run starts none", o.followFlag())
 	}
 	return stress.ValidateTests(o.Tests)
 }
@@ -226,28 +239,33 @@ func (o *StressRunOptions) Run(ctx context.Context) error {
 		return fmt.Errorf("creating stress run %s: %w", run.Name, err)
 	}
 	fmt.Fprintf(o.progress(), "stressrun/%s created\n", run.Name)
-	local := o.inClusterSet && !o.InCluster
-	if !local {
-		taken, err := o.taken(ctx, run.Name)
-		if err != nil {
-			return err
-		}
-		switch {
-		case taken && !o.Wait:
-			fmt.Fprintf(o.progress(), "stress run %s: taken by litepool's controller; follow it with kubectl get stressrun %s -w, or kubectl litepool stress run ... --wait\n", run.Name, run.Name)
-			return nil
-		case taken:
-			return o.follow(ctx, run.Name, nil)
-		case o.inClusterSet:
-			return fmt.Errorf("--in-cluster: no litepool controller took stress run %s within %s; it stays Pending until one does (kubectl delete stressrun %s drops it)", run.Name, o.ControllerWait, run.Name)
-		}
-		fmt.Fprintf(o.ErrOut, "stress run %s: no litepool controller took it within %s: running it in this process; stopping this command leaves it for a controller to finish\n", run.Name, o.ControllerWait)
-	} else {
+	if o.InClusterSet && !o.InCluster {
 		fmt.Fprintf(o.ErrOut, "stress run %s: run in this process (--in-cluster=false); stopping this command leaves it for a controller to finish\n", run.Name)
+		return o.follow(ctx, run.Name, o.standIn())
 	}
-	rec := &stress.Reconciler{Client: o.runs, Live: o.runs, Pods: stress.PodsOf(o.clients.Kube), Kube: o.clients.Kube,
-		Recorder: o.Recorder, Namespace: stress.DefaultNamespace, Accelerators: o.clients.Accelerators, Clock: o.clock}
-	return o.follow(ctx, run.Name, rec)
+	taken, err := o.WaitForController(ctx, func(ctx context.Context) bool {
+		var got v1alpha1.StressRun
+		return o.runs.Get(ctx, client.ObjectKey{Name: run.Name}, &got) == nil && got.Status.ObservedGeneration > 0
+	})
+	switch {
+	case err != nil:
+		return err
+	case taken && !o.Wait:
+		fmt.Fprintf(o.progress(), "stress run %s: taken by litepool's controller; follow it with kubectl get stressrun %s -w, or kubectl litepool stress run ... --wait\n", run.Name, run.Name)
+		return nil
+	case taken:
+		return o.follow(ctx, run.Name, nil)
+	case o.InClusterSet:
+		return fmt.Errorf("--in-cluster: no litepool controller took stress run %s within %s; it stays Pending until one does (kubectl delete stressrun %s drops it)", run.Name, o.ControllerTimeout, run.Name)
+	}
+	fmt.Fprintf(o.ErrOut, "stress run %s: no litepool controller took it within %s: running it in this process; stopping this command leaves it for a controller to finish\n", run.Name, o.ControllerTimeout)
+	return o.follow(ctx, run.Name, o.standIn())
+}
+
+// standIn is the controller's reconciler, run by this command.
+func (o *StressRunOptions) standIn() *stress.Reconciler {
+	return &stress.Reconciler{Client: o.runs, Live: o.runs, Pods: stress.PodsOf(o.clients.Kube), Kube: o.clients.Kube,
+		Recorder: o.Recorder, Namespace: o.ControllerNamespace, Accelerators: o.clients.Accelerators, Clock: o.clock}
 }
 
 // object is the StressRun the flags describe, named after the pool and the clock.
@@ -317,37 +335,16 @@ func phaseOf(r *v1alpha1.StressRun) v1alpha1.StressRunPhase {
 // pollInterval is how often the plugin reads a run it follows.
 var pollInterval = time.Second
 
-// taken says whether a controller reconciled the run within ControllerWait: its
-// status.observedGeneration is set. No Lease is read.
-func (o *StressRunOptions) taken(ctx context.Context, name string) (bool, error) {
-	// The reads take ctx, not a context with the deadline: a client's rate limiter
-	// refuses a request that might outlive its context's deadline.
-	deadline := time.Now().Add(o.ControllerWait)
-	for {
-		var run v1alpha1.StressRun
-		if err := o.runs.Get(ctx, client.ObjectKey{Name: name}, &run); err != nil {
-			return false, fmt.Errorf("stress run %s: %w", name, err)
-		}
-		if run.Status.ObservedGeneration > 0 {
-			return true, nil
-		}
-		if !time.Now().Before(deadline) {
-			return false, nil
-		}
-		select {
-		case <-ctx.Done():
-			return false, ctx.Err()
-		case <-time.After(min(pollInterval/4, time.Until(deadline))):
-		}
-	}
-}
-
-// follow reads the run until it ends, printing its progress when it changes; with
-// rec, it drives the run itself, one Reconcile at a time.
+// follow reads the run until it ends, printing its progress when it changes under
+// --watch; with rec, it drives the run itself, one Reconcile at a time. Following a
+// controller, it takes the run over when the controller stops.
 func (o *StressRunOptions) follow(ctx context.Context, name string, rec *stress.Reconciler) error {
 	last := ""
 	for {
 		after := pollInterval
+		if rec == nil {
+			rec = o.takeOver(ctx, name)
+		}
 		if rec != nil {
 			next, err := rec.Reconcile(ctx, name)
 			if err != nil && !apierrors.IsConflict(err) {
@@ -361,7 +358,7 @@ func (o *StressRunOptions) follow(ctx context.Context, name string, rec *stress.
 		if err := o.runs.Get(ctx, client.ObjectKey{Name: name}, &run); err != nil {
 			return fmt.Errorf("stress run %s: %w", name, err)
 		}
-		if line := progressLine(&run); line != last {
+		if line := progressLine(&run); o.Watch && line != last {
 			fmt.Fprintln(o.progress(), line)
 			last = line
 		}
@@ -374,6 +371,29 @@ func (o *StressRunOptions) follow(ctx context.Context, name string, rec *stress.
 		case <-time.After(after):
 		}
 	}
+}
+
+// takeOver is the stand-in reconciler when litepool's controller, which took the run,
+// is known to have stopped and --in-cluster was not asked for; it tells the user once.
+func (o *StressRunOptions) takeOver(ctx context.Context, name string) *stress.Reconciler {
+	take, why := o.TakeOver(ctx)
+	switch {
+	case why == "":
+		return nil
+	case !take:
+		fmt.Fprintf(o.ErrOut, "stress run %s: %s; it waits for one (--in-cluster)\n", name, why)
+		return nil
+	}
+	fmt.Fprintf(o.ErrOut, "stress run %s: %s: running it in this process from here; stopping this command leaves it for a controller to finish\n", name, why)
+	return o.standIn()
+}
+
+// followFlag names the flag that asked to follow the run, for errors.
+func (o *StressRunOptions) followFlag() string {
+	if o.Watch {
+		return "--watch (-w)"
+	}
+	return "--wait"
 }
 
 // progressLine: the run's phase and its node counts.
@@ -460,8 +480,10 @@ func NewCmdStressSchedule(f kit.Factory, streams genericiooptions.IOStreams) *co
 			under its own ServiceAccount, bound to a ClusterRole that may create and
 			read StressRuns and read Pools: litepool's controller runs the tests. The schedule is a standard
 			five-field cron expression, checked as the CronJob controller reads it.
-			The schedule, image and tests are also stored in the pool's spec.stressTest
-			when the pool has a Pool object. Running it again updates the schedule.`),
+			The image and tests are also stored in the pool's spec.stressTest (stress
+			run's defaults) when the pool has a Pool object. The schedule is the
+			CronJob's alone: the deprecated spec.stressTest.schedule, which nothing
+			read, is cleared. Running it again updates the schedule.`),
 		Example: templates.Examples(`
 			# Every Sunday at 02:00
 			kubectl litepool stress schedule --pool train-snt9b --cron "0 2 * * 0" --image registry.example.com/npu-stress:1.0
@@ -701,8 +723,10 @@ func (o *StressScheduleOptions) rollBack(ctx context.Context, cause error, creat
 	return fmt.Errorf("%w; the %d object(s) created before it were removed", cause, len(created))
 }
 
-// storeOnPool keeps the schedule in the pool's spec.stressTest (pools without an
-// object keep it only in the CronJob).
+// storeOnPool keeps the image and tests in the pool's spec.stressTest, where stress run
+// reads its defaults. The schedule is the CronJob's alone: spec.stressTest.schedule was
+// written here and read by nothing, so an edit of it changed no schedule; it is
+// deprecated, and cleared (null in the merge patch).
 func (o *StressScheduleOptions) storeOnPool(ctx context.Context) error {
 	pool, err := o.clients.Pools.Get(ctx, o.Pool)
 	if apierrors.IsNotFound(err) {
@@ -712,7 +736,7 @@ func (o *StressScheduleOptions) storeOnPool(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	st := map[string]any{"schedule": o.Cron, "image": o.Image, "tests": o.Tests}
+	st := map[string]any{"schedule": nil, "image": o.Image, "tests": o.Tests}
 	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"stressTest": st}})
 	if err != nil {
 		return err
@@ -725,17 +749,18 @@ func (o *StressScheduleOptions) storeOnPool(ctx context.Context) error {
 	}
 	o.Event(ctx, &events.Ref{Kind: "Pool", APIVersion: "runwhere.ai/v1alpha1", Name: pool.Name, UID: string(pool.UID)},
 		false, "StressTestScheduled", "stress tests %s scheduled %q with image %s", strings.Join(o.Tests, ","), o.Cron, o.Image)
-	o.Say(o.IOStreams, "pool/%s spec.stressTest: schedule %q, image %s, tests %s\n", o.Pool, o.Cron, o.Image, strings.Join(o.Tests, ","))
+	o.Say(o.IOStreams, "pool/%s spec.stressTest: image %s, tests %s (the schedule is cronjob/litepool-stress-%s's)\n", o.Pool, o.Image, strings.Join(o.Tests, ","), o.Pool)
 	if o.Output() == "" {
 		return nil
 	}
 	return o.Print(o.Out, written, "configured")
 }
 
-// scheduled is pool with the schedule in spec.stressTest, as the merge patch leaves it.
+// scheduled is pool with the image and tests in spec.stressTest, as the merge patch
+// leaves it.
 func (o *StressScheduleOptions) scheduled(pool *v1alpha1.Pool) *v1alpha1.Pool {
 	p := pool.DeepCopy()
-	p.Spec.StressTest = &v1alpha1.StressTestSpec{Schedule: o.Cron, Image: o.Image}
+	p.Spec.StressTest = &v1alpha1.StressTestSpec{Image: o.Image}
 	for _, t := range o.Tests {
 		p.Spec.StressTest.Tests = append(p.Spec.StressTest.Tests, v1alpha1.StressTest(t))
 	}

@@ -55,12 +55,12 @@ func TestStressSchedule(t *testing.T) {
 	f := kittest.NewFactory(t, poolA())
 	r := stressCmd(f, schedule...)
 	require.NoError(t, r.Err)
-	assert.Equal(t, configured+"pool/pool-a spec.stressTest: schedule \"0 2 * * 0\", image img, tests npu\n", r.Out)
+	assert.Equal(t, configured+"pool/pool-a spec.stressTest: image img, tests npu (the schedule is cronjob/litepool-stress-pool-a's)\n", r.Out)
 	assert.Empty(t, r.ErrOut)
 	assert.Equal(t, [4]int{1, 1, 1, 1}, scheduleObjects(t, f))
 	st := f.Pool(t, "pool-a").Spec.StressTest
 	require.NotNil(t, st)
-	assert.Equal(t, "0 2 * * 0", st.Schedule)
+	assert.Empty(t, st.Schedule, "the schedule is the CronJob's alone") //nolint:staticcheck // SA1019: the deprecated field must be left empty
 	assert.Equal(t, "img", st.Image)
 	assert.Equal(t, []string{`StressTestScheduled: stress tests npu scheduled "0 2 * * 0" with image img`}, f.Events(t))
 
@@ -82,10 +82,10 @@ func TestStressScheduleDryRunAndOutput(t *testing.T) {
 	}{
 		{"client dry run: the objects as YAML, as always", []string{"--dry-run=client"}, "", "", 0},
 		{"server dry run", []string{"--dry-run=server"},
-			strings.ReplaceAll(configured, "configured", "configured (server dry run)") + "pool/pool-a spec.stressTest: schedule \"0 2 * * 0\", image img, tests npu\n", "", 0},
+			strings.ReplaceAll(configured, "configured", "configured (server dry run)") + "pool/pool-a spec.stressTest: image img, tests npu (the schedule is cronjob/litepool-stress-pool-a's)\n", "", 0},
 		{"-o name: the objects' names, what is said on stderr", []string{"--dry-run=client", "-o", "name"},
 			"serviceaccount/litepool-stress-pool-a\nclusterrole.rbac.authorization.k8s.io/litepool-stress\nclusterrolebinding.rbac.authorization.k8s.io/litepool-stress-pool-a\ncronjob.batch/litepool-stress-pool-a\npool.runwhere.ai/pool-a\n",
-			"pool/pool-a spec.stressTest: schedule \"0 2 * * 0\", image img, tests npu\n", 0},
+			"pool/pool-a spec.stressTest: image img, tests npu (the schedule is cronjob/litepool-stress-pool-a's)\n", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := kittest.NewFactory(t, poolA())
@@ -111,7 +111,7 @@ func TestStressScheduleClientDryRunPrintsThePoolAsItWouldBe(t *testing.T) {
 	r := stressCmd(f, append(schedule, "--dry-run=client", "-o", "jsonpath={.kind}/{.metadata.name}{.spec.stressTest} ")...)
 	require.NoError(t, r.Err)
 	assert.Equal(t, "ServiceAccount/litepool-stress-pool-a ClusterRole/litepool-stress ClusterRoleBinding/litepool-stress-pool-a CronJob/litepool-stress-pool-a "+
-		`Pool/pool-a{"image":"img","schedule":"0 2 * * 0","tests":["npu"]} `, r.Out)
+		`Pool/pool-a{"image":"img","tests":["npu"]} `, r.Out)
 	assert.Nil(t, f.Pool(t, "pool-a").Spec.StressTest)
 }
 
@@ -168,4 +168,19 @@ func TestStressScheduleTimeZoneGoesToSpecTimeZone(t *testing.T) {
 	assert.Equal(t, "0 2 * * 0", cj.Spec.Schedule)
 	require.NotNil(t, cj.Spec.TimeZone)
 	assert.Equal(t, "Asia/Shanghai", *cj.Spec.TimeZone)
+}
+
+// spec.stressTest.schedule was written here and read by nothing: the CronJob is the
+// schedule. A pool that still carries one has it cleared; the image and tests, which
+// stress run reads, are kept.
+func TestStressScheduleClearsTheDeprecatedPoolSchedule(t *testing.T) {
+	pool := poolA()
+	pool.Spec.StressTest = &v1alpha1.StressTestSpec{Schedule: "@hourly", Image: "old", Tests: []v1alpha1.StressTest{"hccs"}} //nolint:staticcheck // SA1019: a pool written before the deprecation
+	f := kittest.NewFactory(t, pool)
+	r := stressCmd(f, schedule...)
+	require.NoError(t, r.Err)
+	assert.Equal(t, &v1alpha1.StressTestSpec{Image: "img", Tests: []v1alpha1.StressTest{"npu"}}, f.Pool(t, "pool-a").Spec.StressTest)
+	cj, err := f.Kube.BatchV1().CronJobs(kittest.Namespace).Get(t.Context(), "litepool-stress-pool-a", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "0 2 * * 0", cj.Spec.Schedule)
 }

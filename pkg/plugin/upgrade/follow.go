@@ -31,10 +31,6 @@ var rolloutClientFor = kit.ObjectClient
 // followInterval is how often a followed rollout is read again.
 var followInterval = time.Second
 
-// leaseCheckInterval is how often, while a controller drives the rollout, its leader
-// Lease is read to see that it still runs.
-var leaseCheckInterval = 5 * time.Second
-
 // FollowFlags are the flags of the commands that start or change a rollout and then
 // follow it (driver, resume, abort).
 type FollowFlags struct {
@@ -43,24 +39,17 @@ type FollowFlags struct {
 	Wait bool
 	// Watch prints a line whenever a node or the rollout moves.
 	Watch bool
-	// InCluster never drives the rollout from this process: only a controller does.
-	InCluster bool
-	// ControllerTimeout is how long a controller has to show it acts on the rollout
-	// (status.observedGeneration reaches the spec's generation) before the command
-	// drives the rollout itself.
-	ControllerTimeout time.Duration
-	// Namespace is litepool's own namespace, where installer Jobs run when this
-	// process drives the rollout.
-	Namespace string
+	// HandOver decides whether the controller or this command drives the rollout
+	// (--in-cluster: only a controller does; --in-cluster=false is the default). The
+	// command stands in with installer Jobs in ControllerNamespace.
+	kit.HandOver
 }
 
 func (f *FollowFlags) addFlags(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.BoolVar(&f.Wait, "wait", true, "Follow the rollout until it succeeds, fails, is aborted or paused, or stalls")
 	fl.BoolVarP(&f.Watch, "watch", "w", false, "While following, print a line whenever a node or the rollout moves")
-	fl.BoolVar(&f.InCluster, "in-cluster", false, "Never drive the rollout from this command: leave it to litepool's controller, even when none acts on it")
-	fl.DurationVar(&f.ControllerTimeout, "controller-timeout", 10*time.Second, "How long litepool's controller has to act on the rollout (status.observedGeneration) before this command drives it itself")
-	fl.StringVar(&f.Namespace, "controller-namespace", "litepool-system", "litepool's own namespace: installer Jobs run there when this command drives the rollout")
+	f.HandOver.AddFlags(cmd, "Never drive the rollout from this command: leave it to litepool's controller, even when none acts on it", 10*time.Second)
 }
 
 // follower follows one rollout and, when no controller acts on it, drives it with the
@@ -73,7 +62,6 @@ type follower struct {
 	clock    clock.PassiveClock
 	out      io.Writer // progress lines
 	errOut   io.Writer
-	toldGone bool // the user was told the controller stopped
 }
 
 // follow follows the rollout name after a change of its spec (creation included). The
@@ -84,10 +72,14 @@ func (f *follower) follow(ctx context.Context, name string) error {
 		return err
 	}
 	local := false
-	if !f.waitForController(ctx, name) {
+	taken, err := f.WaitForController(ctx, func(ctx context.Context) bool {
+		ro, err := f.get(ctx, name)
+		return err == nil && observed(ro)
+	})
+	if !taken {
 		switch {
-		case ctx.Err() != nil:
-			return ctx.Err()
+		case err != nil:
+			return err
 		case f.InCluster:
 			fmt.Fprintf(f.errOut, "driverrollout %s: no controller has acted on it within %s; it waits for one (--in-cluster)\n", name, f.ControllerTimeout)
 		case !f.Wait:
@@ -109,14 +101,12 @@ func (f *follower) follow(ctx context.Context, name string) error {
 		return fmt.Sprintf("driverrollout %s goes on in the cluster; follow it with `kubectl litepool upgrade status %s -w`", name, name)
 	})
 	defer interrupt.InFlight.Clear()
-	rec := &upgrade.Reconciler{Client: f.c, Kube: f.kube, Recorder: f.recorder, Namespace: f.Namespace, StandIn: true}
+	rec := &upgrade.Reconciler{Client: f.c, Kube: f.kube, Recorder: f.recorder, Namespace: f.ControllerNamespace, StandIn: true}
 	p := newProgress(f.out, f.Watch)
-	var leaseChecked time.Time
 	for {
 		// A controller that acted on the rollout and then stopped (killed, no other
 		// replica) would leave this loop following a rollout nothing drives.
-		if !local && time.Since(leaseChecked) >= leaseCheckInterval {
-			leaseChecked = time.Now()
+		if !local {
 			local = f.takeOver(ctx, name)
 		}
 		next := followInterval
@@ -151,15 +141,14 @@ func (f *follower) follow(ctx context.Context, name string) error {
 }
 
 // takeOver says whether this command drives the rollout from now on: litepool's
-// controller is known to have stopped (kit.ControllerGone) and the command follows to the
-// end without --in-cluster. It tells the user either way, once.
+// controller is known to have stopped (HandOver.TakeOver) and the command follows to
+// the end without --in-cluster. It tells the user either way, once.
 func (f *follower) takeOver(ctx context.Context, name string) bool {
-	gone, why := kit.ControllerGone(ctx, f.kube, f.Namespace, f.clock.Now())
-	if !gone || f.toldGone {
+	take, why := f.TakeOver(ctx)
+	if why == "" {
 		return false
 	}
-	f.toldGone = true
-	if f.InCluster {
+	if !take {
 		fmt.Fprintf(f.errOut, "driverrollout %s: %s; it waits for one (--in-cluster)\n", name, why)
 		return false
 	}
@@ -184,28 +173,6 @@ func (f *follower) get(ctx context.Context, name string) (*v1alpha1.DriverRollou
 		return nil, noCRD(err)
 	}
 	return &ro, nil
-}
-
-// waitForController says whether a controller acted on the rollout's current spec
-// within the timeout: it sets status.observedGeneration to the generation it read. This
-// is the controller's own answer, not a guess from a Lease that may be held by a
-// controller that does not know DriverRollouts.
-func (f *follower) waitForController(ctx context.Context, name string) bool {
-	deadline := time.Now().Add(f.ControllerTimeout)
-	for {
-		ro, err := f.get(ctx, name)
-		if err == nil && observed(ro) {
-			return true
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return false
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
 }
 
 // ended says whether following is over, and the error of a rollout that did not

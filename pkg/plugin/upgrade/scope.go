@@ -155,6 +155,7 @@ func (s *changeOptions) Complete(f kit.Factory, cmd *cobra.Command, args []strin
 		return err
 	}
 	s.clock = f.Clock()
+	s.Follow.HandOver.Complete(cmd, s.clients.Kube, s.clock)
 	s.rollouts, err = rolloutClientFor(f)
 	return err
 }

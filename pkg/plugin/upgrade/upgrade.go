@@ -186,6 +186,7 @@ func (o *UpgradeDriverOptions) Complete(f kit.Factory, cmd *cobra.Command, args 
 		return fmt.Errorf("--installer-namespace is no longer accepted: installer Jobs run in litepool's own namespace (--controller-namespace, default litepool-system), never in another")
 	}
 	o.clock = f.Clock()
+	o.Follow.HandOver.Complete(cmd, o.clients.Kube, o.clock)
 	o.rollouts, err = rolloutClientFor(f)
 	return err
 }
