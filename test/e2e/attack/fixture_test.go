@@ -69,7 +69,7 @@ func setupFixture(t *testing.T) {
 	}
 	for pool, nodes := range map[string][]string{exclPool: exclNodes, floorPool: floorNodes, laterPool: laterNodes, statusPool: {statusNode}} {
 		for _, n := range nodes {
-			createReadyNode(t, kube, n, pool)
+			framework.CreateReadyNode(t, kube, n, pool)
 		}
 	}
 	for _, n := range exclNodes {
@@ -144,21 +144,6 @@ func asConfig(user string, groups ...string) *rest.Config {
 	cfg := rest.CopyConfig(framework.C.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: append(groups, "system:authenticated")}
 	return cfg
-}
-
-func createReadyNode(t *testing.T, kube kubernetes.Interface, name, pool string) {
-	t.Helper()
-	res := corev1.ResourceList{"cpu": resource.MustParse("64"), "memory": resource.MustParse("512Gi"), "pods": resource.MustParse("110"), "nvidia.com/gpu": resource.MustParse("8")}
-	labels := map[string]string{"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "type": "kwok"}
-	if pool != "" {
-		labels[policy.LabelPool] = pool
-	}
-	_, err := kube.CoreV1().Nodes().Create(ctx, &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"}, Labels: labels},
-		Status: corev1.NodeStatus{Allocatable: res, Capacity: res,
-			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady"}}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
 }
 
 // waitTaint polls until node carries its pool's exclusive taint (want) or none.

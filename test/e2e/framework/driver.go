@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/policy"
@@ -185,4 +186,21 @@ func finishInstall(ctx context.Context, p *corev1.Pod, noLabel bool) bool {
 	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, DriverLabel, version)
 	_, err := kube.CoreV1().Nodes().Patch(ctx, p.Spec.NodeName, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	return err == nil
+}
+
+// CreateReadyNode registers a kwok node of 8 nvidia.com/gpu, Ready from the start, in
+// pool (none when pool is empty): kwok keeps it Ready.
+func CreateReadyNode(t *testing.T, kube kubernetes.Interface, name, pool string) {
+	t.Helper()
+	res := corev1.ResourceList{"cpu": resource.MustParse("64"), "memory": resource.MustParse("512Gi"), "pods": resource.MustParse("110"), "nvidia.com/gpu": resource.MustParse("8")}
+	labels := map[string]string{"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "type": "kwok"}
+	if pool != "" {
+		labels[policy.LabelPool] = pool
+	}
+	_, err := kube.CoreV1().Nodes().Create(context.Background(), &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"}, Labels: labels},
+		Status: corev1.NodeStatus{Allocatable: res, Capacity: res,
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady"}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
 }

@@ -83,9 +83,9 @@ func TestSecondSchedulerWithWebhookDown(t *testing.T) {
 	require.NoError(t, err)
 	_, err = kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ssNS}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	createReadyNode(t, kube, ssNode, ssPool)
-	createReadyNode(t, kube, ssOpenNode, ssOpenPool)
-	createReadyNode(t, kube, ssOpenNodeB, ssOpenPool)
+	framework.CreateReadyNode(t, kube, ssNode, ssPool)
+	framework.CreateReadyNode(t, kube, ssOpenNode, ssOpenPool)
+	framework.CreateReadyNode(t, kube, ssOpenNodeB, ssOpenPool)
 	waitTaint(t, kube, ssNode, true)
 	waitBindingTargetsInclude(t, kube, ssNode)
 

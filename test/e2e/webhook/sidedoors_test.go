@@ -63,9 +63,9 @@ func TestExclusivePoolSideDoors(t *testing.T) {
 	require.NoError(t, err)
 	_, err = kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: sdNS}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	createReadyNode(t, kube, sdLabelled, "")
-	createReadyNode(t, kube, sdMember, sdPool)
-	createReadyNode(t, kube, sdOpenNode, sdOpenPool)
+	framework.CreateReadyNode(t, kube, sdLabelled, "")
+	framework.CreateReadyNode(t, kube, sdMember, sdPool)
+	framework.CreateReadyNode(t, kube, sdOpenNode, sdOpenPool)
 
 	t.Run("a node joined with plain kubectl label is tainted", func(t *testing.T) {
 		assert.Empty(t, nodeTaints(t, kube, sdLabelled))
@@ -255,21 +255,6 @@ func waitDaemonSet(t *testing.T, kube kubernetes.Interface, namespace, name stri
 	}
 	assert.Positive(t, outside, "pods run beyond the namespace's default pool: %v", perNode)
 	t.Logf("DaemonSet %s/%s: desired %d = scheduled %d = ready %d, on %v", namespace, name, last.DesiredNumberScheduled, last.CurrentNumberScheduled, last.NumberReady, perNode)
-}
-
-func createReadyNode(t *testing.T, kube kubernetes.Interface, name, pool string) {
-	t.Helper()
-	res := corev1.ResourceList{"cpu": resource.MustParse("64"), "memory": resource.MustParse("512Gi"), "pods": resource.MustParse("110"), "nvidia.com/gpu": resource.MustParse("8")}
-	labels := map[string]string{"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "type": "kwok"}
-	if pool != "" {
-		labels[policy.LabelPool] = pool
-	}
-	_, err := kube.CoreV1().Nodes().Create(ctx, &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"}, Labels: labels},
-		Status: corev1.NodeStatus{Allocatable: res, Capacity: res,
-			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady"}}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
 }
 
 func nodeTaints(t *testing.T, kube kubernetes.Interface, name string) []corev1.Taint {
