@@ -72,4 +72,31 @@ func TestMatrixIsDocumented(t *testing.T) {
 	for _, r := range matrix {
 		assert.True(t, strings.Contains(string(doc), r.markdown()+"\n"), "docs/security.md lacks the row:\n%s", r.markdown())
 	}
+	played := map[string]bool{}
+	for _, r := range matrix {
+		played[r.markdown()] = true
+	}
+	for _, line := range documentedRows(string(doc)) {
+		assert.True(t, played[line], "docs/security.md's matrix has a row no test plays:\n%s", line)
+	}
+}
+
+// documentedRows are the rows of the matrix's table in the doc: the lines after its
+// header and separator, up to the first line that is not a table row.
+func documentedRows(doc string) []string {
+	const header = "| Right | Worst write | What holds | Found in |"
+	_, after, found := strings.Cut(doc, header+"\n")
+	if !found {
+		return nil
+	}
+	var rows []string
+	for i, line := range strings.Split(after, "\n") {
+		if !strings.HasPrefix(line, "|") {
+			break
+		}
+		if i > 0 { // the separator
+			rows = append(rows, line)
+		}
+	}
+	return rows
 }
