@@ -1,6 +1,9 @@
 // Package admission serves litepool's rules as admission webhooks: it decodes a request,
-// reads the state it needs from the informer cache (never from the API server), calls
-// pkg/policy and answers with a patch, an allowance, warnings or a denial.
+// reads the state it needs from the informer cache, calls pkg/policy and answers with a
+// patch, an allowance, warnings or a denial. It reads the API server directly only where
+// a cache would be stale or costly: the pod a binding names (P6), a pod's
+// ResourceClaims and DeviceClasses (P5, only pods with claims pay), the departure
+// reservations (N3), which it also writes, and the operator's compatibility matrix (C1).
 package admission
 
 import (

@@ -1,7 +1,10 @@
-// Package nodeops cordons, uncordons and drains nodes for every litepool operation
-// (cordon/drain commands, scale-down, driver upgrades), on top of k8s.io/kubectl/pkg/drain
-// so that PDBs, DaemonSets, emptyDir data, unmanaged pods and timeouts behave exactly as
-// in `kubectl drain`.
+// Package nodeops cordons and uncordons nodes for every litepool operation (with
+// cordon holders, so that one operation's uncordon never lifts another's cordon), and
+// drains nodes for the plugin's cordon/drain commands and scale-down, on top of
+// k8s.io/kubectl/pkg/drain so that PDBs, DaemonSets, emptyDir data, unmanaged pods and
+// timeouts behave exactly as in `kubectl drain`. The controller's drains (driver rollouts
+// in pkg/upgrade, the health loop in pkg/health) are their own, non-blocking ones:
+// making them one is issue 32's open work.
 package nodeops
 
 import (

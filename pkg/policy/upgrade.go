@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -279,6 +280,25 @@ func validateDriverVersion(what, v string) error {
 	}
 	if err := ValidateLabel(LabelDriverVersion, v); err != nil {
 		return Violationf("U2", "invalid %s %q: %s", what, v, messageOf(err))
+	}
+	return nil
+}
+
+// RolloutHold is a node of another unfinished driver rollout, as rule U4 reads it.
+type RolloutHold struct {
+	Rollout, Node, State string
+}
+
+// CheckNotInAnotherRollout is rule U4: a node is in at most one unfinished driver
+// rollout. holds are the nodes of the other rollouts that have not ended; a node of
+// theirs that is done or aborted no longer holds it.
+func CheckNotInAnotherRollout(need []string, holds []RolloutHold) error {
+	for _, h := range holds {
+		if h.State == string(UpgradeDone) || h.State == string(UpgradeAborted) || !slices.Contains(need, h.Node) {
+			continue
+		}
+		return Violationf("U4", "node %q is already in driver rollout %s (state %s): finish it with `kubectl litepool upgrade resume %s` or stop it with `kubectl litepool upgrade abort %s` first",
+			h.Node, h.Rollout, h.State, h.Rollout, h.Rollout)
 	}
 	return nil
 }

@@ -129,7 +129,7 @@ func (r *Reconciler) start(ctx context.Context, run *v1alpha1.StressRun, st *v1a
 	for _, t := range run.Spec.Tests {
 		tests = append(tests, string(t))
 	}
-	if err := ValidateTests(tests); err != nil {
+	if err := policy.CheckStressTests(tests); err != nil {
 		r.finish(run, st, v1alpha1.StressRunFailed, "InvalidSpec", err.Error())
 		return 0, nil
 	}

@@ -54,26 +54,6 @@ const DefaultNamespace = "litepool-system"
 // DefaultTimeout is how long one test pod may run when the run does not say.
 const DefaultTimeout = 30 * time.Minute
 
-// Tests are the known stress tests.
-var Tests = []string{"npu", "hccs", "roce", "storage"}
-
-// ValidateTests checks a run's tests ([T1]).
-func ValidateTests(tests []string) error {
-	if len(tests) == 0 {
-		return policy.Violationf("T1", "no stress tests given: choose from %s", strings.Join(Tests, ", "))
-	}
-	for _, t := range tests {
-		ok := false
-		for _, k := range Tests {
-			ok = ok || t == k
-		}
-		if !ok {
-			return policy.Violationf("T1", "unknown stress test %q: choose from %s", t, strings.Join(Tests, ", "))
-		}
-	}
-	return nil
-}
-
 // Target is a node a run considered: tested, or skipped for Skip's reason.
 type Target struct {
 	Node string

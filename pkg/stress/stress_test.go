@@ -70,12 +70,6 @@ func TestPodNameIsDeterministicAndBounded(t *testing.T) {
 	assert.NotEqual(t, long, PodName("pool-a-20261122-120000", strings.Repeat("node", 30), "npu"))
 }
 
-func TestValidateTests(t *testing.T) {
-	assert.NoError(t, ValidateTests([]string{"npu", "roce"}))
-	assert.EqualError(t, ValidateTests([]string{"npu", "gpu"}), `[T1] unknown stress test "gpu": choose from npu, hccs, roce, storage`)
-	assert.EqualError(t, ValidateTests(nil), "[T1] no stress tests given: choose from npu, hccs, roce, storage")
-}
-
 func TestPodOutcome(t *testing.T) {
 	p := &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{State: corev1.ContainerState{
 		Terminated: &corev1.ContainerStateTerminated{ExitCode: 3, Reason: "Error", Message: "roce port 2 down"}}}}}}

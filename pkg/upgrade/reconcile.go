@@ -272,13 +272,12 @@ func (r *Reconciler) start(ctx context.Context, ro *v1alpha1.DriverRollout, p *p
 	if spec.Canary != "" && !slices.Contains(need, spec.Canary) {
 		return fmt.Sprintf("canary %q is not a node of pool %q that needs the upgrade (nodes to upgrade: %s)", spec.Canary, spec.Pool, orNone(need)), nil
 	}
-	busy, err := r.busyElsewhere(ctx, ro, need)
-	if err != nil {
+	var others v1alpha1.DriverRolloutList
+	if err := r.Client.List(ctx, &others); err != nil {
 		return "", err
 	}
-	if len(busy) > 0 {
-		return policy.Violationf("U4", "%s already in another driver rollout that has not finished: finish it (`kubectl litepool upgrade resume`) or abort it (`kubectl litepool upgrade abort`) first",
-			strings.Join(busy, "; ")).Error(), nil
+	if err := policy.CheckNotInAnotherRollout(need, Holds(others.Items, ro.UID)); err != nil {
+		return err.Error(), nil
 	}
 	ro.Status.Nodes = []v1alpha1.DriverRolloutNode{}
 	for _, name := range need {
@@ -288,26 +287,21 @@ func (r *Reconciler) start(ctx context.Context, ro *v1alpha1.DriverRollout, p *p
 	return "", nil
 }
 
-// busyElsewhere lists the nodes of need that another unfinished rollout holds (rule U4):
-// one node, one rollout at a time.
-func (r *Reconciler) busyElsewhere(ctx context.Context, ro *v1alpha1.DriverRollout, need []string) ([]string, error) {
-	var list v1alpha1.DriverRolloutList
-	if err := r.Client.List(ctx, &list); err != nil {
-		return nil, err
-	}
-	var out []string
-	for i := range list.Items {
-		other := &list.Items[i]
-		if other.UID == ro.UID || Final(other) {
+// Holds are the nodes of the rollouts that have not ended, but the one of uid (none when
+// uid is empty; rule U4
+// judges them: policy.CheckNotInAnotherRollout).
+func Holds(rollouts []v1alpha1.DriverRollout, uid types.UID) []policy.RolloutHold {
+	var out []policy.RolloutHold
+	for i := range rollouts {
+		ro := &rollouts[i]
+		if (uid != "" && ro.UID == uid) || Final(ro) {
 			continue
 		}
-		for _, n := range other.Status.Nodes {
-			if n.State != string(policy.UpgradeDone) && n.State != string(policy.UpgradeAborted) && slices.Contains(need, n.Name) {
-				out = append(out, fmt.Sprintf("node %q is in rollout %s (state %s)", n.Name, other.Name, n.State))
-			}
+		for _, n := range ro.Status.Nodes {
+			out = append(out, policy.RolloutHold{Rollout: ro.Name, Node: n.Name, State: n.State})
 		}
 	}
-	return out, nil
+	return out
 }
 
 // scope reads the nodes that count for the rollout: every member of its pool (they

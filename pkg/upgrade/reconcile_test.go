@@ -324,7 +324,7 @@ func TestASecondRolloutOverTheSameNodeIsRefused(t *testing.T) {
 	w.reconcile(w.reconciler(), "second")
 	got := w.rollout("second")
 	assert.Equal(t, v1alpha1.RolloutFailed, got.Status.Phase)
-	assert.Equal(t, `[U4] node "n1" is in rollout first (state install) already in another driver rollout that has not finished: finish it (`+"`kubectl litepool upgrade resume`) or abort it (`kubectl litepool upgrade abort`) first", got.Status.Message)
+	assert.Equal(t, `[U4] node "n1" is already in driver rollout first (state install): finish it with `+"`kubectl litepool upgrade resume first`"+` or stop it with `+"`kubectl litepool upgrade abort first`"+` first`, got.Status.Message)
 	assert.Equal(t, map[string]int{"n1": 1}, w.jobsPerNode())
 }
 

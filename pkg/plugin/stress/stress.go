@@ -135,7 +135,7 @@ func NewCmdStressRun(f kit.Factory, streams genericiooptions.IOStreams) *cobra.C
 	fl.StringVar(&o.Pool, "pool", "", "Pool whose idle nodes to test")
 	fl.StringSliceVar(&o.Nodes, "nodes", nil, "Test only these members of the pool")
 	fl.StringVar(&o.Image, "image", "", "Stress-test image (default: the pool's spec.stressTest.image)")
-	fl.StringSliceVar(&o.Tests, "tests", nil, "Tests to run: "+strings.Join(stress.Tests, ", ")+" (default: the pool's spec.stressTest.tests, else all)")
+	fl.StringSliceVar(&o.Tests, "tests", nil, "Tests to run: "+strings.Join(policy.StressTests, ", ")+" (default: the pool's spec.stressTest.tests, else all)")
 	fl.DurationVar(&o.Timeout, "timeout", 30*time.Minute, "How long one test of a node may run; a test still running then has failed")
 	fl.BoolVar(&o.KeepPods, "keep-pods", false, "Keep the pods of passed tests too")
 	o.HandOver.AddFlags(cmd, "true: only litepool's controller runs the run (wait for it); false: run it in this process at once. Default: the controller, else this process", 5*time.Second)
@@ -189,7 +189,7 @@ func (o *StressRunOptions) Complete(f kit.Factory, cmd *cobra.Command, args []st
 		return err
 	}
 	if len(o.Tests) == 0 {
-		o.Tests = stress.Tests
+		o.Tests = policy.StressTests
 	}
 	return nil
 }
@@ -211,7 +211,7 @@ func (o *StressRunOptions) Validate() error {
 	if o.Wait && o.DryRun != cmdutil.DryRunNone {
 		return fmt.Errorf("%s follows a stress run, and a dry run starts none", o.followFlag())
 	}
-	return stress.ValidateTests(o.Tests)
+	return policy.CheckStressTests(o.Tests)
 }
 
 // Run creates the StressRun and sees it taken, followed, or runs it here.
@@ -496,7 +496,7 @@ func NewCmdStressSchedule(f kit.Factory, streams genericiooptions.IOStreams) *co
 	fl.StringVar(&o.Cron, "cron", "", `When to run, as a cron expression ("0 2 * * 0", "@daily")`)
 	fl.StringVar(&o.Image, "image", "", "Stress-test image")
 	fl.StringVar(&o.PluginImage, "plugin-image", "ghcr.io/runwhere-ai/litepool-webhook:"+version.Version, "Image holding the kubectl-litepool binary, which the CronJob runs: litepool's own image (make image, deploy/webhook's) has it in /usr/local/bin")
-	fl.StringSliceVar(&o.Tests, "tests", stress.Tests, "Tests to run: "+strings.Join(stress.Tests, ", "))
+	fl.StringSliceVar(&o.Tests, "tests", policy.StressTests, "Tests to run: "+strings.Join(policy.StressTests, ", "))
 	fl.DurationVar(&o.Timeout, "timeout", 30*time.Minute, "How long a node's test may run")
 	o.Mutation.AddFlags(cmd, false)
 	_ = cmd.RegisterFlagCompletionFunc("pool", kit.CompletePoolNames(f))
@@ -537,7 +537,7 @@ func (o *StressScheduleOptions) Validate() error {
 	if o.Timeout <= 0 {
 		return fmt.Errorf("--timeout %s: must be positive", o.Timeout)
 	}
-	return stress.ValidateTests(o.Tests)
+	return policy.CheckStressTests(o.Tests)
 }
 
 // stressClusterRole may start a stress run, and no more: create and read StressRuns.

@@ -114,18 +114,7 @@ func checkNotInAnother(ctx context.Context, c client.Client, need []string) erro
 	if err := c.List(ctx, &list); err != nil {
 		return noCRD(err)
 	}
-	for _, ro := range list.Items {
-		if upgrade.Final(&ro) {
-			continue
-		}
-		for _, n := range ro.Status.Nodes {
-			if slices.Contains(need, n.Name) && n.State != string(policy.UpgradeDone) && n.State != string(policy.UpgradeAborted) {
-				return policy.Violationf("U4", "node %q is already in driver rollout %s (state %s): finish it with `kubectl litepool upgrade resume %s` or stop it with `kubectl litepool upgrade abort %s` first",
-					n.Name, ro.Name, n.State, ro.Name, ro.Name)
-			}
-		}
-	}
-	return nil
+	return policy.CheckNotInAnotherRollout(need, upgrade.Holds(list.Items, ""))
 }
 
 // changeOptions is what resume and abort share: the rollout, the kit's mutation flags
