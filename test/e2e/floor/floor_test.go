@@ -32,6 +32,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/runwhere-ai/litepool/internal/localwebhook"
+	"github.com/runwhere-ai/litepool/pkg/admission"
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 	"github.com/runwhere-ai/litepool/pkg/poolclient"
@@ -271,8 +272,7 @@ func registerByURL(t *testing.T, kube kubernetes.Interface, addr string, ca []by
 // waitReplica waits until replica i's cache holds pool fp's object and exactly members
 // of its nodes. It asks the replica itself (not through the balancer), with dry-run
 // reviews that change nothing: R1's denial of an accelerator change counts the members
-// it sees, and a departure of a node that is no member is refused by the floor only
-// once the Pool object (not a pool of labels only) is cached.
+// it sees, and with none, P2 admits a pod of the pool once the Pool object is cached.
 func waitReplica(t *testing.T, rs *localwebhook.Replicas, crt *localwebhook.Certs, i int, fp floorPool, members int) {
 	t.Helper()
 	var last string
@@ -292,14 +292,17 @@ func waitReplica(t *testing.T, rs *localwebhook.Replicas, crt *localwebhook.Cert
 		} else if last = r1; !strings.Contains(r1, count) {
 			return false, nil
 		}
-		probe := &corev1.Node{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Node"}, ObjectMeta: metav1.ObjectMeta{Name: "floor-probe", Labels: map[string]string{policy.LabelPool: fp.name}},
-			Status: corev1.NodeStatus{Conditions: readyCondition}}
-		n3 := review(crt, addr, "/validate-nodes", admissionv1.Delete, "", "v1", "Node", "nodes", "", nil, probe)
-		last = n3
-		if members < fp.minNodes {
-			return strings.Contains(n3, fmt.Sprintf("below its minNodes %d", fp.minNodes)), nil
+		if members > 0 {
+			return true, nil
 		}
-		return true, nil
+		// With no member yet, P2 admits a pod of the pool only once the Pool object is
+		// cached (a pool of labels only exists through its nodes). A departure cannot be
+		// the probe: the node webhook judges only nodes its cache holds (issue 28.3).
+		probe := &corev1.Pod{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+			ObjectMeta: metav1.ObjectMeta{Name: "floor-probe", Namespace: "default", Labels: map[string]string{policy.LabelPool: fp.name}},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "probe"}}}}
+		last = review(crt, addr, admission.PathPods, admissionv1.Create, "", "v1", "Pod", "pods", "", probe, nil)
+		return strings.HasPrefix(last, "allowed"), nil
 	})
 	require.NoError(t, err, "replica %d never saw pool %s with %d node(s); last answer: %s", i, fp.name, members, last)
 }
