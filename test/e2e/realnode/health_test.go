@@ -101,13 +101,20 @@ func testHealthLoop(t *testing.T) {
 		assert.Equal(t, []v1alpha1.NodeHealthState{v1alpha1.NodeHealthQuarantined, v1alpha1.NodeHealthRemediating,
 			v1alpha1.NodeHealthQuarantined, v1alpha1.NodeHealthRechecking, v1alpha1.NodeHealthHolding}, states(e))
 		assert.NotNil(t, quarantineTaint(t), "still out during the hold time")
-		waitHealth(t, ctrl, func(e *v1alpha1.NodeHealthStatus) bool { return e.State == v1alpha1.NodeHealthHealthy })
-		// A passed test's pod is deleted; the run keeps what its container exited with.
+		// A passed test's pod is deleted; the run keeps what its container exited with,
+		// for as long as the node's entry names it (the hold time).
 		res := recheckResult(t)
 		assert.Equal(t, v1alpha1.StressOutcomePassed, res.Outcome)
 		require.NotNil(t, res.ExitCode, "the run read the real container's exit code")
 		assert.Equal(t, int32(0), *res.ExitCode)
+		waitHealth(t, ctrl, func(e *v1alpha1.NodeHealthStatus) bool { return e.State == v1alpha1.NodeHealthHealthy })
 		assert.Nil(t, quarantineTaint(t), "back in service")
+		// Back in service, the node keeps no re-check run (issue 32: nothing left behind).
+		require.NoError(t, wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			list, err := c.Dynamic.Resource(v1alpha1.GroupVersion.WithResource("stressruns")).List(ctx,
+				metav1.ListOptions{LabelSelector: health.Selector().String()})
+			return err == nil && len(list.Items) == 0, err
+		}), "the re-check run of a node back in service is deleted")
 	})
 
 	t.Run("remediation exits 3: held out, RemediationFailed", func(t *testing.T) {
