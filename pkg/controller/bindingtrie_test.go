@@ -19,6 +19,9 @@ import (
 	"k8s.io/apiserver/pkg/admission/plugin/webhook/matchconditions"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/cel/environment"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 )
 
 // nodeNameShapes are the shapes of node names the binding condition is judged on.
@@ -158,4 +161,35 @@ func BenchmarkBindingTargetsCondition(b *testing.B) {
 			b.ReportMetric(float64(len(expr)), "chars")
 		})
 	}
+}
+
+// TestBindingTargetsReconcilerWritesTheRegexp: the controller's JSON patch carries the
+// regular expression's backslashes intact, and what it writes is what the API server
+// matches the exclusive nodes with.
+func TestBindingTargetsReconcilerWritesTheRegexp(t *testing.T) {
+	ctx := context.Background()
+	names := syntheticNodes("ec2", 4000)
+	objs := []client.Object{
+		&admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: WebhookConfiguration},
+			Webhooks: []admissionregistrationv1.ValidatingWebhook{{Name: PlacementWebhook,
+				MatchConditions: []admissionregistrationv1.MatchCondition{{Name: BindingTargetsCondition, Expression: "true"}}}}},
+		&v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: "excl"}, Spec: v1alpha1.PoolSpec{Exclusive: true}},
+	}
+	for _, n := range names {
+		objs = append(objs, labelledNode(n, "excl"))
+	}
+	c := exclusiveFixture(t, objs...)
+	_, err := (&BindingTargetsReconciler{Client: c}).Reconcile(ctx, bindingTargetsKey)
+	require.NoError(t, err)
+	var got admissionregistrationv1.ValidatingWebhookConfiguration
+	require.NoError(t, c.Get(ctx, client.ObjectKey{Name: WebhookConfiguration}, &got))
+	expr := got.Webhooks[0].MatchConditions[0].Expression
+	assert.Equal(t, BindingTargetsExpression(names), expr)
+	assert.Contains(t, expr, `.matches(r'^(?:ip-10-`, "4,000 such names are too long as a list")
+	assert.True(t, strings.HasSuffix(expr, `)\.ec2\.internal$')`), "the common suffix once, its dots escaped")
+	match := apiServerCondition(t, expr)
+	for _, n := range []string{names[0], names[len(names)-1]} {
+		assert.True(t, match("pods", "binding", &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Target: corev1.ObjectReference{Name: n}}), n)
+	}
+	assert.False(t, match("pods", "binding", &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Target: corev1.ObjectReference{Name: strings.Replace(names[0], ".", "x", 1)}}))
 }
