@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -79,9 +78,8 @@ func TestBindingTargetsReconciler(t *testing.T) {
 
 func TestBindingTargetsExpression(t *testing.T) {
 	assert.Equal(t, "!(request.resource.resource == 'bindings' || (has(request.subResource) && request.subResource == 'binding'))", BindingTargetsExpression(nil), "no exclusive node: no binding is sent")
-	many := make([]string, 5000)
-	for i := range many {
-		many[i] = strings.Repeat("n", 20)
-	}
-	assert.Equal(t, "true", BindingTargetsExpression(many), "past the CEL size limit every binding is sent, as before")
+	many := syntheticNodes("random12", 10000)
+	assert.Equal(t, "true", BindingTargetsExpression(many), "past the CEL size limit, as a list and as a regular expression, every binding is sent, as before")
+	assert.Equal(t, "^(?:(?:a(?:b)?|b|x\\.ab))$", namesRegexp([]string{"a", "ab", "b", "x.ab"}), "a name that is another's prefix; a literal '.'")
+	assert.Equal(t, "^(?:gpu-node-0(?:0[1-9]|1[0-2]))$", namesRegexp([]string{"gpu-node-001", "gpu-node-002", "gpu-node-003", "gpu-node-004", "gpu-node-005", "gpu-node-006", "gpu-node-007", "gpu-node-008", "gpu-node-009", "gpu-node-010", "gpu-node-011", "gpu-node-012"}))
 }
