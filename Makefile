@@ -39,9 +39,10 @@ verify: ## gofmt, programs a fresh machine lacks (hack/hostprograms), shellcheck
 	hack/verify.sh
 
 .PHONY: test-unit
-test-unit: ## unit tests (fake clientsets, pure functions, fuzz seeds)
+test-unit: ## unit tests (fake clientsets, pure functions, fuzz seeds), every Go benchmark once
 	go vet ./...
 	go test -count=1 $(UNIT_PKGS)
+	go test -count=1 -run '^$$' -bench . -benchtime 1x $(UNIT_PKGS) # every Go benchmark once, so none rots
 	hack/fuzz.sh $(FUZZTIME)
 
 .PHONY: test-e2e
