@@ -50,6 +50,11 @@ type Reconciler struct {
 	// Accelerators says which resources a test pod holds; the zero value is the known set.
 	Accelerators policy.Accelerators
 	Clock        clock.PassiveClock
+	// StandIn: this reconciler runs in the plugin because no controller took the run. It
+	// leaves status.observedGeneration alone: that field is a controller's answer that it
+	// acts on the spec, and a later command must not take a dead plugin's pass for a
+	// controller (as upgrade.Reconciler.StandIn).
+	StandIn bool
 }
 
 // Reconcile takes the run named name one step on: start it (one run per pool), create
@@ -61,7 +66,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (time.Duration,
 		return 0, client.IgnoreNotFound(err)
 	}
 	st := run.Status.DeepCopy()
-	st.ObservedGeneration = run.Generation
+	if !r.StandIn {
+		st.ObservedGeneration = run.Generation
+	}
 	if st.Phase == "" {
 		st.Phase = v1alpha1.StressRunPending
 	}

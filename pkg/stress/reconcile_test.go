@@ -266,3 +266,25 @@ func TestRecordNodeOncePerRun(t *testing.T) {
 	assert.Equal(t, policy.HealthHealthy, f.node("n1").Labels[policy.LabelHealth])
 	assert.Equal(t, "npu passed at T3 (stress run r2): exit 0", f.node("n1").Annotations[policy.AnnotationStressResult])
 }
+
+// The plugin's stand-in moves a run on but never answers for a controller: a later
+// command reads observedGeneration as "a controller acts on this run".
+func TestStandInLeavesObservedGenerationAlone(t *testing.T) {
+	for _, standIn := range []bool{false, true} {
+		f := newFixture(t, readyNode("n1"))
+		f.r.StandIn = standIn
+		run := testRun()
+		run.Spec.Tests = []v1alpha1.StressTest{"npu"}
+		run.Generation = 2
+		f.create(run)
+		f.reconcile("pool-a-1")
+		got := f.run("pool-a-1")
+		require.Equal(t, int64(2), got.Generation, "the fake keeps the generation")
+		assert.Equal(t, v1alpha1.StressRunRunning, got.Status.Phase, "stand-in %v moves the run on", standIn)
+		if standIn {
+			assert.Zero(t, got.Status.ObservedGeneration, "a stand-in does not answer for a controller")
+		} else {
+			assert.Equal(t, got.Generation, got.Status.ObservedGeneration)
+		}
+	}
+}

@@ -265,7 +265,7 @@ func (o *StressRunOptions) Run(ctx context.Context) error {
 // standIn is the controller's reconciler, run by this command.
 func (o *StressRunOptions) standIn() *stress.Reconciler {
 	return &stress.Reconciler{Client: o.runs, Live: o.runs, Pods: stress.PodsOf(o.clients.Kube), Kube: o.clients.Kube,
-		Recorder: o.Recorder, Namespace: o.ControllerNamespace, Accelerators: o.clients.Accelerators, Clock: o.clock}
+		Recorder: o.Recorder, Namespace: o.ControllerNamespace, Accelerators: o.clients.Accelerators, Clock: o.clock, StandIn: true}
 }
 
 // object is the StressRun the flags describe, named after the pool and the clock.
