@@ -45,7 +45,7 @@ func SetupIn(mgr ctrl.Manager, accel policy.Accelerators, namespace string, pods
 		return err
 	}
 	rollouts := &RolloutReconciler{Reconciler: upgrade.Reconciler{Client: mgr.GetClient(), Kube: kube,
-		Recorder: &events.Recorder{Client: kube}, Namespace: namespace}}
+		Recorder: &events.Recorder{Client: kube}, Namespace: namespace, Pods: pods}}
 	if err := rollouts.SetupWithManager(mgr); err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,11 +18,13 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/runwhere-ai/litepool/pkg/nodejob"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
@@ -47,7 +50,9 @@ type Index struct {
 // so that client-go's informer can store it and controllers can watch it.
 type Entry struct {
 	// Name, Namespace, a DaemonSet controller reference, the mirror annotation, the
-	// deletion timestamp; no labels (Pool is the one read) and no UID.
+	// deletion timestamp; no UID. No labels (Pool is the one read) but for a pod labelled
+	// as litepool's node work, which keeps that label and its Job or StressRun controller
+	// reference: what nodejob.IsNodeWork reads, on a handful of pods.
 	metav1.ObjectMeta
 	// Pool is the pod's runwhere.ai/pool label: a field, not a map of one label, which
 	// cost 300 bytes a pod.
@@ -77,8 +82,13 @@ func (e *Entry) DeepCopyObject() runtime.Object {
 // Pod rebuilds the slim corev1.Pod the webhook's catalog reads (no containers).
 func (e *Entry) Pod() corev1.Pod {
 	pod := corev1.Pod{ObjectMeta: e.ObjectMeta, Spec: corev1.PodSpec{NodeName: e.NodeName}, Status: corev1.PodStatus{Phase: e.Phase}}
+	pod.Labels = nil
+	if e.Pool != "" || len(e.Labels) > 0 {
+		pod.Labels = map[string]string{}
+		maps.Copy(pod.Labels, e.Labels)
+	}
 	if e.Pool != "" {
-		pod.Labels = map[string]string{policy.LabelPool: e.Pool}
+		pod.Labels[policy.LabelPool] = e.Pool
 	}
 	return pod
 }
@@ -101,9 +111,14 @@ func Compact(pod *corev1.Pod, accel *policy.Accelerators) *Entry {
 	if v, mirror := pod.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
 		e.Annotations = map[string]string{corev1.MirrorPodAnnotationKey: v}
 	}
-	// Only a DaemonSet controller reference changes a verdict (inventory.IsWorkloadPod).
+	nodeWork := pod.Labels[nodejob.LabelManagedBy] == nodejob.ManagedBy
+	if nodeWork {
+		e.Labels = map[string]string{nodejob.LabelManagedBy: nodejob.ManagedBy}
+	}
+	// Only a DaemonSet controller reference changes a workload verdict
+	// (inventory.IsWorkloadPod), and a Job or StressRun one a node-work verdict.
 	for _, ref := range pod.OwnerReferences {
-		if ref.Kind == "DaemonSet" && ref.Controller != nil && *ref.Controller {
+		if ref.Controller != nil && *ref.Controller && (ref.Kind == "DaemonSet" || nodeWork && (ref.Kind == "Job" || ref.Kind == "StressRun")) {
 			e.OwnerReferences = []metav1.OwnerReference{{APIVersion: ref.APIVersion, Kind: ref.Kind, Name: ref.Name, UID: ref.UID, Controller: ref.Controller}}
 			break
 		}
@@ -143,6 +158,22 @@ func New(cfg *rest.Config, accel *policy.Accelerators) (*Index, error) {
 	return newIndex(lw, accel)
 }
 
+// NewFor is an index over a typed client, for tests of its readers with client-go's fake
+// (which has no REST client); New's list is protobuf and streamed.
+func NewFor(kube kubernetes.Interface, accel *policy.Accelerators) (*Index, error) {
+	sel := func(o metav1.ListOptions) metav1.ListOptions { o.FieldSelector = NonTerminal.String(); return o }
+	lw := toolscache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, sel(o))
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return kube.CoreV1().Pods(metav1.NamespaceAll).Watch(ctx, sel(o))
+		},
+	}
+	// The fake's watch sends no initial events: the wrapper tells the reflector to list.
+	return newIndex(toolscache.ToListWatcherWithWatchListSemantics(&lw, kube), accel)
+}
+
 func newIndex(lw toolscache.ListerWatcher, accel *policy.Accelerators) (*Index, error) {
 	inf := toolscache.NewSharedIndexInformerWithOptions(lw, &corev1.Pod{}, toolscache.SharedIndexInformerOptions{
 		Indexers: toolscache.Indexers{
@@ -175,6 +206,20 @@ func (x *Index) NeedLeaderElection() bool { return false }
 
 // HasSynced says whether the initial list is in.
 func (x *Index) HasSynced() bool { return x.informer.HasSynced() }
+
+// OnNode is the entries of the unfinished pods bound to node, shared with the index:
+// read them, never change them.
+func (x *Index) OnNode(node string) ([]*Entry, error) {
+	items, err := x.informer.GetIndexer().ByIndex(ByNode, node)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*Entry, len(items))
+	for i, o := range items {
+		out[i] = o.(*Entry)
+	}
+	return out, nil
+}
 
 // Informer is the index's informer, for controllers that watch pods (source.Informer):
 // its objects are *Entry.

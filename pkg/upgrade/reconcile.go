@@ -3,6 +3,7 @@ package upgrade
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -25,6 +26,7 @@ import (
 	"github.com/runwhere-ai/litepool/pkg/events"
 	"github.com/runwhere-ai/litepool/pkg/inventory"
 	"github.com/runwhere-ai/litepool/pkg/nodejob"
+	"github.com/runwhere-ai/litepool/pkg/podindex"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
@@ -54,7 +56,10 @@ type Reconciler struct {
 	// a direct client in the plugin).
 	Client client.Client
 	// Kube does the steps.
-	Kube     kubernetes.Interface
+	Kube kubernetes.Interface
+	// Pods, when set (the controller's pod index), says which pending nodes are busy;
+	// without it (the plugin's stand-in) the pods of the pending nodes are listed.
+	Pods     *podindex.Index
 	Recorder *events.Recorder
 	// Namespace is litepool's own namespace: installer Jobs are made there, and nowhere
 	// else.
@@ -428,15 +433,17 @@ func (r *Reconciler) plan(ctx context.Context, ro *v1alpha1.DriverRollout, scope
 // upgradeNodes is what the planner knows of the scope's nodes.
 func (r *Reconciler) upgradeNodes(ctx context.Context, ro *v1alpha1.DriverRollout, scope map[string]*corev1.Node) ([]policy.UpgradeNode, error) {
 	state := map[string]policy.UpgradeState{}
-	pending := false
+	pending := map[string]bool{}
 	for _, n := range ro.Status.Nodes {
 		state[n.Name] = policy.UpgradeState(n.State)
-		pending = pending || n.State == string(policy.UpgradeRequired)
+		if n.State == string(policy.UpgradeRequired) {
+			pending[n.Name] = true
+		}
 	}
 	var busy map[string]bool
-	if pending {
+	if len(pending) > 0 {
 		var err error
-		if busy, err = r.busyNodes(ctx); err != nil {
+		if busy, err = r.busyNodes(ctx, pending); err != nil {
 			return nil, err
 		}
 	}
@@ -450,17 +457,42 @@ func (r *Reconciler) upgradeNodes(ctx context.Context, ro *v1alpha1.DriverRollou
 	return nodes, nil
 }
 
-func (r *Reconciler) busyNodes(ctx context.Context) (map[string]bool, error) {
-	pods, err := r.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{
-		FieldSelector: "status.phase!=Succeeded,status.phase!=Failed,spec.nodeName!=",
-	})
+// busyNodes says which of nodes run a tenant's workload pod (not litepool's node work).
+// The controller reads its pod index, so a pass costs no request however many pods the
+// cluster runs; the stand-in lists the pods of these nodes only.
+func (r *Reconciler) busyNodes(ctx context.Context, nodes map[string]bool) (map[string]bool, error) {
+	if r.Pods != nil {
+		return r.busyIndexed(nodes)
+	}
+	pods, err := inventory.ActivePodsOn(ctx, r.Kube, nodes)
 	if err != nil {
 		return nil, err
 	}
 	busy := map[string]bool{}
-	for i := range pods.Items {
-		if inventory.IsWorkloadPod(&pods.Items[i]) && !nodejob.IsNodeWork(&pods.Items[i], r.Namespace) {
-			busy[pods.Items[i].Spec.NodeName] = true
+	for i := range pods {
+		if inventory.IsWorkloadPod(&pods[i]) && !nodejob.IsNodeWork(&pods[i], r.Namespace) {
+			busy[pods[i].Spec.NodeName] = true
+		}
+	}
+	return busy, nil
+}
+
+func (r *Reconciler) busyIndexed(nodes map[string]bool) (map[string]bool, error) {
+	if !r.Pods.HasSynced() {
+		// An index still listing would call a busy node idle and upgrade it first.
+		return nil, errors.New("the pod index has not listed the cluster's pods yet")
+	}
+	busy := map[string]bool{}
+	for node := range nodes {
+		entries, err := r.Pods.OnNode(node)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range entries {
+			if pod := e.Pod(); inventory.IsWorkloadEntry(e) && !nodejob.IsNodeWork(&pod, r.Namespace) {
+				busy[node] = true
+				break
+			}
 		}
 	}
 	return busy, nil

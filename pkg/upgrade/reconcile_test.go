@@ -11,17 +11,21 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	k8stesting "k8s.io/client-go/testing"
+	toolscache "k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/podindex"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
@@ -400,7 +404,123 @@ func TestBusyNodesTrustTheNamespaceNotTheLabels(t *testing.T) {
 		_, err := w.kube.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{})
 		require.NoError(t, err)
 	}
-	busy, err := w.reconciler().busyNodes(ctx)
+	nodes := map[string]bool{"n1": true, "n2": true}
+	busy, err := w.reconciler().busyNodes(ctx, nodes)
 	require.NoError(t, err)
-	assert.Equal(t, map[string]bool{"n2": true}, busy)
+	assert.Equal(t, map[string]bool{"n2": true}, busy, "the stand-in, from the API server")
+	r := w.reconciler()
+	r.Pods = startIndex(t, w.kube)
+	busy, err = r.busyNodes(ctx, nodes)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]bool{"n2": true}, busy, "the controller, from its pod index")
+}
+
+// startIndex is the controller's pod index over kube, listed.
+func startIndex(t *testing.T, kube *kubefake.Clientset) *podindex.Index {
+	t.Helper()
+	idx, err := podindex.NewFor(kube, nil)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() { _ = idx.Start(ctx) }()
+	require.True(t, toolscache.WaitForCacheSync(ctx.Done(), idx.HasSynced))
+	return idx
+}
+
+// requests counts what a pass asks of the API server by "verb resource", and how many
+// pods the server sends back. client-go's fake ignores field selectors; the reactor
+// applies them as the API server does, or a per-node list would count every pod.
+type requests struct {
+	byVerb     map[string]int
+	podsListed int
+}
+
+func countRequests(kube *kubefake.Clientset) *requests {
+	c := &requests{byVerb: map[string]int{}}
+	kube.PrependReactor("*", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		c.byVerb[a.GetVerb()+" "+a.GetResource().Resource]++
+		return false, nil, nil
+	})
+	kube.PrependReactor("list", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		// Counted here: the reactor above does not see what this one handles.
+		sel := a.(k8stesting.ListAction).GetListRestrictions().Fields
+		switch _, onNode := sel.RequiresExactMatch("spec.nodeName"); {
+		case a.GetNamespace() != "":
+			c.byVerb["list pods in "+a.GetNamespace()]++
+		case onNode:
+			c.byVerb["list pods on a node"]++
+		default:
+			c.byVerb["list pods of the cluster"]++
+		}
+		obj, err := kube.Tracker().List(a.GetResource(), corev1.SchemeGroupVersion.WithKind("Pod"), a.GetNamespace())
+		if err != nil {
+			return true, nil, err
+		}
+		list := obj.(*corev1.PodList)
+		var kept []corev1.Pod
+		for _, p := range list.Items {
+			if sel == nil || sel.Matches(fields.Set{"spec.nodeName": p.Spec.NodeName, "status.phase": string(p.Status.Phase)}) {
+				kept = append(kept, p)
+			}
+		}
+		list.Items = kept
+		c.podsListed += len(kept)
+		return true, list, nil
+	})
+	return c
+}
+
+// The rollout reconciler's second pass over a 1,000-node pool, all nodes pending, in a
+// cluster of podsPerNode pods on each of the pool's nodes and other pods elsewhere; in
+// the controller (with its pod index) or the plugin's stand-in.
+func passRequests(t *testing.T, podsPerNode, elsewhere int, indexed bool) *requests {
+	const size = 1000
+	ro := testRollout("r", 1)
+	names := make([]string, size)
+	for i := range names {
+		names[i] = fmt.Sprintf("n%04d", i)
+	}
+	w := newWorld(t, ro, names...)
+	ctx := context.Background()
+	add := func(name, node string) {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "tenant"}, Spec: corev1.PodSpec{NodeName: node},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+		_, err := w.kube.CoreV1().Pods("tenant").Create(ctx, p, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	// Half the pool is busy: the planner must tell idle nodes from busy ones.
+	for i := 0; i < size; i += 2 {
+		for j := 0; j < podsPerNode; j++ {
+			add(fmt.Sprintf("w-%d-%d", i, j), names[i])
+		}
+	}
+	for j := 0; j < elsewhere; j++ {
+		add(fmt.Sprintf("other-%d", j), fmt.Sprintf("other-node-%d", j%100))
+	}
+	r := w.reconciler()
+	if indexed {
+		r.Pods = startIndex(t, w.kube)
+	}
+	// The first pass fixes the rollout's nodes (and annotates all 1,000); count the
+	// next, the one repeated every Recheck while nodes are pending.
+	w.reconcile(r, "r")
+	c := countRequests(w.kube)
+	w.reconcile(r, "r")
+	st := w.rollout("r").Status
+	require.Len(t, st.Nodes, size)
+	require.Equal(t, []string{names[1] + " (install)"}, inProgress(w.rollout("r")), "an idle node goes first")
+	t.Logf("1,000 nodes, %d pods (indexed %v): requests %v, pods sent %d", size/2*podsPerNode+elsewhere, indexed, c.byVerb, c.podsListed)
+	return c
+}
+
+// Issue 32: in the controller a pass reads busy nodes from the pod index, so it asks the
+// API server the same whatever the cluster's pod count: no cluster-wide pod list (the
+// installer's outcome lists its pods in litepool's namespace, the drain the pods of the
+// node it drains).
+func TestARolloutPassDoesNotListTheClustersPods(t *testing.T) {
+	small := passRequests(t, 1, 0, true)
+	big := passRequests(t, 10, 5000, true)
+	assert.Zero(t, small.byVerb["list pods of the cluster"]+big.byVerb["list pods of the cluster"], "no live cluster-wide pod list in the controller")
+	assert.Zero(t, big.podsListed)
+	assert.Equal(t, small.byVerb, big.byVerb, "the requests of a pass do not grow with the cluster's pods")
 }
