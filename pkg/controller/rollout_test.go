@@ -25,7 +25,7 @@ func TestNodeAnnotationsAreNoOrder(t *testing.T) {
 	}
 	_, c, _ := newReconciler(t, n)
 	kube := kubefake.NewClientset(n.DeepCopy())
-	r := &RolloutReconciler{Reconciler: upgrade.Reconciler{Client: c, Kube: kube, Namespace: DefaultNamespace}}
+	r := &RolloutReconciler{Reconciler: upgrade.Reconciler{Client: c, Kube: kube, Namespace: "litepool-system"}}
 	for _, name := range []string{"r1", "a", "p"} {
 		res, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKey{Name: name}})
 		require.NoError(t, err)

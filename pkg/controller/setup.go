@@ -15,13 +15,10 @@ import (
 // Name is the controller's name in Events (reportingController) and logs.
 const Name = "litepool-controller"
 
-// LeaderElectionID names the Lease the replicas of litepool-webhook compete for: the
-// webhook serves on every replica, the controllers run on the holder only.
+// LeaderElectionID names the Lease that the replicas running the controllers (Deployment
+// litepool-controller: litepool-webhook --controllers --leader-elect) compete for: the
+// controllers run on the holder only.
 const LeaderElectionID = "litepool-controller"
-
-// DefaultNamespace is litepool's own namespace when Setup is not told it: installer
-// Jobs of driver rollouts run there and nowhere else.
-const DefaultNamespace = "litepool-system"
 
 // SetupIn registers litepool's controllers with the manager: Pool status and metrics,
 // in-cluster driver rollouts, exclusive taints, node health and stress runs. They start
