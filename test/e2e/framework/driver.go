@@ -3,6 +3,8 @@ package framework
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -203,4 +205,18 @@ func CreateReadyNode(t *testing.T, kube kubernetes.Interface, name, pool string)
 			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady"}}},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
+}
+
+// RenderWithComponent is `kubectl kustomize` of deploy/webhook with one of its components
+// (deploy/webhook/components/NAME), as an operator's overlay would render it.
+func RenderWithComponent(t *testing.T, name string) string {
+	t.Helper()
+	dir := t.TempDir()
+	base, err := filepath.Rel(dir, filepath.Join(Root, "deploy", "webhook"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "kustomization.yaml"),
+		[]byte(fmt.Sprintf("resources: [%s]\ncomponents: [%s/components/%s]\n", base, base, name)), 0o600))
+	r := C.Kubectl(t, "", "kustomize", dir)
+	require.Equal(t, 0, r.ExitCode, r.Stderr)
+	return r.Stdout
 }

@@ -2,9 +2,6 @@ package health
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -31,15 +28,9 @@ import (
 // component renders them (kubectl kustomize of the base plus the component).
 func componentHealthFlags(t *testing.T) []string {
 	t.Helper()
-	dir := t.TempDir()
-	base, err := filepath.Rel(dir, filepath.Join(framework.Root, "deploy", "webhook"))
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "kustomization.yaml"),
-		[]byte(fmt.Sprintf("resources: [%s]\ncomponents: [%s/components/health]\n", base, base)), 0o600))
-	r := framework.C.Kubectl(t, "", "kustomize", dir)
-	require.Equal(t, 0, r.ExitCode, r.Stderr)
+	rendered := framework.RenderWithComponent(t, "health")
 	var flags []string
-	for _, doc := range strings.Split(r.Stdout, "\n---\n") {
+	for _, doc := range strings.Split(rendered, "\n---\n") {
 		var d appsv1.Deployment
 		if yaml.Unmarshal([]byte(doc), &d) != nil || d.Kind != "Deployment" || d.Name != "litepool-controller" {
 			continue

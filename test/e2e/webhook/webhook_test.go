@@ -100,19 +100,13 @@ func TestDeployServerDryRun(t *testing.T) {
 // component renders cert-manager's Issuer and Certificate, the CA-injection
 // annotations, the webhook in --cert-mode=files, and no empty Secret of its own.
 func TestCertManagerComponent(t *testing.T) {
-	dir := t.TempDir()
-	base, err := filepath.Rel(dir, filepath.Join(framework.Root, "deploy", "webhook"))
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "kustomization.yaml"),
-		[]byte(fmt.Sprintf("resources: [%s]\ncomponents: [%s/components/cert-manager]\n", base, base)), 0o600))
-	r := framework.C.Kubectl(t, "", "kustomize", dir)
-	require.Equal(t, 0, r.ExitCode, r.Stderr)
+	rendered := framework.RenderWithComponent(t, "cert-manager")
 	for _, want := range []string{"kind: Issuer", "kind: Certificate", "secretName: litepool-webhook-cert", "- --cert-mode=files",
 		"cert-manager.io/inject-ca-from: litepool-system/litepool-webhook-cert"} {
-		assert.Contains(t, r.Stdout, want)
+		assert.Contains(t, rendered, want)
 	}
-	assert.NotContains(t, r.Stdout, "kind: Secret")
-	assert.Equal(t, 2, strings.Count(r.Stdout, "cert-manager.io/inject-ca-from"), "both webhook configurations")
+	assert.NotContains(t, rendered, "kind: Secret")
+	assert.Equal(t, 2, strings.Count(rendered, "cert-manager.io/inject-ca-from"), "both webhook configurations")
 }
 
 // deleteTestPods deletes every pod but the fixture's and waits until they are gone.
