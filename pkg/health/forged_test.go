@@ -19,21 +19,29 @@ import (
 // Issue 28 item 6: a writer of pools/status (litepool-health-operator, meant for
 // release and hold) adds {state: Quarantined, fatal: true} for a healthy member of a
 // pool that drains. The loop does not take the entry's fatal for the node's: nothing
-// on the node is fatal, so no pod is evicted. A fatal condition the loop saw itself
-// (its taint says so) still drains.
+// on the node is fatal, so no pod is evicted, nor when the loop's taint already carries
+// the forged reason. A fatal condition the node shows now still drains.
 func TestAForgedFatalEntryDrainsNothing(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		taint     string
 		wantDrain bool
+		fatalNow  bool
 	}{
 		{name: "forged: the node shows no fatal fault", wantDrain: false},
-		{name: "the loop's own taint for a fatal condition", taint: "Condition/SysLogsXIDError", wantDrain: true},
+		// Two writes: an entry whose reason names a fatal condition (the loop taints the
+		// node with that reason), then fatal: true. The taint is the status writer's word too.
+		{name: "forged twice: the loop's taint carries the forged reason", taint: "Condition/SysLogsXIDError", wantDrain: false},
+		{name: "the node shows the fatal condition now", fatalNow: true, wantDrain: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n1 := member("n1", "8")
 			if tc.taint != "" {
 				n1.Spec.Taints = []corev1.Taint{policy.QuarantineTaint(tc.taint)}
+			}
+			if tc.fatalNow {
+				n1.Status.Conditions = append(n1.Status.Conditions, corev1.NodeCondition{Type: "SysLogsXIDError", Status: corev1.ConditionTrue,
+					LastTransitionTime: metav1.Time{Time: now}})
 			}
 			r, kube := setup(t, nil, n1, member("n2", "8"), member("n3", "8"), member("n4", "8"))
 			ctx := context.Background()

@@ -216,7 +216,7 @@ func (r *Reconciler) Plan(ctx context.Context, pool *v1alpha1.Pool, members []co
 		in := policy.HealthInput{Entry: e, Settings: s, Now: now,
 			Signals:     policy.HealthSignals(policy.NodeHealthFacts{Node: n, TaintedDevices: tainted[n.Name]}, s, r.Accelerators, now),
 			BreakerRoom: policy.BreakerRoom(len(members), out, s.MaxQuarantinedPercent) > 0}
-		if e != nil && e.Fatal && !policy.FatalEvidence(n, in.Signals, s) {
+		if e != nil && e.Fatal && !e.Drained && !policy.FatalEvidence(in.Signals) {
 			// Fatal (the drain's reason) is believed from the node, never from the
 			// Pool's status alone, which a pools/status writer may write.
 			in.Entry = e.DeepCopy()

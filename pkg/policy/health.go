@@ -463,23 +463,14 @@ func summarizeSignals(sig []HealthSignal) (reason, msg string, fatal bool) {
 	return strings.Join(reasons, ","), strings.Join(msgs, "; "), fatal
 }
 
-// FatalEvidence says whether node shows a fatal fault now (a fatal signal) or carries
-// the quarantine taint the health loop put on it for a fatal condition: the loop's own
-// memory of a fatal fault, on an object a writer of the Pool's status cannot write.
-func FatalEvidence(n *corev1.Node, signals []HealthSignal, s HealthSettings) bool {
+// FatalEvidence says whether the node shows a fatal fault now (a fatal signal). It is the
+// only evidence: the entry's fatal flag is written into the Pool's status, and so is the
+// reason the loop's quarantine taint is made from, both by anyone who may write
+// pools/status. A fault that cleared before its drain began is re-checked, not drained.
+func FatalEvidence(signals []HealthSignal) bool {
 	for _, sig := range signals {
 		if sig.Fatal {
 			return true
-		}
-	}
-	for _, t := range n.Spec.Taints {
-		if t.Key != TaintQuarantine {
-			continue
-		}
-		for _, rule := range s.Conditions {
-			if rule.Fatal && strings.Contains("."+t.Value+".", "."+QuarantineTaint(SignalConditionPrefix+rule.Type).Value+".") {
-				return true
-			}
 		}
 	}
 	return false
