@@ -101,3 +101,40 @@ func TestAForgedEntryDeletesNothingItDoesNotOwn(t *testing.T) {
 	assert.NoError(t, err, "a rollout's installer Job is not deleted for a status entry")
 	assert.NoError(t, r.Client.Get(ctx, client.ObjectKey{Name: theirs.Name}, &v1alpha1.StressRun{}), "someone else's run is not deleted")
 }
+
+// A pools/status writer's Quarantined entry for a healthy member of a pool with a
+// remediation definition: the operator's remediation (privileged) does not run on the
+// entry's word; with the node's own signal it does.
+func TestAForgedEntryRunsNoRemediation(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		alloc   string // "7": a device is gone, the node's own signal
+		wantJob bool
+	}{
+		{name: "forged: the node shows no fault", alloc: "8", wantJob: false},
+		{name: "the node shows the fault", alloc: "7", wantJob: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, kube := setup(t, []string{"registry.example.com/"}, member("n1", tc.alloc), member("n2", "8"), member("n3", "8"), member("n4", "8"))
+			r.Definitions = map[string]Definition{"reset": {Image: digest, Command: []string{"/reset"}}}
+			ctx := context.Background()
+			var pool v1alpha1.Pool
+			require.NoError(t, r.Client.Get(ctx, client.ObjectKey{Name: "p1"}, &pool))
+			pool.Spec.Health.Remediation = &v1alpha1.RemediationSpec{Definition: "reset"}
+			require.NoError(t, r.Client.Update(ctx, &pool))
+			pool.Status.NodeHealth = []v1alpha1.NodeHealthStatus{{Node: "n1", State: v1alpha1.NodeHealthQuarantined,
+				Reason: policy.SignalDeviceUnhealthy, Since: metav1.Time{Time: now}, FaultedAt: &metav1.Time{Time: now}}}
+			require.NoError(t, r.Client.Status().Update(ctx, &pool))
+
+			_, err := r.Reconcile(ctx, "p1")
+			require.NoError(t, err)
+			jobs, err := kube.BatchV1().Jobs("").List(ctx, metav1.ListOptions{})
+			require.NoError(t, err)
+			if tc.wantJob {
+				assert.Len(t, jobs.Items, 1, "the node's own signal: the operator's remediation runs")
+				return
+			}
+			assert.Empty(t, jobs.Items, "no privileged Job on the word of the Pool's status")
+		})
+	}
+}

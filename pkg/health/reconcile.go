@@ -231,6 +231,14 @@ func (r *Reconciler) Plan(ctx context.Context, pool *v1alpha1.Pool, members []co
 			if in.Job, gone, err = r.jobOutcome(ctx, e); err != nil {
 				return nil, err
 			}
+			if s.Remediation != nil && !e.Remediated && len(in.Signals) == 0 && (e.Job == "" || gone) {
+				// A remediation starts only on the node's word, never on an entry of the
+				// Pool's status alone, which a pools/status writer may write: with no
+				// signal now, the node goes to its re-check instead.
+				in.Entry = e.DeepCopy()
+				in.Entry.Remediated, in.Entry.Job, in.Job, gone = true, "", "", false
+				e = in.Entry
+			}
 			if e.Fatal && s.Drain && !e.Drained {
 				left, err := r.workloadPods(ctx, n.Name)
 				if err != nil {
