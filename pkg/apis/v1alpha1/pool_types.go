@@ -370,8 +370,8 @@ type HealthCondition struct {
 // RemediationSpec is the Job run on a quarantined member, in litepool's namespace,
 // pinned to the node like the driver installer. What it runs (image and command) is
 // an operator's definition the Pool names: a Pool's editor chooses among what the
-// operator defined (litepool-webhook --health-definition), never the image or command
-// of a privileged Job.
+// operator defined (--health-definition of Deployment litepool-controller), never the
+// image or command of a privileged Job.
 type RemediationSpec struct {
 	// Definition names the operator's remediation definition (--health-definition
 	// NAME=...).
