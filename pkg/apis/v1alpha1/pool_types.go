@@ -279,8 +279,9 @@ type PoolStatus struct {
 	// +optional
 	BreakerTripped bool `json:"breakerTripped,omitempty"`
 	// NodeHealth is the health loop's memory, one entry per member it has seen
-	// fault. Only the controller and the health verb (pools/status) write it: no label,
-	// annotation or taint on a node releases a node.
+	// fault. Only the controller writes it; it holds no orders (spec.health.hold and
+	// release do). The loop checks an entry against the node's quarantine taint: a
+	// changed or removed entry keeps its node out, never returns it.
 	// +listType=map
 	// +listMapKey=node
 	// +optional
@@ -350,6 +351,54 @@ type HealthPolicy struct {
 	// out until a person releases it. Default 24h.
 	// +optional
 	FlapWindow *metav1.Duration `json:"flapWindow,omitempty"`
+	// Hold are the members a person holds out (kubectl litepool health hold): each is
+	// tainted and stays out while its entry is here. Orders live in spec, a Pool
+	// editor's right; the status only reports what the loop did with them.
+	// +listType=map
+	// +listMapKey=node
+	// +kubebuilder:validation:MaxItems=5000
+	// +optional
+	Hold []NodeHold `json:"hold,omitempty"`
+	// Release are the members a person released (kubectl litepool health release): a
+	// member the loop holds out that went out no later than the release's time
+	// returns. A release written before the member's present quarantine began does
+	// nothing, so an old one never releases a new fault.
+	// +listType=map
+	// +listMapKey=node
+	// +kubebuilder:validation:MaxItems=5000
+	// +optional
+	Release []NodeRelease `json:"release,omitempty"`
+}
+
+// NodeHold holds one member out by hand.
+type NodeHold struct {
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Node string `json:"node"`
+	// Reason is shown in the node's entry and Event.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// By names who held it, as the health verb's caller was known to the API server
+	// (a claim of whoever wrote the Pool).
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	By string `json:"by,omitempty"`
+}
+
+// NodeRelease returns one member the loop holds out.
+type NodeRelease struct {
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Node string `json:"node"`
+	// At is when the release was given: it returns a member whose quarantine began
+	// no later (the quarantine taint's timeAdded, which only the controller and writers
+	// of nodes set).
+	At metav1.Time `json:"at"`
+	// By names who released it (a claim of whoever wrote the Pool).
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	By string `json:"by,omitempty"`
 }
 
 // HealthCondition is one node condition the loop watches.
@@ -426,7 +475,8 @@ const (
 	// NodeHealthHeldOut: out until a person releases it (flapping, failed re-check or
 	// remediation, or held by hand).
 	NodeHealthHeldOut NodeHealthState = "HeldOut"
-	// NodeHealthReleased: a person released it; the controller removes the taint.
+	// NodeHealthReleased: a release in spec.health.release applies this pass; the
+	// loop stores Healthy, never this. An entry written with it orders nothing.
 	NodeHealthReleased NodeHealthState = "Released"
 )
 
