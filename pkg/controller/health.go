@@ -33,7 +33,7 @@ var HealthImages []string
 var HealthDefinitions map[string]health.Definition
 
 // HealthReconciler runs pkg/health's loop, one Pool per request, driven by watches on
-// Pools (spec, and the status the health verb writes), on member nodes and on the
+// Pools (spec, where the health verb writes its orders), on member nodes and on the
 // loop's own StressRuns.
 type HealthReconciler struct {
 	health.Reconciler
@@ -119,7 +119,7 @@ func (r *HealthReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 // heldOutReasons are the reasons a node is held out until released by hand; each has
 // a series, 0 when no member has it, so alerts can compare.
 var heldOutReasons = []string{policy.ReasonFlapping, policy.ReasonRecheckFailed, policy.ReasonRemediationFailed,
-	policy.ReasonHeldByHand, health.ReasonImageNotApproved, health.ReasonNoDefinition}
+	policy.ReasonHeldByHand, health.ReasonImageNotApproved, health.ReasonNoDefinition, policy.ReasonUnaccounted}
 
 func recordHealth(p *v1alpha1.Pool) {
 	quarantinedNodes.WithLabelValues(p.Name).Set(float64(p.Status.QuarantinedNodes))

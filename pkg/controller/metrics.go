@@ -54,7 +54,7 @@ var (
 	}, []string{"pool"})
 	healthHeldOut = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "litepool_pool_health_held_out_nodes",
-		Help: "Members of a pool held out until released by hand, by reason (Flapping, RecheckFailed, RemediationFailed, HeldByHand, ImageNotApproved).",
+		Help: "Members of a pool held out until released by hand, by reason (Flapping, RecheckFailed, RemediationFailed, HeldByHand, ImageNotApproved, NoDefinition, Unaccounted).",
 	}, []string{"pool", "reason"})
 	statusUpdate = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "litepool_pool_status_last_sync_timestamp_seconds",

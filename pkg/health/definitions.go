@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
 // Definition is an operator's remediation or re-check: the image and command a Pool
@@ -44,7 +46,7 @@ func ParseDefinition(v string) (string, Definition, error) {
 
 // ReasonNoDefinition holds out a node whose Pool names no operator definition for its
 // remediation or re-check, or one the operator did not define.
-const ReasonNoDefinition = "NoDefinition"
+const ReasonNoDefinition = policy.ReasonNoDefinition
 
 // definition resolves name among the operator's; the error says what was wrong, which
 // rule refused it and what would be accepted.

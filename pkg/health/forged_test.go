@@ -3,6 +3,7 @@ package health
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -135,6 +136,73 @@ func TestAForgedEntryRunsNoRemediation(t *testing.T) {
 				return
 			}
 			assert.Empty(t, jobs.Items, "no privileged Job on the word of the Pool's status")
+		})
+	}
+}
+
+// Issue 32: orders are not in the status. A writer of pools/status only (the right
+// `health release` used to need) rewrites the entry of a node the loop holds out, or of
+// one it re-checks, to have it returned: the node keeps its quarantine taint, which
+// that writer cannot touch. A release in spec.health.release (a Pool editor's right)
+// returns it.
+func TestAStatusWriterCannotReturnANode(t *testing.T) {
+	taintedAt := now.Add(-time.Hour)
+	heldOut := v1alpha1.NodeHealthStatus{Node: "n1", State: v1alpha1.NodeHealthHeldOut, Reason: policy.ReasonFlapping,
+		Since: metav1.Time{Time: taintedAt}, FaultedAt: &metav1.Time{Time: taintedAt}}
+	for _, tc := range []struct {
+		name    string
+		taint   string
+		forged  []v1alpha1.NodeHealthStatus
+		release *metav1.Time
+		want    v1alpha1.NodeHealthState
+	}{
+		{name: "the old order: state Released", taint: policy.ReasonFlapping,
+			forged: []v1alpha1.NodeHealthStatus{{Node: "n1", State: v1alpha1.NodeHealthReleased, By: "mallory", Since: metav1.Time{Time: now}}},
+			want:   v1alpha1.NodeHealthHeldOut},
+		{name: "the entry removed", taint: policy.ReasonFlapping, want: v1alpha1.NodeHealthHeldOut},
+		{name: "the entry says Healthy", taint: policy.ReasonFlapping,
+			forged: []v1alpha1.NodeHealthStatus{{Node: "n1", State: v1alpha1.NodeHealthHealthy}}, want: v1alpha1.NodeHealthHeldOut},
+		{name: "the entry says Holding, long ago", taint: policy.ReasonFlapping,
+			forged: []v1alpha1.NodeHealthStatus{{Node: "n1", State: v1alpha1.NodeHealthHolding, Since: metav1.Time{Time: now.Add(-48 * time.Hour)}}},
+			want:   v1alpha1.NodeHealthHeldOut},
+		{name: "a quarantined node's entry says Holding, long ago, with no re-check run", taint: policy.SignalDeviceUnhealthy,
+			forged: []v1alpha1.NodeHealthStatus{{Node: "n1", State: v1alpha1.NodeHealthHolding, Reason: policy.ReasonRecovered,
+				Since: metav1.Time{Time: now.Add(-48 * time.Hour)}, FaultedAt: &metav1.Time{Time: taintedAt}}},
+			want: v1alpha1.NodeHealthRechecking},
+		{name: "a release in spec", taint: policy.ReasonFlapping, forged: []v1alpha1.NodeHealthStatus{heldOut},
+			release: &metav1.Time{Time: now}, want: v1alpha1.NodeHealthHealthy},
+		{name: "a release in spec older than the quarantine", taint: policy.ReasonFlapping, forged: []v1alpha1.NodeHealthStatus{heldOut},
+			release: &metav1.Time{Time: taintedAt.Add(-time.Minute)}, want: v1alpha1.NodeHealthHeldOut},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n1 := member("n1", "8")
+			taint := policy.QuarantineTaint(tc.taint)
+			taint.TimeAdded = &metav1.Time{Time: taintedAt}
+			n1.Spec.Taints = []corev1.Taint{taint}
+			r, kube := setup(t, []string{"registry.example.com/"}, n1, member("n2", "8"), member("n3", "8"), member("n4", "8"))
+			ctx := context.Background()
+			var pool v1alpha1.Pool
+			require.NoError(t, r.Client.Get(ctx, client.ObjectKey{Name: "p1"}, &pool))
+			if tc.release != nil {
+				pool.Spec.Health.Release = []v1alpha1.NodeRelease{{Node: "n1", At: *tc.release, By: "alice"}}
+				require.NoError(t, r.Client.Update(ctx, &pool))
+			}
+			pool.Status.NodeHealth = tc.forged
+			require.NoError(t, r.Client.Status().Update(ctx, &pool))
+
+			_, err := r.Reconcile(ctx, "p1")
+			require.NoError(t, err)
+			node, err := kube.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+			require.NoError(t, err)
+			require.NoError(t, r.Client.Get(ctx, client.ObjectKey{Name: "p1"}, &pool))
+			require.Len(t, pool.Status.NodeHealth, 1)
+			assert.Equal(t, tc.want, pool.Status.NodeHealth[0].State)
+			if tc.want == v1alpha1.NodeHealthHealthy {
+				assert.Nil(t, policy.QuarantineTaintOf(node), "released by the order in spec")
+				assert.Equal(t, "released by alice (spec.health.release)", pool.Status.NodeHealth[0].Message)
+				return
+			}
+			assert.NotNil(t, policy.QuarantineTaintOf(node), "still out: the status is no order")
 		})
 	}
 }

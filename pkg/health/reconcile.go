@@ -45,7 +45,7 @@ const (
 
 // ReasonImageNotApproved holds out a node whose re-check or remediation image the
 // operator has not approved (--health-images).
-const ReasonImageNotApproved = "ImageNotApproved"
+const ReasonImageNotApproved = policy.ReasonImageNotApproved
 
 // DefaultRemediationTimeout bounds a remediation Job when the policy gives none.
 const DefaultRemediationTimeout = 30 * time.Minute
@@ -212,7 +212,14 @@ func (r *Reconciler) Plan(ctx context.Context, pool *v1alpha1.Pool, members []co
 	for i := range members {
 		n := &members[i]
 		seen[n.Name] = true
-		e := entries[n.Name]
+		stored := entries[n.Name]
+		// The stored entry is checked against the node's taint, then a person's orders
+		// from spec.health are applied: the status is the loop's memory, never an order.
+		e, witnessed := policy.WitnessedEntry(stored, n, now)
+		e, ordered := policy.HealthOrders(pool.Spec.Health, e, n, now)
+		if e, err = r.checkHolding(ctx, pool, s, e); err != nil {
+			return nil, err
+		}
 		in := policy.HealthInput{Entry: e, Settings: s, Now: now,
 			Signals:     policy.HealthSignals(policy.NodeHealthFacts{Node: n, TaintedDevices: tainted[n.Name]}, s, r.Accelerators, now),
 			BreakerRoom: policy.BreakerRoom(len(members), out, s.MaxQuarantinedPercent) > 0}
@@ -225,7 +232,7 @@ func (r *Reconciler) Plan(ctx context.Context, pool *v1alpha1.Pool, members []co
 		}
 		gone := false
 		if e != nil {
-			if in.Recheck, err = r.recheckOutcome(ctx, e); err != nil {
+			if in.Recheck, err = r.recheckOutcome(ctx, pool, e); err != nil {
 				return nil, err
 			}
 			if in.Job, gone, err = r.jobOutcome(ctx, e); err != nil {
@@ -251,10 +258,11 @@ func (r *Reconciler) Plan(ctx context.Context, pool *v1alpha1.Pool, members []co
 		if st.Entry != nil {
 			st.Entry.Node = n.Name
 		}
+		st.Changed = st.Changed || witnessed || ordered
 		if s.DryRun && st.Entry != nil {
 			st.Taint, st.Action = false, policy.ActionNone
 		}
-		wasOut := e != nil && policy.CountsAsOut(e.State)
+		wasOut := stored != nil && policy.CountsAsOut(stored.State)
 		if nowOut := st.Entry != nil && policy.CountsAsOut(st.Entry.State); nowOut != wasOut {
 			if nowOut {
 				out++
@@ -263,8 +271,8 @@ func (r *Reconciler) Plan(ctx context.Context, pool *v1alpha1.Pool, members []co
 			}
 		}
 		from := v1alpha1.NodeHealthState("")
-		if e != nil {
-			from = e.State
+		if stored != nil {
+			from = stored.State
 		}
 		if st.Entry != nil && st.Entry.State == v1alpha1.NodeHealthRemediating && st.Requeue == 0 {
 			st.Requeue = jobPoll // Jobs are not watched: the controller may not list them cluster-wide
@@ -272,7 +280,7 @@ func (r *Reconciler) Plan(ctx context.Context, pool *v1alpha1.Pool, members []co
 		if st.Requeue == 0 {
 			st.Requeue = untilGrace(n, s, now)
 		}
-		step := Step{Node: n.Name, From: from, Signals: in.Signals, HealthStep: st, node: n, prev: e}
+		step := Step{Node: n.Name, From: from, Signals: in.Signals, HealthStep: st, node: n, prev: stored}
 		// The Job the stored entry names was never made (the pass that named it failed
 		// after its write) or was deleted: it is made now.
 		step.start = gone && st.Entry != nil && st.Entry.Job == e.Job && st.Entry.State == v1alpha1.NodeHealthRemediating
@@ -434,6 +442,12 @@ func (r *Reconciler) setTaint(ctx context.Context, node string, on bool, reason 
 			n.Spec.Taints = keep
 		case cur != nil && cur.Value == want.Value && cur.Effect == want.Effect:
 		default:
+			// The time the quarantine began, kept while its reason changes: a release
+			// given before it (spec.health.release) does not return the node.
+			want.TimeAdded = &metav1.Time{Time: r.now()}
+			if cur != nil && cur.TimeAdded != nil {
+				want.TimeAdded = cur.TimeAdded
+			}
 			n.Spec.Taints = append(keep, want)
 		}
 		return nil
@@ -486,23 +500,62 @@ func (r *Reconciler) drain(ctx context.Context, node string) error {
 	return nil
 }
 
-func (r *Reconciler) recheckOutcome(ctx context.Context, e *v1alpha1.NodeHealthStatus) (string, error) {
+// checkHolding: a node Holding has passed its re-check, which is a run this pool
+// controls, and its hold time runs from that run's end; an entry naming another run
+// (a pools/status writer's word) goes back to re-checking, and one dated back keeps the
+// run's end as its start. Without a re-check image there is no run to check.
+func (r *Reconciler) checkHolding(ctx context.Context, pool *v1alpha1.Pool, s policy.HealthSettings, e *v1alpha1.NodeHealthStatus) (*v1alpha1.NodeHealthStatus, error) {
+	if e == nil || e.State != v1alpha1.NodeHealthHolding || (s.RecheckImage == "" && s.RecheckDefinition == "") {
+		return e, nil
+	}
+	outcome, run, err := r.recheckRun(ctx, pool, e)
+	if err != nil {
+		return nil, err
+	}
+	out := e.DeepCopy()
+	if outcome != policy.OutcomePassed {
+		out.State, out.StressRun = v1alpha1.NodeHealthRechecking, ""
+		return out, nil
+	}
+	if end := run.Status.CompletionTime; end != nil && end.After(out.Since.Time) {
+		out.Since = *end
+	}
+	return out, nil
+}
+
+func (r *Reconciler) recheckOutcome(ctx context.Context, pool *v1alpha1.Pool, e *v1alpha1.NodeHealthStatus) (string, error) {
+	outcome, _, err := r.recheckRun(ctx, pool, e)
+	return outcome, err
+}
+
+// recheckRun reads the re-check run the entry names and its outcome for the node. A
+// run this pool does not control is no re-check of it (the name is a status writer's
+// claim): a new one is made.
+func (r *Reconciler) recheckRun(ctx context.Context, pool *v1alpha1.Pool, e *v1alpha1.NodeHealthStatus) (string, *v1alpha1.StressRun, error) {
 	if e.StressRun == "" {
-		return "", nil
+		return "", nil, nil
 	}
 	var run v1alpha1.StressRun
 	if err := r.Client.Get(ctx, client.ObjectKey{Name: e.StressRun}, &run); err != nil {
 		if apierrors.IsNotFound(err) {
-			return policy.OutcomeRetry, nil
+			return policy.OutcomeRetry, nil, nil
 		}
-		return "", err
+		return "", nil, err
 	}
+	if ref := metav1.GetControllerOf(&run); ref == nil || ref.UID != pool.UID {
+		return policy.OutcomeRetry, nil, nil
+	}
+	outcome, err := runOutcome(&run, e.Node)
+	return outcome, &run, err
+}
+
+func runOutcome(run *v1alpha1.StressRun, node string) (string, error) {
 	if !run.Status.Phase.Finished() {
 		return policy.OutcomeRunning, nil
 	}
 	outcome := ""
 	for _, res := range run.Status.Results {
-		if res.Node != e.Node {
+		if res.Node != node {
 			continue
 		}
 		switch res.Outcome {

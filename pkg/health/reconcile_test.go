@@ -61,7 +61,8 @@ func TestReconcileQuarantinesThenRechecks(t *testing.T) {
 	assert.Equal(t, int32(1), pool.Status.QuarantinedNodes)
 	n1, err := kube.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
 	require.NoError(t, err)
-	assert.Equal(t, []corev1.Taint{{Key: policy.TaintQuarantine, Value: "DeviceUnhealthy", Effect: corev1.TaintEffectNoSchedule}}, n1.Spec.Taints)
+	assert.Equal(t, []corev1.Taint{{Key: policy.TaintQuarantine, Value: "DeviceUnhealthy", Effect: corev1.TaintEffectNoSchedule,
+		TimeAdded: &metav1.Time{Time: now}}}, n1.Spec.Taints, "stamped with when the quarantine began, which a release is compared with")
 	assert.False(t, n1.Spec.Unschedulable)
 
 	// The device comes back: a StressRun for n1 alone is created.

@@ -307,7 +307,11 @@ func NextHealth(in HealthInput) HealthStep {
 	case v1alpha1.NodeHealthReleased:
 		e.Drained, e.Remediated, e.StressRun, e.Job, e.Fatal, e.FaultedAt = false, false, "", "", false, nil
 		e.ReturnedAt = nil // a person's release forgets the flap history
-		st := move(v1alpha1.NodeHealthHealthy, ReasonReleasedByHand, "released by "+e.By)
+		why := "released by " + e.By + " (spec.health.release)"
+		if e.By == "" {
+			why = "released: its hold was removed from spec.health.hold"
+		}
+		st := move(v1alpha1.NodeHealthHealthy, ReasonReleasedByHand, why)
 		st.Requeue = time.Second
 		return st
 	case v1alpha1.NodeHealthHeldOut:
@@ -483,29 +487,4 @@ func QuarantineTaint(reason string) corev1.Taint {
 		v = strings.TrimRight(v[:63], "-_.")
 	}
 	return corev1.Taint{Key: TaintQuarantine, Value: v, Effect: corev1.TaintEffectNoSchedule}
-}
-
-// HealthRelease is the health verb's release of node: only a node that is out can be
-// released, and the denial says which states are.
-func HealthRelease(e *v1alpha1.NodeHealthStatus, node, by string, now time.Time) error {
-	if e == nil || !CountsAsOut(e.State) {
-		state := v1alpha1.NodeHealthHealthy
-		if e != nil {
-			state = e.State
-		}
-		return Violationf("H1", "node %s is %s: only a node the health loop holds out (Quarantined, Draining, Remediating, Rechecking, Holding, HeldOut) can be released", node, state)
-	}
-	e.State, e.By, e.Since = v1alpha1.NodeHealthReleased, by, metav1.NewTime(now)
-	e.History = append(e.History, v1alpha1.NodeHealthTransition{Time: e.Since, State: e.State, Reason: ReasonReleasedByHand})
-	return nil
-}
-
-// HealthHold is the health verb's hold of a node: out until released by hand.
-func HealthHold(e *v1alpha1.NodeHealthStatus, by, why string, now time.Time) {
-	e.State, e.Reason, e.By, e.Since = v1alpha1.NodeHealthHeldOut, ReasonHeldByHand, by, metav1.NewTime(now)
-	e.Message = "held out by " + by
-	if why != "" {
-		e.Message += ": " + why
-	}
-	e.History = append(e.History, v1alpha1.NodeHealthTransition{Time: e.Since, State: e.State, Reason: ReasonHeldByHand})
 }

@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"errors"
 	"testing"
 	"time"
 
@@ -205,7 +204,7 @@ func TestHealthLoopFailedRecheckHoldsOut(t *testing.T) {
 	assert.Equal(t, v1alpha1.NodeHealthHeldOut, w.state(), "signals clear: still out")
 	assert.True(t, st.Taint)
 
-	require.NoError(t, HealthRelease(w.entry, "n1", "alice", w.now))
+	w.entry.State, w.entry.By = v1alpha1.NodeHealthReleased, "alice" // what HealthOrders gives for a release
 	st = w.step(HealthInput{})
 	assert.Equal(t, v1alpha1.NodeHealthHealthy, w.state())
 	assert.False(t, st.Taint)
@@ -304,22 +303,6 @@ func TestHealthLoopStressFailureIsRecheckedWhileUp(t *testing.T) {
 	assert.Equal(t, v1alpha1.NodeHealthRechecking, w.state(), "only a passing stress run clears a stress failure")
 	assert.Equal(t, ActionRecheck, st.Action)
 	assert.Equal(t, []v1alpha1.NodeHealthState{"Quarantined", "Rechecking"}, states(w.entry.History))
-}
-
-func TestHealthReleaseAndHold(t *testing.T) {
-	err := HealthRelease(&v1alpha1.NodeHealthStatus{State: v1alpha1.NodeHealthWaiting}, "n1", "bob", t0)
-	var v *Violation
-	require.True(t, errors.As(err, &v))
-	assert.Equal(t, "H1", v.Rule)
-	assert.Contains(t, err.Error(), "node n1 is Waiting: only a node the health loop holds out")
-	require.Error(t, HealthRelease(nil, "n1", "bob", t0))
-
-	e := &v1alpha1.NodeHealthStatus{Node: "n1"}
-	HealthHold(e, "bob", "bad fan", t0)
-	assert.Equal(t, v1alpha1.NodeHealthHeldOut, e.State)
-	assert.Equal(t, "held out by bob: bad fan", e.Message)
-	st := NextHealth(HealthInput{Entry: e, Settings: defaultSettings(), Now: t0})
-	assert.True(t, st.Taint)
 }
 
 func TestQuarantineTaint(t *testing.T) {

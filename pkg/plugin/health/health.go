@@ -37,8 +37,9 @@ func NewCmdHealth(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Comm
 			runwhere.ai/quarantine, re-checks them with the pool's stress test and
 			returns them after a hold time. A node that flapped, failed its re-check or
 			its remediation stays out until a person releases it here; a person can also
-			hold a node out. These write the node's entry in its Pool's status
-			(pools/status): editing the Pool or the node does not.`),
+			hold a node out. These are orders in the Pool's spec (spec.health.hold and
+			spec.health.release), a Pool editor's right; the Pool's status only reports
+			what the controller did with them, and writing it orders nothing.`),
 		Example: templates.Examples(`
 			kubectl litepool health preview train-a100
 			kubectl litepool health hold a100-node-3 --reason "fan noise"
@@ -82,11 +83,13 @@ func newCmdVerb(f kit.Factory, streams genericiooptions.IOStreams, verb string) 
 				Release a node the health loop holds out (quarantined, re-checking, holding,
 				or held out after flapping, a failed re-check or remediation, or a hold by
 				hand). The controller removes the taint runwhere.ai/quarantine and forgets
-				the node's flap history. Needs update on pools/status (ClusterRole
+				the node's flap history. Writes spec.health.release of the node's Pool (and
+				takes the node out of spec.health.hold): needs update on pools (ClusterRole
 				litepool-health-operator).`,
 			verbHold: `
 				Hold a node out: the controller taints it runwhere.ai/quarantine and leaves
-				it out until someone runs health release. Needs update on pools/status.`,
+				it out until someone runs health release. Writes spec.health.hold of the
+				node's Pool: needs update on pools.`,
 		}[verb]),
 		Example: templates.Examples(map[string]string{
 			verbRelease: `kubectl litepool health release a100-node-3`,
@@ -121,7 +124,7 @@ func (o *VerbOptions) Complete(f kit.Factory, cmd *cobra.Command, args []string)
 // Validate has nothing to refuse before the cluster is read.
 func (o *VerbOptions) Validate() error { return nil }
 
-// Run writes the node's entry in its Pool's status, under optimistic concurrency.
+// Run writes the order into its Pool's spec.health, under optimistic concurrency.
 func (o *VerbOptions) Run(ctx context.Context) error {
 	node, err := o.clients.Kube.CoreV1().Nodes().Get(ctx, o.Node, metav1.GetOptions{})
 	if err != nil {
@@ -137,35 +140,26 @@ func (o *VerbOptions) Run(ctx context.Context) error {
 		if err := o.client.Get(ctx, client.ObjectKey{Name: poolName}, &pool); err != nil {
 			return err
 		}
-		if pool.Spec.Health == nil && o.Verb == verbHold {
-			return policy.Violationf("H1", "pool %s has no spec.health: no controller loop would act on a hold; add spec.health (docs/health.md) first", poolName)
+		if pool.Spec.Health == nil {
+			return policy.Violationf("H1", "pool %s has no spec.health: no controller loop would act on a %s; add spec.health (docs/health.md) first", poolName, o.Verb)
 		}
-		now := o.clock()
-		i := entryIndex(&pool, o.Node)
 		switch o.Verb {
 		case verbRelease:
-			var e *v1alpha1.NodeHealthStatus
-			if i >= 0 {
-				e = &pool.Status.NodeHealth[i]
-			}
-			if err := policy.HealthRelease(e, o.Node, by, now.Time); err != nil {
+			if err := policy.CheckHealthRelease(entryOf(&pool, o.Node), node); err != nil {
 				return err
 			}
+			release(pool.Spec.Health, o.Node, by, o.releaseTime(node))
 		case verbHold:
-			if i < 0 {
-				pool.Status.NodeHealth = append(pool.Status.NodeHealth, v1alpha1.NodeHealthStatus{Node: o.Node})
-				i = len(pool.Status.NodeHealth) - 1
-			}
-			policy.HealthHold(&pool.Status.NodeHealth[i], by, o.Reason, now.Time)
+			hold(pool.Spec.Health, v1alpha1.NodeHold{Node: o.Node, Reason: o.Reason, By: by})
 		}
-		opts := []client.SubResourceUpdateOption{}
+		opts := []client.UpdateOption{}
 		switch o.DryRun {
 		case cmdutil.DryRunClient:
 			return nil
 		case cmdutil.DryRunServer:
 			opts = append(opts, client.DryRunAll)
 		}
-		return o.client.Status().Update(ctx, &pool, opts...)
+		return o.client.Update(ctx, &pool, opts...)
 	})
 	if err != nil {
 		return err
@@ -182,13 +176,53 @@ func (o *VerbOptions) Run(ctx context.Context) error {
 	return err
 }
 
-func entryIndex(p *v1alpha1.Pool, node string) int {
+func entryOf(p *v1alpha1.Pool, node string) *v1alpha1.NodeHealthStatus {
 	for i := range p.Status.NodeHealth {
 		if p.Status.NodeHealth[i].Node == node {
-			return i
+			return &p.Status.NodeHealth[i]
 		}
 	}
-	return -1
+	return nil
+}
+
+// releaseTime is now, or the node's quarantine time if the cluster's clock is ahead of
+// this one's: a release applies to a quarantine that began no later than it.
+func (o *VerbOptions) releaseTime(node *corev1.Node) metav1.Time {
+	at := o.clock()
+	if t := policy.QuarantineTaintOf(node); t != nil && t.TimeAdded != nil && t.TimeAdded.After(at.Time) {
+		at = *t.TimeAdded
+	}
+	return at
+}
+
+// hold puts h in spec.health.hold, replacing the node's earlier one.
+func hold(h *v1alpha1.HealthPolicy, want v1alpha1.NodeHold) {
+	for i := range h.Hold {
+		if h.Hold[i].Node == want.Node {
+			h.Hold[i] = want
+			return
+		}
+	}
+	h.Hold = append(h.Hold, want)
+}
+
+// release takes the node's hold out of spec.health and puts its release in, replacing
+// the node's earlier one (at most one per node).
+func release(h *v1alpha1.HealthPolicy, node, by string, at metav1.Time) {
+	var holds []v1alpha1.NodeHold
+	for _, x := range h.Hold {
+		if x.Node != node {
+			holds = append(holds, x)
+		}
+	}
+	h.Hold = holds
+	for i := range h.Release {
+		if h.Release[i].Node == node {
+			h.Release[i] = v1alpha1.NodeRelease{Node: node, At: at, By: by}
+			return
+		}
+	}
+	h.Release = append(h.Release, v1alpha1.NodeRelease{Node: node, At: at, By: by})
 }
 
 // whoAmI names the caller as the API server knows them (SelfSubjectReview).

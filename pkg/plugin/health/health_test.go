@@ -40,27 +40,36 @@ func node(name string) *corev1.Node {
 	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{policy.LabelPool: "p1"}}}
 }
 
-func entry(t *testing.T, c client.Client, n string) *v1alpha1.NodeHealthStatus {
+func healthSpec(t *testing.T, c client.Client) *v1alpha1.HealthPolicy {
 	var p v1alpha1.Pool
 	require.NoError(t, c.Get(context.Background(), client.ObjectKey{Name: "p1"}, &p))
-	for i := range p.Status.NodeHealth {
-		if p.Status.NodeHealth[i].Node == n {
-			return &p.Status.NodeHealth[i]
-		}
-	}
-	return nil
+	return p.Spec.Health
 }
 
-func TestReleaseWritesTheEntryAndAnEvent(t *testing.T) {
-	c := fakePools(t, heldPool())
+// The order goes into the Pool's spec; the status, the loop's report, is not written.
+func TestReleaseWritesTheOrderAndAnEvent(t *testing.T) {
+	p := heldPool()
+	p.Spec.Health.Hold = []v1alpha1.NodeHold{{Node: "n1", By: "bob"}, {Node: "n2"}}
+	c := fakePools(t, p)
 	f := kittest.NewFactory(t, node("n1"))
 	res := kittest.Run(f, NewCmdHealth, "", "release", "n1")
 	require.NoError(t, res.Err)
 	assert.Equal(t, "node/n1 released (pool p1; the controller applies it)\n", res.Out)
-	e := entry(t, c, "n1")
-	assert.Equal(t, v1alpha1.NodeHealthReleased, e.State)
-	assert.Equal(t, "kubectl litepool", e.By, "the fake API server knows no user")
+	h := healthSpec(t, c)
+	require.Len(t, h.Release, 1)
+	assert.Equal(t, "n1", h.Release[0].Node)
+	assert.Equal(t, "kubectl litepool", h.Release[0].By, "the fake API server knows no user")
+	assert.False(t, h.Release[0].At.IsZero())
+	assert.Equal(t, []v1alpha1.NodeHold{{Node: "n2"}}, h.Hold, "the node's hold is taken out")
+	var got v1alpha1.Pool
+	require.NoError(t, c.Get(context.Background(), client.ObjectKey{Name: "p1"}, &got))
+	assert.Equal(t, v1alpha1.NodeHealthHeldOut, got.Status.NodeHealth[0].State, "the status is the controller's")
 	assert.Len(t, f.Events(t), 1)
+
+	// A second release replaces the node's first.
+	res = kittest.Run(f, NewCmdHealth, "", "release", "n1")
+	require.NoError(t, res.Err)
+	assert.Len(t, healthSpec(t, c).Release, 1)
 }
 
 func TestReleaseRefusesANodeThatIsNotOut(t *testing.T) {
@@ -77,15 +86,12 @@ func TestHoldAndItsDryRun(t *testing.T) {
 	res := kittest.Run(f, NewCmdHealth, "", "hold", "n2", "--reason", "fan noise", "--dry-run=client")
 	require.NoError(t, res.Err)
 	assert.Equal(t, "node/n2 held out (pool p1; the controller applies it) (dry run)\n", res.Out)
-	assert.Nil(t, entry(t, c, "n2"), "a client dry run writes nothing")
+	assert.Empty(t, healthSpec(t, c).Hold, "a client dry run writes nothing")
 	assert.Empty(t, f.Events(t))
 
 	res = kittest.Run(f, NewCmdHealth, "", "hold", "n2", "--reason", "fan noise")
 	require.NoError(t, res.Err)
-	e := entry(t, c, "n2")
-	assert.Equal(t, v1alpha1.NodeHealthHeldOut, e.State)
-	assert.Equal(t, policy.ReasonHeldByHand, e.Reason)
-	assert.Equal(t, "held out by kubectl litepool: fan noise", e.Message)
+	assert.Equal(t, []v1alpha1.NodeHold{{Node: "n2", Reason: "fan noise", By: "kubectl litepool"}}, healthSpec(t, c).Hold)
 }
 
 func TestHoldRefusesAPoolWithoutHealth(t *testing.T) {

@@ -31,6 +31,7 @@ const (
 	exclPool, ownNS, foreignNS = "at-excl", "at-own", "at-foreign"
 	floorPool, laterPool       = "at-floor", "at-later"
 	statusPool, statusNode     = "at-status", "at-status-1" // minNodes 1, one member
+	healthPool, healthNode     = "at-health", "at-health-1" // spec.health, one member
 )
 
 var (
@@ -46,6 +47,7 @@ const (
 	nodePatcher = "node-labeller"    // get, list, patch nodes
 	npd         = "node-problem-det" // get nodes, patch nodes/status
 	draDriver   = "dra-driver"       // create resourceslices
+	poolStatus  = "pool-status"      // read pools, update pools/status
 	webhookSA   = "system:serviceaccount:litepool-system:litepool-webhook"
 	controlSA   = "system:serviceaccount:litepool-system:litepool-controller"
 )
@@ -59,6 +61,7 @@ func setupFixture(t *testing.T) {
 		{ObjectMeta: metav1.ObjectMeta{Name: floorPool}, Spec: v1alpha1.PoolSpec{Type: v1alpha1.PoolTypeDevelopment, MinNodes: 2, Namespaces: []string{ownNS}}},
 		{ObjectMeta: metav1.ObjectMeta{Name: laterPool}, Spec: v1alpha1.PoolSpec{Type: v1alpha1.PoolTypeDevelopment, Namespaces: []string{ownNS}}},
 		{ObjectMeta: metav1.ObjectMeta{Name: statusPool}, Spec: v1alpha1.PoolSpec{Type: v1alpha1.PoolTypeDevelopment, MinNodes: 1}},
+		{ObjectMeta: metav1.ObjectMeta{Name: healthPool}, Spec: v1alpha1.PoolSpec{Type: v1alpha1.PoolTypeDevelopment, Health: &v1alpha1.HealthPolicy{Mode: v1alpha1.HealthEnforce}}},
 	} {
 		_, err := pools.Create(ctx, p, metav1.CreateOptions{})
 		require.NoError(t, err)
@@ -67,7 +70,7 @@ func setupFixture(t *testing.T) {
 		_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 		require.NoError(t, err)
 	}
-	for pool, nodes := range map[string][]string{exclPool: exclNodes, floorPool: floorNodes, laterPool: laterNodes, statusPool: {statusNode}} {
+	for pool, nodes := range map[string][]string{exclPool: exclNodes, floorPool: floorNodes, laterPool: laterNodes, statusPool: {statusNode}, healthPool: {healthNode}} {
 		for _, n := range nodes {
 			framework.CreateReadyNode(t, kube, n, pool)
 		}
@@ -86,6 +89,9 @@ func setupFixture(t *testing.T) {
 	grant(t, npd,
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list"}},
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"nodes/status"}, Verbs: []string{"patch", "update"}})
+	grant(t, poolStatus,
+		rbacv1.PolicyRule{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"pools"}, Verbs: []string{"get", "list", "watch"}},
+		rbacv1.PolicyRule{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"pools/status"}, Verbs: []string{"get", "update", "patch"}})
 	grant(t, draDriver, rbacv1.PolicyRule{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceslices"}, Verbs: []string{"get", "list", "create", "update"}})
 	// The webhook's and the controller's shipped rights, and the guard of their
 	// webhook configurations, as deploy/webhook installs them.

@@ -45,6 +45,7 @@ var matrix = []row{
 	{"patch nodes", "remove an exclusive member's taint", "the controller puts it back (the pool's policy)", "", attackRemoveTaint},
 	{"patch nodes/status (Node Problem Detector)", "remove a member's pool label through nodes/status below minNodes", "refused (N3), as through nodes", "", attackStatusLabel},
 	{"create resourceslices (a DRA driver)", "publish a ResourceSlice for an exclusive member", "nothing follows from it: no taint or cordon changes, a safe departure is still accepted", "", attackResourceSlice},
+	{"update pools/status (the right `health release` used to need)", "`status.nodeHealth` of a member held out by `health hold`: its entry set to `Released` (the old order), then removed", "the node stays out (quarantine taint, entry `HeldOut` again): orders are in `spec.health`, and the loop checks each entry against the node's taint; `health release` still returns it", "32", attackStatusRelease},
 }
 
 func TestAttackMatrix(t *testing.T) {

@@ -29,9 +29,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/runwhere-ai/litepool/internal/localwebhook"
 	"github.com/runwhere-ai/litepool/pkg/admission"
+	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/controller"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 	"github.com/runwhere-ai/litepool/pkg/poolclient"
@@ -404,4 +406,61 @@ func attackResourceSlice(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, before.Spec.Taints, after.Spec.Taints)
 	assert.Equal(t, before.Spec.Unschedulable, after.Spec.Unschedulable)
+}
+
+// attackStatusRelease: a node held out by hand, whose entry a writer of pools/status
+// rewrites to have it returned: as the old release did (state Released), and by removing
+// it. Each time the loop writes the entry back (HeldOut) and the taint stays.
+func attackStatusRelease(t *testing.T) {
+	framework.C.MustLitepool(t, "health", "hold", healthNode, "--reason", "attack matrix")
+	waitHealth(t, v1alpha1.NodeHealthHeldOut, true)
+	dyn, err := dynamic.NewForConfig(asConfig(poolStatus))
+	require.NoError(t, err)
+	pools := dyn.Resource(v1alpha1.GroupVersion.WithResource("pools"))
+	since := time.Now().UTC().Format(time.RFC3339)
+	for _, patch := range []string{
+		`{"status":{"nodeHealth":[{"node":"` + healthNode + `","state":"Released","by":"mallory","since":"` + since + `"}]}}`,
+		`{"status":{"nodeHealth":null}}`,
+	} {
+		_, err := pools.Patch(ctx, healthPool, types.MergePatchType, []byte(patch), metav1.PatchOptions{}, "status")
+		require.NoError(t, err, "pools/status: the right gives the write")
+		waitHealth(t, v1alpha1.NodeHealthHeldOut, true)
+	}
+	out := framework.C.MustLitepool(t, "health", "release", healthNode)
+	assert.Contains(t, out, "released")
+	waitHealth(t, "", false)
+}
+
+// waitHealth waits until the loop has written healthNode's entry in state (any state
+// but Released when state is ""; no entry counts as in service), then checks the
+// quarantine taint is on (out) or off.
+func waitHealth(t *testing.T, state v1alpha1.NodeHealthState, out bool) {
+	t.Helper()
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := poolclient.New(framework.C.Dynamic).Get(ctx, healthPool)
+		if err != nil {
+			return false, err
+		}
+		got := v1alpha1.NodeHealthState("")
+		for _, e := range p.Status.NodeHealth {
+			if e.Node == healthNode {
+				got = e.State
+			}
+		}
+		n, err := framework.C.Kube.CoreV1().Nodes().Get(ctx, healthNode, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		tainted := policy.QuarantineTaintOf(n) != nil
+		last = fmt.Sprintf("entry %q, tainted %v", got, tainted)
+		if got == v1alpha1.NodeHealthReleased || (state != "" && got != state) {
+			return false, nil
+		}
+		if state == "" && got != "" && got != v1alpha1.NodeHealthHealthy {
+			return false, nil
+		}
+		return tainted == out, nil
+	})
+	require.NoError(t, err, "node %s: wanted entry %q and out=%v; last %s", healthNode, state, out, last)
 }

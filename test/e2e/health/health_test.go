@@ -146,7 +146,7 @@ func TestHealthLoop(t *testing.T) {
 		time.Sleep(3 * time.Second) // longer than the hold time: still out
 		assert.Equal(t, v1alpha1.NodeHealthHeldOut, stateOf(t, "hl-flap", n))
 
-		// Editing the Pool's spec does not release it; the health verb does.
+		// A node that is not out cannot be released; the one held out is, by the verb's order in spec.health.release.
 		res := framework.C.Litepool(t, "health", "release", nodes[1])
 		assert.Equal(t, 1, res.ExitCode)
 		assert.Contains(t, res.Stderr, "[H1] node "+nodes[1]+" is Healthy: only a node the health loop holds out")
