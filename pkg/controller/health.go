@@ -56,6 +56,7 @@ func (r *HealthReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			}
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: run.Spec.Pool}}}
 		}))
+	r.Live = mgr.GetAPIReader()
 	if r.DRA {
 		b = b.Watches(&resourcev1.ResourceSlice{}, handler.EnqueueRequestsFromMapFunc(r.poolOfSliceNode),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{}))

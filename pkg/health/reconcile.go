@@ -55,6 +55,9 @@ const DefaultRemediationTimeout = 30 * time.Minute
 type Reconciler struct {
 	// Client reads Pools, nodes and StressRuns and writes Pool status and StressRuns.
 	Client client.Client
+	// Live reads a Pool from the API server when its cached entry and the node's taint
+	// disagree (nil: Client).
+	Live client.Reader
 	// Kube patches nodes, evicts pods, creates Jobs and reads pods live.
 	Kube     kubernetes.Interface
 	Recorder *events.Recorder
@@ -216,6 +219,15 @@ func (r *Reconciler) Plan(ctx context.Context, pool *v1alpha1.Pool, members []co
 		// The stored entry is checked against the node's taint, then a person's orders
 		// from spec.health are applied: the status is the loop's memory, never an order.
 		e, witnessed := policy.WitnessedEntry(stored, n, now)
+		if witnessed {
+			// The caches of Pools and nodes are not in step: an entry just stored
+			// and its taint just put on (or taken off) may reach them in either order.
+			// Only what the API server holds now is judged.
+			if stored, n, err = r.readLive(ctx, pool.Name, n); err != nil {
+				return nil, err
+			}
+			e, witnessed = policy.WitnessedEntry(stored, n, now)
+		}
 		e, ordered := policy.HealthOrders(pool.Spec.Health, e, n, now)
 		if e, err = r.checkHolding(ctx, pool, s, e); err != nil {
 			return nil, err
@@ -294,6 +306,31 @@ func (r *Reconciler) Plan(ctx context.Context, pool *v1alpha1.Pool, members []co
 	return steps, nil
 }
 
+// readLive reads the pool's stored entry of node n and the node from the API server,
+// not the caches.
+func (r *Reconciler) readLive(ctx context.Context, pool string, n *corev1.Node) (*v1alpha1.NodeHealthStatus, *corev1.Node, error) {
+	live := r.Live
+	if live == nil {
+		live = r.Client
+	}
+	var p v1alpha1.Pool
+	if err := live.Get(ctx, client.ObjectKey{Name: pool}, &p); err != nil {
+		return nil, nil, err
+	}
+	node, err := r.Kube.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		node = n
+	} else if err != nil {
+		return nil, nil, err
+	}
+	for i := range p.Status.NodeHealth {
+		if p.Status.NodeHealth[i].Node == n.Name {
+			return &p.Status.NodeHealth[i], node, nil
+		}
+	}
+	return nil, node, nil
+}
+
 // conflictRetry is how soon a pass whose status write lost a race runs again.
 const conflictRetry = 500 * time.Millisecond
 
@@ -324,14 +361,13 @@ func hasTaint(n *corev1.Node, on bool, reason string) bool {
 	return !on
 }
 
-// apply makes one step true: the taint, then the action.
+// apply makes what of one step comes before its entry is stored: a taint coming off
+// (so a stored entry never says in service while the taint is on), then the action.
+// A taint goes on once the entry is stored (follow): a tainted node whose entry does not
+// hold it out is one whose entry was changed (policy.WitnessedEntry).
 func (r *Reconciler) apply(ctx context.Context, pool *v1alpha1.Pool, s policy.HealthSettings, st *Step) error {
-	reason := ""
-	if st.Entry != nil {
-		reason = st.Entry.Reason
-	}
-	if st.node == nil || !hasTaint(st.node, st.Taint, reason) {
-		if err := r.setTaint(ctx, st.Node, st.Taint, reason); err != nil {
+	if !st.Taint && (st.node == nil || !hasTaint(st.node, false, "")) {
+		if err := r.setTaint(ctx, st.Node, false, ""); err != nil {
 			return err
 		}
 	}
@@ -604,6 +640,11 @@ func (r *Reconciler) runner() *nodejob.Runner {
 // once the entry is stored, so a pass whose write lost a race makes nothing.
 func (r *Reconciler) follow(ctx context.Context, pool *v1alpha1.Pool, s policy.HealthSettings, st *Step) error {
 	e := st.Entry
+	if !s.DryRun && st.Taint && e != nil && (st.node == nil || !hasTaint(st.node, true, e.Reason)) {
+		if err := r.setTaint(ctx, st.Node, true, e.Reason); err != nil {
+			return err
+		}
+	}
 	if st.start && e != nil && !s.DryRun {
 		switch {
 		case e.State == v1alpha1.NodeHealthRemediating && e.Job != "":
