@@ -36,7 +36,10 @@ func TestHealthLoop(t *testing.T) {
 		t.Logf("quarantined %s after %s", n, time.Since(start).Round(10*time.Millisecond))
 		assert.Equal(t, policy.SignalDeviceUnhealthy, e.Reason)
 		assert.Equal(t, "the device plugin dropped devices: huawei.com/Ascend910 allocatable 7 < capacity 8", e.Message)
-		assert.Equal(t, corev1.Taint{Key: policy.TaintQuarantine, Value: "DeviceUnhealthy", Effect: corev1.TaintEffectNoSchedule}, *quarantineTaint(t, n))
+		taint := *quarantineTaint(t, n)
+		assert.NotNil(t, taint.TimeAdded, "stamped with when the quarantine began: a release given before it does not apply")
+		taint.TimeAdded = nil
+		assert.Equal(t, corev1.Taint{Key: policy.TaintQuarantine, Value: "DeviceUnhealthy", Effect: corev1.TaintEffectNoSchedule}, taint)
 		assert.False(t, framework.Node(t, n).Spec.Unschedulable, "a quarantine is not a cordon")
 		assert.Equal(t, int32(1), pool(t, "hl-alloc").Status.QuarantinedNodes)
 		out := framework.C.Kubectl(t, "", "get", "pools.runwhere.ai", "hl-alloc", "-o", "custom-columns=Q:.status.quarantinedNodes", "--no-headers")
