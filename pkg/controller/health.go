@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -33,10 +34,13 @@ var HealthImages []string
 var HealthDefinitions map[string]health.Definition
 
 // HealthReconciler runs pkg/health's loop, one Pool per request, driven by watches on
-// Pools (spec, where the health verb writes its orders), on member nodes and on the
-// loop's own StressRuns.
+// Pools (spec, where the health verb writes its orders), on member nodes, on the
+// loop's own StressRuns and on its remediation Jobs (the node-work cache).
 type HealthReconciler struct {
 	health.Reconciler
+	// Work is the node-work cache (NodeWorkCache): remediation Jobs are read and
+	// watched there.
+	Work cache.Cache
 }
 
 // SetupWithManager registers the controller; it runs on the leader only.
@@ -57,6 +61,10 @@ func (r *HealthReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: run.Spec.Pool}}}
 		}))
 	r.Live = mgr.GetAPIReader()
+	if r.Work != nil {
+		r.Jobs = r.Work
+		b = b.WatchesRawSource(jobsOwnedBy(mgr, r.Work, &v1alpha1.Pool{}))
+	}
 	if r.DRA {
 		b = b.Watches(&resourcev1.ResourceSlice{}, handler.EnqueueRequestsFromMapFunc(r.poolOfSliceNode),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{}))

@@ -41,8 +41,12 @@ func SetupIn(mgr ctrl.Manager, accel policy.Accelerators, namespace string, pods
 	if err != nil {
 		return err
 	}
+	work, err := NodeWorkCache(mgr, namespace)
+	if err != nil {
+		return err
+	}
 	rollouts := &RolloutReconciler{Reconciler: upgrade.Reconciler{Client: mgr.GetClient(), Kube: kube,
-		Recorder: &events.Recorder{Client: kube}, Namespace: namespace, Pods: pods}}
+		Recorder: &events.Recorder{Client: kube}, Namespace: namespace, Pods: pods}, Work: work}
 	if err := rollouts.SetupWithManager(mgr); err != nil {
 		return err
 	}
@@ -53,7 +57,8 @@ func SetupIn(mgr ctrl.Manager, accel policy.Accelerators, namespace string, pods
 		return err
 	}
 	if err := (&HealthReconciler{Reconciler: health.Reconciler{Client: mgr.GetClient(), Kube: kube, Recorder: &events.Recorder{Client: kube},
-		Namespace: namespace, Accelerators: accel, Images: HealthImages, Definitions: HealthDefinitions, DRA: status.DRA}}).SetupWithManager(mgr); err != nil {
+		Namespace: namespace, Accelerators: accel, Images: HealthImages, Definitions: HealthDefinitions, DRA: status.DRA},
+		Work: work}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	runs := &StressReconciler{Kube: kube, Recorder: &events.Recorder{Client: kube}, Namespace: namespace, Accelerators: accel}

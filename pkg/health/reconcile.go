@@ -59,7 +59,11 @@ type Reconciler struct {
 	// disagree (nil: Client).
 	Live client.Reader
 	// Kube patches nodes, evicts pods, creates Jobs and reads pods live.
-	Kube     kubernetes.Interface
+	Kube kubernetes.Interface
+	// Jobs, when set (the controller's cache of litepool's namespace, whose Jobs it
+	// watches), is where remediation Jobs are read: their end wakes the loop, which
+	// does not ask again on a timer. Without it (the preview) they are read live.
+	Jobs     client.Reader
 	Recorder *events.Recorder
 	// Namespace is litepool's own: remediation Jobs run there.
 	Namespace    string
@@ -286,9 +290,6 @@ func (r *Reconciler) Plan(ctx context.Context, pool *v1alpha1.Pool, members []co
 		if stored != nil {
 			from = stored.State
 		}
-		if st.Entry != nil && st.Entry.State == v1alpha1.NodeHealthRemediating && st.Requeue == 0 {
-			st.Requeue = jobPoll // Jobs are not watched: the controller may not list them cluster-wide
-		}
 		if st.Requeue == 0 {
 			st.Requeue = untilGrace(n, s, now)
 		}
@@ -333,9 +334,6 @@ func (r *Reconciler) readLive(ctx context.Context, pool string, n *corev1.Node) 
 
 // conflictRetry is how soon a pass whose status write lost a race runs again.
 const conflictRetry = 500 * time.Millisecond
-
-// jobPoll is how often a running remediation Job is looked at.
-const jobPoll = 5 * time.Second
 
 // untilGrace is how long until a NotReady node's grace period ends (0: it is Ready or
 // past it).
@@ -632,7 +630,7 @@ func (r *Reconciler) jobOutcome(ctx context.Context, e *v1alpha1.NodeHealthStatu
 }
 
 func (r *Reconciler) runner() *nodejob.Runner {
-	return &nodejob.Runner{Kube: r.Kube, Namespace: r.Namespace}
+	return &nodejob.Runner{Kube: r.Kube, Cache: r.Jobs, Namespace: r.Namespace}
 }
 
 // follow makes what a stored step named (a remediation Job, a re-check run) and

@@ -31,6 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/policy"
@@ -205,10 +206,42 @@ func (e *ForeignError) Error() string {
 // Runner makes and reads node Jobs in litepool's namespace.
 type Runner struct {
 	Kube kubernetes.Interface
+	// Cache, when set (the controller's cache of litepool's namespace, which it
+	// watches), is where Jobs and their pods are read; without it (the plugin) they are
+	// read live. Jobs are made live either way.
+	Cache client.Reader
 	// Namespace is litepool's own: the only one node work runs in.
 	Namespace string
 	// TTL is how long a finished Job stays (DefaultTTL when 0).
 	TTL time.Duration
+}
+
+// get reads the Job name, from the cache when there is one.
+func (r *Runner) get(ctx context.Context, name string) (*batchv1.Job, error) {
+	if r.Cache == nil {
+		return r.Kube.BatchV1().Jobs(r.Namespace).Get(ctx, name, metav1.GetOptions{})
+	}
+	var job batchv1.Job
+	if err := r.Cache.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: name}, &job); err != nil {
+		return nil, err
+	}
+	return &job, nil
+}
+
+// pods lists the Job name's pods, from the cache when there is one.
+func (r *Runner) pods(ctx context.Context, name string) ([]corev1.Pod, error) {
+	if r.Cache == nil {
+		pods, err := r.Kube.CoreV1().Pods(r.Namespace).List(ctx, metav1.ListOptions{LabelSelector: batchv1.JobNameLabel + "=" + name})
+		if err != nil {
+			return nil, err
+		}
+		return pods.Items, nil
+	}
+	var pods corev1.PodList
+	if err := r.Cache.List(ctx, &pods, client.InNamespace(r.Namespace), client.MatchingLabels{batchv1.JobNameLabel: name}); err != nil {
+		return nil, err
+	}
+	return pods.Items, nil
 }
 
 // Ensure makes s's Job unless it exists (the same name is the same work) and returns
@@ -227,7 +260,7 @@ func (r *Runner) Ensure(ctx context.Context, s Spec) (*batchv1.Job, error) {
 	}
 	want := Job(s, r.Namespace, ttl)
 	jobs := r.Kube.BatchV1().Jobs(r.Namespace)
-	job, err := jobs.Get(ctx, want.Name, metav1.GetOptions{})
+	job, err := r.get(ctx, want.Name)
 	if apierrors.IsNotFound(err) {
 		job, err = jobs.Create(ctx, want, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
@@ -271,18 +304,18 @@ type Outcome struct {
 
 // Outcome reads the Job name and its pods.
 func (r *Runner) Outcome(ctx context.Context, name string) (Outcome, error) {
-	job, err := r.Kube.BatchV1().Jobs(r.Namespace).Get(ctx, name, metav1.GetOptions{})
+	job, err := r.get(ctx, name)
 	if apierrors.IsNotFound(err) {
 		return Outcome{Phase: Gone, Message: fmt.Sprintf("job %s/%s does not exist", r.Namespace, name)}, nil
 	}
 	if err != nil {
 		return Outcome{}, err
 	}
-	pods, err := r.Kube.CoreV1().Pods(r.Namespace).List(ctx, metav1.ListOptions{LabelSelector: batchv1.JobNameLabel + "=" + name})
+	pods, err := r.pods(ctx, name)
 	if err != nil {
 		return Outcome{}, err
 	}
-	return OutcomeOf(job, pods.Items), nil
+	return OutcomeOf(job, pods), nil
 }
 
 // OutcomeOf is how job went, from its conditions and its pods (for the exit code and

@@ -434,9 +434,8 @@ func advance(st HealthStep, in HealthInput) HealthStep {
 		default:
 			set(v1alpha1.NodeHealthRemediating, e.Reason, e.Message)
 			st.Action = ActionRemediate
-			// Nothing watches the Job (litepool caches no Jobs): its end is read
-			// by asking again, as a drain is.
-			st.Requeue = 2 * time.Second
+			// No time to wait: the controller watches the Job, whose end (or its
+			// deadline, activeDeadlineSeconds) wakes the loop.
 			return st
 		}
 	}

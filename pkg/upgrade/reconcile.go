@@ -64,7 +64,17 @@ type Reconciler struct {
 	// Namespace is litepool's own namespace: installer Jobs are made there, and nowhere
 	// else.
 	Namespace string
-	// Recheck is how soon a rollout under way is looked at again (default 2s).
+	// Jobs, when set (the controller's cache of litepool's namespace), is where
+	// installer Jobs are read.
+	Jobs client.Reader
+	// Watched: the caller wakes a pass on every change a rollout waits for (its
+	// installer Jobs, its nodes, the pods on them: the controller's watches), so a pass
+	// asks to run again only when time is what it waits for (a timeout, an eviction a
+	// disruption budget refused). Without it (the plugin) a rollout under way is looked
+	// at again after Recheck.
+	Watched bool
+	// Recheck is how soon a rollout under way is looked at again when not Watched, and
+	// how soon a refused eviction is asked again (default 2s).
 	Recheck time.Duration
 	Clock   clock.PassiveClock
 	// Stand-in: this reconciler runs in the plugin because no controller acted on the
@@ -101,6 +111,8 @@ type pass struct {
 	transitions []transition
 	started     []string
 	maxU        int
+	// retry: a step waits for something only time brings (Outcome.Retry).
+	retry bool
 }
 
 func (p *pass) move(n *v1alpha1.DriverRolloutNode, to policy.UpgradeState, msg string) {
@@ -138,10 +150,33 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if stepErr != nil {
 		return reconcile.Result{}, stepErr
 	}
-	if Active(&ro) {
+	if !Active(&ro) {
+		return reconcile.Result{}, nil
+	}
+	if !r.Watched || p.retry {
 		return reconcile.Result{RequeueAfter: r.recheck()}, nil
 	}
-	return reconcile.Result{}, nil
+	return reconcile.Result{RequeueAfter: untilTimeout(&ro, p.now.Time)}, nil
+}
+
+// untilTimeout is how long until the first timeout of a node's present state ends (0:
+// none does): the one wake-up a watched rollout needs that no object's change brings.
+func untilTimeout(ro *v1alpha1.DriverRollout, now time.Time) time.Duration {
+	t := TimeoutsOf(&ro.Spec)
+	limit := map[policy.UpgradeState]time.Duration{policy.UpgradeWaitJobs: t.Wait, policy.UpgradeDrain: t.Drain,
+		policy.UpgradeInstall: t.Install + installGrace, policy.UpgradeValidate: t.Validate}
+	var first time.Duration
+	for _, n := range ro.Status.Nodes {
+		d, ok := limit[policy.UpgradeState(n.State)]
+		if !ok || d <= 0 || n.Since == nil || (policy.UpgradeState(n.State) == policy.UpgradeInstall && t.Install <= 0) {
+			continue
+		}
+		left := max(n.Since.Add(d).Sub(now), 0) + time.Second
+		if first == 0 || left < first {
+			first = left
+		}
+	}
+	return first
 }
 
 // Active says whether a rollout has work the reconciler will do without a spec change.
@@ -372,7 +407,7 @@ func Predict(ctx context.Context, kube kubernetes.Interface, ro *v1alpha1.Driver
 // drive takes one node as far as it goes now: step after step while each finishes at
 // once, stopping at the first that waits, and at done or failed.
 func (r *Reconciler) drive(ctx context.Context, ro *v1alpha1.DriverRollout, n *v1alpha1.DriverRolloutNode, scope map[string]*corev1.Node, p *pass) error {
-	s := &Stepper{Kube: r.Kube, Namespace: r.Namespace}
+	s := &Stepper{Kube: r.Kube, Jobs: r.Jobs, Namespace: r.Namespace}
 	node := scope[n.Name]
 	for range len(policy.UpgradeStates()) {
 		if node == nil {
@@ -393,6 +428,7 @@ func (r *Reconciler) drive(ctx context.Context, ro *v1alpha1.DriverRollout, n *v
 		}
 		if !out.Done {
 			n.Message = out.Message
+			p.retry = p.retry || out.Retry
 			return nil
 		}
 		next, ok := policy.NextUpgradeState(state)

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -523,4 +524,61 @@ func TestARolloutPassDoesNotListTheClustersPods(t *testing.T) {
 	assert.Zero(t, small.byVerb["list pods of the cluster"]+big.byVerb["list pods of the cluster"], "no live cluster-wide pod list in the controller")
 	assert.Zero(t, big.podsListed)
 	assert.Equal(t, small.byVerb, big.byVerb, "the requests of a pass do not grow with the cluster's pods")
+}
+
+// A watched rollout (the controller: its Jobs, nodes and pods wake it) asks to run again
+// only when time is what it waits for: the first timeout of a node's present state, or
+// an eviction a disruption budget refused. The plugin's stand-in, which watches
+// nothing, looks again after Recheck.
+func TestAWatchedRolloutAsksAgainOnlyForTime(t *testing.T) {
+	ro := testRollout("r", 1)
+	ro.Spec.WaitTimeout = &metav1.Duration{Duration: 0}
+	w := newWorld(t, ro, "n1")
+	r := w.reconciler()
+	r.Watched = true
+	// The first pass cordons n1, drains nothing, makes its installer Job and waits for it.
+	res := w.reconcile(r, "r")
+	got := w.rollout("r")
+	require.Equal(t, string(policy.UpgradeInstall), got.Status.Nodes[0].State, got.Status.Nodes[0].Message)
+	assert.Equal(t, DefaultInstallTimeout+installGrace+time.Second, res.RequeueAfter,
+		"a running installer Job wakes the rollout when it ends: the only timer is the install timeout")
+	w.clock.Step(10 * time.Minute)
+	res = w.reconcile(r, "r")
+	assert.Equal(t, DefaultInstallTimeout+installGrace-10*time.Minute+time.Second, res.RequeueAfter)
+
+	r.Watched = false
+	assert.Equal(t, 2*time.Second, w.reconcile(r, "r").RequeueAfter, "the stand-in watches nothing: it looks again")
+
+	// Validation waits for the driver label (a node event) with its timeout.
+	r.Watched = true
+	w.playInstallers()
+	res = w.reconcile(r, "r")
+	assert.Equal(t, string(policy.UpgradeDone), w.rollout("r").Status.Nodes[0].State)
+	assert.Zero(t, res.RequeueAfter, "done: nothing to wait for")
+}
+
+// A drain whose eviction a disruption budget refuses (429) waits for time, not for an
+// object's change: a watched rollout still asks again soon.
+func TestARefusedEvictionIsAskedAgain(t *testing.T) {
+	ro := testRollout("r", 1)
+	ro.Spec.WaitTimeout = &metav1.Duration{Duration: 0}
+	ro.Spec.ForceDrain = true // a bare pod: kubectl's drain asks for --force
+	w := newWorld(t, ro, "n1")
+	ctx := context.Background()
+	_, err := w.kube.CoreV1().Pods("tenant").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "tenant"},
+		Spec: corev1.PodSpec{NodeName: "n1"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	w.kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "eviction" {
+			return false, nil, nil
+		}
+		return true, nil, apierrors.NewTooManyRequests("the disruption budget allows none", 10)
+	})
+	r := w.reconciler()
+	r.Watched = true
+	res := w.reconcile(r, "r")
+	n := w.rollout("r").Status.Nodes[0]
+	require.Equal(t, string(policy.UpgradeDrain), n.State, n.Message)
+	assert.Contains(t, n.Message, "a disruption budget refuses tenant/train")
+	assert.Equal(t, 2*time.Second, res.RequeueAfter)
 }

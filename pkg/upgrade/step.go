@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 	"k8s.io/kubectl/pkg/drain"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/inventory"
@@ -36,6 +37,9 @@ type Outcome struct {
 	Message string
 	// Job is the installer Job the step made or watches.
 	Job string
+	// Retry: what the step waits for sends no event (a disruption budget refused an
+	// eviction): only time tells, so the step is tried again after a while.
+	Retry bool
 }
 
 func done(format string, args ...any) Outcome {
@@ -53,6 +57,9 @@ func failed(format string, args ...any) Outcome {
 // it picks up what the last call did.
 type Stepper struct {
 	Kube kubernetes.Interface
+	// Jobs, when set (the controller's cache of litepool's namespace), is where
+	// installer Jobs are read; without it (the plugin) they are read live.
+	Jobs client.Reader
 	// Namespace is litepool's own namespace: the only one installer Jobs are made in.
 	Namespace string
 }
@@ -175,11 +182,17 @@ func (s *Stepper) drain(ctx context.Context, ro *v1alpha1.DriverRollout, node st
 		return failed("drain did not finish within %s: %d pod(s) left (%s)", timeout, len(left), strings.Join(left, ", ")), nil
 	}
 	msg := fmt.Sprintf("evicting %d pod(s): %s", len(left), strings.Join(left, ", "))
+	out := waiting("%s", msg)
 	if len(refused) > 0 {
-		msg += fmt.Sprintf("; a disruption budget refuses %s for now", strings.Join(refused, ", "))
+		out.Message += fmt.Sprintf("; a disruption budget refuses %s for now", strings.Join(refused, ", "))
+		out.Retry = true
 	}
-	return waiting("%s", msg), nil
+	return out, nil
 }
+
+// installGrace is how long past its timeout an installer Job that never started is
+// given before the node fails (a Job's activeDeadlineSeconds counts from its start).
+const installGrace = time.Minute
 
 // install makes the node's installer Job for this attempt (unless it exists: its name
 // is deterministic) in litepool's namespace and watches it.
@@ -187,7 +200,7 @@ func (s *Stepper) install(ctx context.Context, ro *v1alpha1.DriverRollout, node 
 	if s.Namespace == "" {
 		return Outcome{}, fmt.Errorf("no namespace for installer Jobs")
 	}
-	runner := &nodejob.Runner{Kube: s.Kube, Namespace: s.Namespace}
+	runner := &nodejob.Runner{Kube: s.Kube, Cache: s.Jobs, Namespace: s.Namespace}
 	job, err := runner.Ensure(ctx, InstallerSpec(ro, node, attempt, timeout))
 	var foreign *nodejob.ForeignError
 	if errors.As(err, &foreign) {
@@ -208,7 +221,7 @@ func (s *Stepper) install(ctx context.Context, ro *v1alpha1.DriverRollout, node 
 	}
 	// The Job's activeDeadlineSeconds fails it first; this catches a Job whose pod
 	// never started (the deadline counts from the Job's start).
-	if timeout > 0 && elapsed >= timeout+time.Minute {
+	if timeout > 0 && elapsed >= timeout+installGrace {
 		return Outcome{Failed: true, Message: fmt.Sprintf("installer job %s/%s did not complete within %s", job.Namespace, job.Name, timeout), Job: job.Name}, nil
 	}
 	if job.Status.Active == 0 {
