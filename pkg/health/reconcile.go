@@ -16,7 +16,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -495,43 +494,39 @@ func (r *Reconciler) setTaint(ctx context.Context, node string, on bool, reason 
 	return nil
 }
 
-// workloadPods are the pods a drain must move: not terminal, not DaemonSet or mirror
-// pods, not litepool's node work (a driver installer of a rollout under way, a stress
-// test: nodejob.IsNodeWork, which trusts litepool's namespace, not labels).
+// drainOptions are the health loop's drain: every pod but DaemonSet and mirror pods and
+// litepool's node work (a driver installer of a rollout under way, a stress test:
+// nodejob.IsNodeWork, which trusts litepool's namespace, not labels), those no
+// controller manages too.
+func (r *Reconciler) drainOptions() nodeops.StepOptions {
+	return nodeops.StepOptions{Namespace: r.Namespace, Force: true}
+}
+
+// workloadPods are the pods the drain must still move: those not already terminating.
 func (r *Reconciler) workloadPods(ctx context.Context, node string) ([]corev1.Pod, error) {
-	list, err := r.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+	pods, err := nodeops.DrainPods(ctx, r.Kube, node, r.drainOptions())
 	if err != nil {
 		return nil, err
 	}
 	var out []corev1.Pod
-	for _, p := range list.Items {
-		if inventory.IsWorkloadPod(&p) && !nodejob.IsNodeWork(&p, r.Namespace) && p.DeletionTimestamp == nil {
+	for _, p := range pods {
+		if p.DeletionTimestamp == nil {
 			out = append(out, p)
 		}
 	}
 	return out, nil
 }
 
-// drain asks the Eviction API to move each workload pod; a PodDisruptionBudget that
-// says no (429) is honoured, and the next pass asks again.
+// drain is one pass of litepool's drain (nodeops.DrainStep): the Eviction API moves
+// each pod; a PodDisruptionBudget that says no (429) is honoured, and the next pass
+// asks again.
 func (r *Reconciler) drain(ctx context.Context, node string) error {
-	pods, err := r.workloadPods(ctx, node)
-	if err != nil {
-		return err
+	res, err := nodeops.DrainStep(ctx, r.Kube, node, r.drainOptions())
+	for _, p := range res.Evicted {
+		_ = r.Recorder.Normal(ctx, events.Ref{Kind: "Pod", Namespace: p.Namespace, Name: p.Name, APIVersion: "v1", UID: string(p.UID)},
+			"HealthDrain", "evicted from node %s, quarantined by litepool's health loop", node)
 	}
-	for _, p := range pods {
-		ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}}
-		err := r.Kube.PolicyV1().Evictions(p.Namespace).Evict(ctx, ev)
-		switch {
-		case err == nil:
-			_ = r.Recorder.Normal(ctx, events.Ref{Kind: "Pod", Namespace: p.Namespace, Name: p.Name, APIVersion: "v1", UID: string(p.UID)},
-				"HealthDrain", "evicted from node %s, quarantined by litepool's health loop", node)
-		case apierrors.IsTooManyRequests(err), apierrors.IsNotFound(err):
-		default:
-			return fmt.Errorf("node %s: evicting %s/%s: %w", node, p.Namespace, p.Name, err)
-		}
-	}
-	return nil
+	return err
 }
 
 // checkHolding: a node Holding has passed its re-check, which is a run this pool

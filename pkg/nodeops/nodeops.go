@@ -1,10 +1,11 @@
 // Package nodeops cordons and uncordons nodes for every litepool operation (with
 // cordon holders, so that one operation's uncordon never lifts another's cordon), and
-// drains nodes for the plugin's cordon/drain commands and scale-down, on top of
-// k8s.io/kubectl/pkg/drain so that PDBs, DaemonSets, emptyDir data, unmanaged pods and
-// timeouts behave exactly as in `kubectl drain`. The controller's drains (driver rollouts
-// in pkg/upgrade, the health loop in pkg/health) are their own, non-blocking ones:
-// making them one is issue 32's open work.
+// is litepool's one drain, on top of k8s.io/kubectl/pkg/drain so that PDBs, DaemonSets,
+// emptyDir data and unmanaged pods behave as in `kubectl drain`, with one pod filter
+// added everywhere (NodeWorkFilter: litepool's node work stays). The plugin's commands
+// (cordon/drain, scale-down) wait for it (Drain, with kubectl's timeout); the
+// controllers (driver rollouts, the health loop) take one non-blocking pass at a time
+// (DrainStep) and come back.
 package nodeops
 
 import (
@@ -139,8 +140,20 @@ type DrainOptions struct {
 	Force              bool
 	DisableEviction    bool
 	PodSelector        string
-	DryRun             cmdutil.DryRunStrategy
-	Out, ErrOut        io.Writer
+	// Namespace is litepool's own (DefaultNamespace when empty): its node work there is
+	// never drained (NodeWorkFilter), as in the controllers' drains.
+	Namespace   string
+	DryRun      cmdutil.DryRunStrategy
+	Out, ErrOut io.Writer
+}
+
+// filters are what every litepool drain adds to kubectl's.
+func (o DrainOptions) filters() []drain.PodFilter {
+	ns := o.Namespace
+	if ns == "" {
+		ns = DefaultNamespace
+	}
+	return []drain.PodFilter{NodeWorkFilter(ns)}
 }
 
 // serverDryRunTimeout bounds a server dry-run drain.
@@ -191,8 +204,8 @@ func Drain(ctx context.Context, client kubernetes.Interface, name string, o Drai
 		Ctx: ctx, Client: client, Force: o.Force, GracePeriodSeconds: o.GracePeriodSeconds,
 		IgnoreAllDaemonSets: o.IgnoreDaemonSets, Timeout: o.Timeout, DeleteEmptyDirData: o.DeleteEmptyDirData,
 		PodSelector: o.PodSelector, DisableEviction: o.DisableEviction, DryRunStrategy: o.DryRun,
-		EvictErrorRetryDelay: 500 * time.Millisecond,
-		Out:                  &onceWriter{out: orDiscard(o.Out), seen: map[string]bool{}}, ErrOut: tracker,
+		EvictErrorRetryDelay: 500 * time.Millisecond, AdditionalFilters: o.filters(),
+		Out: &onceWriter{out: orDiscard(o.Out), seen: map[string]bool{}}, ErrOut: tracker,
 		OnPodDeletionOrEvictionStarted: func(pod *corev1.Pod, _ bool) { tracker.started(pod) },
 		OnPodDeletionOrEvictionFinished: func(pod *corev1.Pod, eviction bool, err error) {
 			if err != nil {
@@ -235,7 +248,8 @@ func blocked(ctx context.Context, err error, reasons []string) bool {
 // anything changed.
 func CheckDrain(ctx context.Context, client kubernetes.Interface, name string, o DrainOptions) error {
 	helper := &drain.Helper{Ctx: ctx, Client: client, Force: o.Force, IgnoreAllDaemonSets: o.IgnoreDaemonSets,
-		DeleteEmptyDirData: o.DeleteEmptyDirData, PodSelector: o.PodSelector, Out: io.Discard, ErrOut: io.Discard}
+		DeleteEmptyDirData: o.DeleteEmptyDirData, PodSelector: o.PodSelector, Out: io.Discard, ErrOut: io.Discard,
+		AdditionalFilters: o.filters()}
 	if _, errs := helper.GetPodsForDeletion(name); errs != nil {
 		return fmt.Errorf("node %q cannot be drained: %w", name, utilerrors.NewAggregate(errs))
 	}

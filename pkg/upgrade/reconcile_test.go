@@ -21,11 +21,13 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	toolscache "k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/nodejob"
 	"github.com/runwhere-ai/litepool/pkg/podindex"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
@@ -581,4 +583,32 @@ func TestARefusedEvictionIsAskedAgain(t *testing.T) {
 	require.Equal(t, string(policy.UpgradeDrain), n.State, n.Message)
 	assert.Contains(t, n.Message, "a disruption budget refuses tenant/train")
 	assert.Equal(t, 2*time.Second, res.RequeueAfter)
+}
+
+// A rollout's drain is litepool's one drain: a re-check pod of the health loop on the
+// node (litepool's node work) keeps running, a tenant's pod is evicted.
+func TestARolloutDrainLeavesLitepoolsNodeWork(t *testing.T) {
+	ro := testRollout("r", 1)
+	ro.Spec.WaitTimeout = &metav1.Duration{Duration: 0}
+	w := newWorld(t, ro, "n1")
+	ctx := context.Background()
+	rs := []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "rs", UID: "rs", Controller: ptr.To(true)}}
+	run := []metav1.OwnerReference{{APIVersion: "runwhere.ai/v1alpha1", Kind: "StressRun", Name: "health-n1", UID: "run", Controller: ptr.To(true)}}
+	for _, p := range []*corev1.Pod{
+		{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "tenant", OwnerReferences: rs}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "recheck", Namespace: ns, OwnerReferences: run,
+			Labels: map[string]string{nodejob.LabelManagedBy: nodejob.ManagedBy}}},
+	} {
+		p.Spec.NodeName, p.Status.Phase = "n1", corev1.PodRunning
+		_, err := w.kube.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	w.reconcile(w.reconciler(), "r")
+	var evicted []string
+	for _, a := range w.kube.Actions() {
+		if c, ok := a.(k8stesting.CreateAction); ok && a.GetSubresource() == "eviction" {
+			evicted = append(evicted, c.GetNamespace()+"/"+c.GetObject().(metav1.Object).GetName())
+		}
+	}
+	assert.Equal(t, []string{"tenant/train"}, evicted)
 }

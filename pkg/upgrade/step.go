@@ -4,20 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/kubernetes"
 	cmdutil "k8s.io/kubectl/pkg/cmd/util"
-	"k8s.io/kubectl/pkg/drain"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
@@ -148,43 +143,29 @@ func (s *Stepper) waitForJobs(ctx context.Context, ro *v1alpha1.DriverRollout, n
 	return waiting("waiting up to %s for %d workload pod(s) to finish: %s", timeout, len(left), strings.Join(left, ", ")), nil
 }
 
-// drain evicts the node's pods (as kubectl drain --ignore-daemonsets
-// --delete-emptydir-data, with --force when the rollout says so) and is finished when
-// none is left. Evictions a PodDisruptionBudget refuses are tried again at the next
-// reconcile, until the drain timeout.
+// drain is one pass of litepool's drain (nodeops.DrainStep: kubectl drain
+// --ignore-daemonsets --delete-emptydir-data, with --force when the rollout says so,
+// never litepool's node work) and is finished when no pod is left. Evictions a
+// PodDisruptionBudget refuses are asked again at a later pass, until the drain timeout.
 func (s *Stepper) drain(ctx context.Context, ro *v1alpha1.DriverRollout, node string, timeout, elapsed time.Duration) (Outcome, error) {
-	h := &drain.Helper{Ctx: ctx, Client: s.Kube, Force: ro.Spec.ForceDrain, GracePeriodSeconds: -1,
-		IgnoreAllDaemonSets: true, DeleteEmptyDirData: true, Out: io.Discard, ErrOut: io.Discard}
-	list, errs := h.GetPodsForDeletion(node)
-	if len(errs) > 0 {
-		return failed("cannot drain: %v", utilerrors.NewAggregate(errs)), nil
+	res, err := nodeops.DrainStep(ctx, s.Kube, node, nodeops.StepOptions{Namespace: s.Namespace, Force: ro.Spec.ForceDrain})
+	var cannot *nodeops.CannotDrainError
+	if errors.As(err, &cannot) {
+		return failed("%v", err), nil
 	}
-	pods := list.Pods()
-	if len(pods) == 0 {
+	if err != nil {
+		return Outcome{}, err
+	}
+	left := res.Left()
+	if len(left) == 0 {
 		return Outcome{Done: true}, nil
-	}
-	var left, refused []string
-	for _, p := range pods {
-		left = append(left, p.Namespace+"/"+p.Name)
-		if p.DeletionTimestamp != nil {
-			continue
-		}
-		err := h.EvictPod(p, schema.GroupVersion{Group: "policy", Version: "v1"})
-		switch {
-		case err == nil, apierrors.IsNotFound(err):
-		case apierrors.IsTooManyRequests(err):
-			refused = append(refused, p.Namespace+"/"+p.Name)
-		default:
-			return Outcome{}, err
-		}
 	}
 	if timeout > 0 && elapsed >= timeout {
 		return failed("drain did not finish within %s: %d pod(s) left (%s)", timeout, len(left), strings.Join(left, ", ")), nil
 	}
-	msg := fmt.Sprintf("evicting %d pod(s): %s", len(left), strings.Join(left, ", "))
-	out := waiting("%s", msg)
-	if len(refused) > 0 {
-		out.Message += fmt.Sprintf("; a disruption budget refuses %s for now", strings.Join(refused, ", "))
+	out := waiting("evicting %d pod(s): %s", len(left), strings.Join(left, ", "))
+	if len(res.Refused) > 0 {
+		out.Message += fmt.Sprintf("; a disruption budget refuses %s for now", strings.Join(res.Refused, ", "))
 		out.Retry = true
 	}
 	return out, nil
