@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"net/http"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -72,8 +71,7 @@ var labelPair = regexp.MustCompile(`([a-z_]+)="([^"]*)"`)
 // metrics by name.
 func (r *replica) scrape(t *testing.T) map[string][]series {
 	t.Helper()
-	code, body := localwebhook.Get("http://" + r.Metrics + "/metrics")
-	require.Equal(t, http.StatusOK, code, body)
+	body := framework.Scrape(t, r.Metrics)
 	out := map[string][]series{}
 	for _, m := range sampleLine.FindAllStringSubmatch(body, -1) {
 		v, err := strconv.ParseFloat(m[3], 64)

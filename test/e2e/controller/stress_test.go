@@ -124,36 +124,15 @@ func stressPool(t *testing.T, name string, n int) []string {
 // pods Running).
 func playStress(t *testing.T, prefix string, fail map[string]string, release *atomic.Bool) func() {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for ctx.Err() == nil {
-			time.Sleep(100 * time.Millisecond)
-			if !release.Load() {
-				continue
-			}
-			pods, err := framework.C.Kube.CoreV1().Pods(localwebhook.Namespace).List(ctx, metav1.ListOptions{LabelSelector: stress.LabelComponent + "=" + stress.Component})
-			if err != nil {
-				continue
-			}
-			for i := range pods.Items {
-				p := &pods.Items[i]
-				if !strings.HasPrefix(p.Spec.NodeName, prefix) || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-					continue
-				}
-				term := &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", StartedAt: metav1.Now(), FinishedAt: metav1.Now()}
-				p.Status.Phase = corev1.PodSucceeded
-				if msg, failing := fail[p.Spec.NodeName]; failing && strings.HasPrefix(msg, p.Annotations[stress.AnnotationTest]+" ") {
-					p.Status.Phase, term.ExitCode, term.Reason, term.Message = corev1.PodFailed, 1, "Error", msg
-				}
-				p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "stress", Image: p.Spec.Containers[0].Image, State: corev1.ContainerState{Terminated: term}}}
-				_, _ = framework.C.Kube.CoreV1().Pods(localwebhook.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{})
-			}
+	return framework.CompletePods(t, localwebhook.Namespace, stress.LabelComponent+"="+stress.Component, func(p *corev1.Pod) (framework.PodEnd, bool) {
+		if !release.Load() || !strings.HasPrefix(p.Spec.NodeName, prefix) {
+			return framework.PodEnd{}, false
 		}
-	}()
-	return func() { cancel(); wg.Wait() }
+		if msg, failing := fail[p.Spec.NodeName]; failing && strings.HasPrefix(msg, p.Annotations[stress.AnnotationTest]+" ") {
+			return framework.PodEnd{Exit: 1, Message: msg}, true
+		}
+		return framework.PodEnd{}, true
+	})
 }
 
 // countStressPodCreations watches litepool's namespace and counts, per node named

@@ -168,10 +168,7 @@ func (a *DriverAgent) tick(ctx context.Context) {
 func finishInstall(ctx context.Context, p *corev1.Pod, noLabel bool) bool {
 	kube := C.Kube
 	if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
-		now := metav1.Now()
-		p.Status.Phase = corev1.PodSucceeded
-		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "installer", Image: p.Spec.Containers[0].Image,
-			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", StartedAt: now, FinishedAt: now}}}}
+		Terminate(p, PodEnd{})
 		if _, err := kube.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
 			return false
 		}

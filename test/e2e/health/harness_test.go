@@ -2,10 +2,7 @@ package health
 
 import (
 	"context"
-	"net/http"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -184,43 +181,20 @@ func waitTaint(t *testing.T, node string, on bool) {
 // stressAgent plays the stress-test pods of the given nodes: each pod of a node in
 // fail exits 1, the others 0.
 type stressAgent struct {
-	mu     sync.Mutex
-	fail   map[string]bool
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	mu   sync.Mutex
+	fail map[string]bool
 }
 
 func startStressAgent(t *testing.T) *stressAgent {
-	ctx, cancel := context.WithCancel(context.Background())
-	a := &stressAgent{fail: map[string]bool{}, cancel: cancel}
-	a.wg.Add(1)
-	go func() {
-		defer a.wg.Done()
-		for ctx.Err() == nil {
-			time.Sleep(100 * time.Millisecond)
-			pods, err := framework.C.Kube.CoreV1().Pods(localwebhook.Namespace).List(ctx, metav1.ListOptions{LabelSelector: stress.LabelComponent + "=" + stress.Component})
-			if err != nil {
-				continue
-			}
-			for i := range pods.Items {
-				p := &pods.Items[i]
-				if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-					continue
-				}
-				term := &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", StartedAt: metav1.Now(), FinishedAt: metav1.Now()}
-				p.Status.Phase = corev1.PodSucceeded
-				a.mu.Lock()
-				failing := a.fail[p.Spec.NodeName]
-				a.mu.Unlock()
-				if failing {
-					p.Status.Phase, term.ExitCode, term.Reason, term.Message = corev1.PodFailed, 1, "Error", "npu: HBM ECC errors"
-				}
-				p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "stress", Image: p.Spec.Containers[0].Image, State: corev1.ContainerState{Terminated: term}}}
-				_, _ = framework.C.Kube.CoreV1().Pods(localwebhook.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{})
-			}
+	a := &stressAgent{fail: map[string]bool{}}
+	framework.CompletePods(t, localwebhook.Namespace, stress.LabelComponent+"="+stress.Component, func(p *corev1.Pod) (framework.PodEnd, bool) {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if a.fail[p.Spec.NodeName] {
+			return framework.PodEnd{Exit: 1, Message: "npu: HBM ECC errors"}, true
 		}
-	}()
-	t.Cleanup(func() { cancel(); a.wg.Wait() })
+		return framework.PodEnd{}, true
+	})
 	return a
 }
 
@@ -230,21 +204,14 @@ func (a *stressAgent) failOn(node string) {
 	a.fail[node] = true
 }
 
-var sampleLine = regexp.MustCompile(`(?m)^([a-z_]+)\{([^}]*)\} (\S+)$`)
-
 // gauge reads one litepool metric series of the replica: name{pool="pool",extra}.
 func (r *replica) gauge(t *testing.T, name, pool, extra string) float64 {
 	t.Helper()
-	code, body := localwebhook.Get("http://" + r.Metrics + "/metrics")
-	require.Equal(t, http.StatusOK, code, body)
-	for _, m := range sampleLine.FindAllStringSubmatch(body, -1) {
-		if m[1] == name && strings.Contains(m[2], `pool="`+pool+`"`) && strings.Contains(m[2], extra) {
-			v, err := strconv.ParseFloat(m[3], 64)
-			require.NoError(t, err)
-			return v
-		}
+	v, ok := framework.Sample(t, framework.Scrape(t, r.Metrics), name, `pool="`+pool+`"`, extra)
+	if !ok {
+		return -1
 	}
-	return -1
+	return v
 }
 
 // waitGauge waits until the gauge reads want.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -25,35 +24,16 @@ import (
 // (exit 1) when the node is in fail and the message starts with the pod's test, and
 // Succeeded elsewhere. Only the nodes in fail (failing, or "node?" for passing) are its.
 func stressAgent(t *testing.T, fail map[string]string) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	t.Cleanup(func() { cancel(); <-done })
-	go func() {
-		defer close(done)
-		for ctx.Err() == nil {
-			pods, err := framework.C.Kube.CoreV1().Pods(stress.DefaultNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=stress-test"})
-			if err == nil {
-				for i := range pods.Items {
-					p := &pods.Items[i]
-					if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-						continue
-					}
-					msg, failing := fail[p.Spec.NodeName]
-					if _, ours := fail[p.Spec.NodeName+"?"]; !ours && !failing {
-						continue // another test's pod
-					}
-					term := &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", StartedAt: metav1.Now(), FinishedAt: metav1.Now()}
-					p.Status.Phase = corev1.PodSucceeded
-					if failing && strings.HasPrefix(msg, p.Annotations[stress.AnnotationTest]+" ") {
-						p.Status.Phase, term.ExitCode, term.Reason, term.Message = corev1.PodFailed, 1, "Error", msg
-					}
-					p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "stress", Image: p.Spec.Containers[0].Image, State: corev1.ContainerState{Terminated: term}}}
-					_, _ = framework.C.Kube.CoreV1().Pods(stress.DefaultNamespace).UpdateStatus(ctx, p, metav1.UpdateOptions{})
-				}
-			}
-			time.Sleep(100 * time.Millisecond)
+	framework.CompletePods(t, stress.DefaultNamespace, "app.kubernetes.io/component=stress-test", func(p *corev1.Pod) (framework.PodEnd, bool) {
+		msg, failing := fail[p.Spec.NodeName]
+		if _, ours := fail[p.Spec.NodeName+"?"]; !ours && !failing {
+			return framework.PodEnd{}, false // another test's pod
 		}
-	}()
+		if failing && strings.HasPrefix(msg, p.Annotations[stress.AnnotationTest]+" ") {
+			return framework.PodEnd{Exit: 1, Message: msg}, true
+		}
+		return framework.PodEnd{}, true
+	})
 }
 
 // No controller runs in this cluster: the plugin creates the StressRun, sees no
