@@ -20,31 +20,13 @@ const (
 )
 
 // replica is one litepool-webhook process with its controllers on.
-type replica struct {
-	*localwebhook.Process
-	logs *localwebhook.LogBuffer
-}
+type replica struct{ *framework.Litepool }
 
 // startReplica runs litepool-webhook with the webhook, --controllers and
 // --leader-elect, serving certs, and waits until it is ready (caches synced).
 func startReplica(t *testing.T, certs *localwebhook.Certs, extra ...string) *replica {
 	t.Helper()
-	logs := &localwebhook.LogBuffer{}
-	flags := append([]string{"--cert-mode=files", "--cert-dir=" + certs.Dir, "--controllers=true", "--leader-elect=true"}, extra...)
-	// The webhook's namespace holds the leader Lease and the departure reservations.
-	require.NoError(t, localwebhook.EnsureNamespace(context.Background(), framework.C.Kube, localwebhook.Namespace))
-	p, err := localwebhook.Launch(localwebhook.Options{Binary: filepath.Join(framework.BinDir, "litepool-webhook"),
-		Kubeconfig: framework.C.Kubeconfig, Namespace: localwebhook.Namespace, Flags: flags, Output: logs})
-	require.NoError(t, err)
-	r := &replica{Process: p, logs: logs}
-	t.Cleanup(func() {
-		p.Kill()
-		if t.Failed() {
-			t.Logf("litepool-webhook %s log:\n%s", p.Addr, logs.String())
-		}
-	})
-	require.NoError(t, p.WaitReady(context.Background(), 60*time.Second), logs.String())
-	return r
+	return &replica{framework.LaunchLitepool(t, certs.Dir, append([]string{"--controllers=true", "--leader-elect=true"}, extra...)...)}
 }
 
 // registerWebhooks points deploy/webhook's configurations at the replica.

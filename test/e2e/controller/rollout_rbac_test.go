@@ -80,7 +80,7 @@ func TestNodeAnnotationsStartNothing(t *testing.T) {
 		var ro v1alpha1.DriverRollout
 		err := rc.Get(ctx, client.ObjectKeyFromObject(sentinel), &ro)
 		return err == nil && ro.Status.ObservedGeneration == ro.Generation && ro.Status.Phase == v1alpha1.RolloutPaused, nil
-	}), "the controller never reconciled:\n%s", r.logs.String())
+	}), "the controller never reconciled:\n%s", r.Logs.String())
 	// Make it reconcile again after the annotations, and let a settle period pass.
 	require.NoError(t, rc.Patch(ctx, sentinel, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"canary":"ctl-sent-1"}}`))))
 	require.NoError(t, wait.PollUntilContextTimeout(ctx, waitInterval, waitTimeout, true, func(ctx context.Context) (bool, error) {
@@ -161,7 +161,7 @@ spec:
 			return f[3] == "Succeeded", nil
 		}
 		return false, nil
-	}), "seen %v\n%s", seen, r.logs.String())
+	}), "seen %v\n%s", seen, r.Logs.String())
 	assert.True(t, seen["ctl-op-24 ctl-op 24.1.0.3 Succeeded 2/2 0"], "%v", seen)
 	assert.True(t, seen["ctl-op-24 ctl-op 24.1.0.3 Progressing 0/2 0"] || seen["ctl-op-24 ctl-op 24.1.0.3 Progressing 1/2 0"],
 		"kubectl get showed the rollout under way: %v", seen)

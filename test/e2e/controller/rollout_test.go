@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -58,7 +57,7 @@ func TestRolloutSurvivesPluginExitAndLeaderKill(t *testing.T) {
 			}
 		}
 		return false, nil
-	}), "no node reached install under the first leader:\n%s", first.logs.String())
+	}), "no node reached install under the first leader:\n%s", first.Logs.String())
 	states := map[string]string{}
 	for _, n := range nodes {
 		states[n] = framework.UpgradeState(t, n)
@@ -80,7 +79,7 @@ func TestRolloutSurvivesPluginExitAndLeaderKill(t *testing.T) {
 			}
 		}
 		return true, nil
-	}), second.logs.String())
+	}), second.Logs.String())
 	for _, n := range nodes {
 		assert.Len(t, eventMessages(t, n, "DriverUpgraded"), 1, "%s went through the machine once", n)
 	}
@@ -129,12 +128,7 @@ func TestInClusterRolloutWait(t *testing.T) {
 }
 
 // waitLeader waits until the replica says it holds the leader lease.
-func waitLeader(t *testing.T, r *replica) {
-	t.Helper()
-	require.NoError(t, wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, waitTimeout, true, func(context.Context) (bool, error) {
-		return strings.Contains(strings.ToLower(r.logs.String()), "successfully acquired lease"), nil
-	}), "replica never became leader:\n%s", r.logs.String())
-}
+func waitLeader(t *testing.T, r *replica) { r.WaitLeader(t, waitTimeout) }
 
 // installerJobs counts installer Jobs per node, from the cluster.
 func installerJobs(t *testing.T) map[string]int {

@@ -103,7 +103,7 @@ func TestOperatorStartsAStressRunAndKubectlGetShowsIt(t *testing.T) {
 	}
 	require.NoError(t, wait.PollUntilContextTimeout(context.Background(), waitInterval, waitTimeout, true, func(context.Context) (bool, error) {
 		return len(stressPods(t, "ctl-sop-")) == len(nodes), nil
-	}), r.logs.String())
+	}), r.Logs.String())
 	rows := get()
 	require.Len(t, rows, 2)
 	require.Len(t, rows[1], 7, "every column has a value: %q", rows[1])
@@ -211,5 +211,5 @@ func waitPoolObserved(t *testing.T, name string, r *replica) {
 			return false, err
 		}
 		return p.Status.ObservedGeneration == p.Generation, nil
-	}), "the controller never reconciled pool %s:\n%s", name, r.logs.String())
+	}), "the controller never reconciled pool %s:\n%s", name, r.Logs.String())
 }

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -90,7 +89,7 @@ func TestStressRunSurvivesALeaderChangeWithoutRunningTwice(t *testing.T) {
 	require.NotNil(t, name, out)
 	require.NoError(t, wait.PollUntilContextTimeout(context.Background(), waitInterval, waitTimeout, true, func(context.Context) (bool, error) {
 		return len(stressPods(t, "ctl-sk-")) == len(nodes), nil
-	}), "the first leader never started the pods:\n%s", first.logs.String())
+	}), "the first leader never started the pods:\n%s", first.Logs.String())
 	// One run at a time per pool.
 	busy := framework.C.Litepool(t, "stress", "run", "--pool", "ctl-sk", "--tests", "npu", "--image", stressImage)
 	assert.NotEqual(t, 0, busy.ExitCode)
@@ -106,12 +105,7 @@ func TestStressRunSurvivesALeaderChangeWithoutRunningTwice(t *testing.T) {
 }
 
 // stressLeader waits until r holds the leader Lease.
-func stressLeader(t *testing.T, r *replica) {
-	t.Helper()
-	require.NoError(t, wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, waitTimeout, true, func(context.Context) (bool, error) {
-		return strings.Contains(strings.ToLower(r.logs.String()), "successfully acquired lease"), nil
-	}), "replica never became leader:\n%s", r.logs.String())
-}
+func stressLeader(t *testing.T, r *replica) { r.WaitLeader(t, waitTimeout) }
 
 // stressPool makes a pool of n fresh Ascend nodes named name-1..n.
 func stressPool(t *testing.T, name string, n int) []string {
@@ -185,7 +179,7 @@ func waitStressRun(t *testing.T, name string, phase v1alpha1.StressRunPhase, r *
 	})
 	logs := ""
 	if r != nil {
-		logs = r.logs.String()
+		logs = r.Logs.String()
 	}
 	require.NoError(t, err, "stress run %s: %+v, want %s\n%s", name, run.Status, phase, logs)
 	return &run

@@ -3,6 +3,7 @@ package framework
 import (
 	"context"
 	"net/http"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/runwhere-ai/litepool/internal/localwebhook"
 )
@@ -103,4 +105,39 @@ func containsAll(s string, parts []string) bool {
 		}
 	}
 	return true
+}
+
+// Litepool is one litepool-webhook process a test launched, and its log.
+type Litepool struct {
+	*localwebhook.Process
+	Logs *localwebhook.LogBuffer
+}
+
+// LaunchLitepool runs litepool-webhook against the cluster with files certificates from
+// certDir and flags, in litepool's namespace (made if missing), and waits until it is
+// ready (caches synced). The test's end kills it and, if the test failed, prints its log.
+func LaunchLitepool(t testing.TB, certDir string, flags ...string) *Litepool {
+	t.Helper()
+	logs := &localwebhook.LogBuffer{}
+	require.NoError(t, localwebhook.EnsureNamespace(context.Background(), C.Kube, localwebhook.Namespace))
+	p, err := localwebhook.Launch(localwebhook.Options{Binary: filepath.Join(BinDir, "litepool-webhook"),
+		Kubeconfig: C.Kubeconfig, Namespace: localwebhook.Namespace, Output: logs,
+		Flags: append([]string{"--cert-mode=files", "--cert-dir=" + certDir}, flags...)})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		p.Kill()
+		if t.Failed() {
+			t.Logf("litepool-webhook %s log:\n%s", p.Addr, logs.String())
+		}
+	})
+	require.NoError(t, p.WaitReady(context.Background(), 60*time.Second), logs.String())
+	return &Litepool{Process: p, Logs: logs}
+}
+
+// WaitLeader waits until the process says it holds the controllers' Lease.
+func (l *Litepool) WaitLeader(t testing.TB, timeout time.Duration) {
+	t.Helper()
+	require.NoError(t, wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		return strings.Contains(strings.ToLower(l.Logs.String()), "successfully acquired lease"), nil
+	}), "litepool-webhook %s never became leader:\n%s", l.Addr, l.Logs.String())
 }

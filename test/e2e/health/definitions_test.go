@@ -96,7 +96,7 @@ func TestAPoolEditorCannotChooseWhatRunsPrivileged(t *testing.T) {
 	require.NoError(t, wait.PollUntilContextTimeout(ctx, waitInterval, waitTimeout, true, func(context.Context) (bool, error) {
 		jobs = jobsOn(t, nodes[1])
 		return len(jobs) > 0, nil
-	}), "no remediation Job:\n%s", r.logs.String())
+	}), "no remediation Job:\n%s", r.Logs.String())
 	require.Len(t, jobs, 1)
 	job, err := framework.C.Kube.BatchV1().Jobs(localwebhook.Namespace).Get(ctx, jobs[0], metav1.GetOptions{})
 	require.NoError(t, err)

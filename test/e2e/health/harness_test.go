@@ -2,8 +2,6 @@ package health
 
 import (
 	"context"
-	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -32,10 +30,7 @@ const (
 )
 
 // replica is one litepool-webhook process with its controllers on.
-type replica struct {
-	*localwebhook.Process
-	logs *localwebhook.LogBuffer
-}
+type replica struct{ *framework.Litepool }
 
 // startController runs litepool-webhook with --controllers (no webhook: these tests
 // need none), approving the test's stress image, and waits until it leads.
@@ -49,24 +44,9 @@ func startControllerWith(t *testing.T, healthFlags ...string) *replica {
 	t.Helper()
 	certs, err := localwebhook.NewCerts(t.TempDir())
 	require.NoError(t, err)
-	logs := &localwebhook.LogBuffer{}
-	require.NoError(t, localwebhook.EnsureNamespace(context.Background(), framework.C.Kube, localwebhook.Namespace))
-	p, err := localwebhook.Launch(localwebhook.Options{Binary: filepath.Join(framework.BinDir, "litepool-webhook"),
-		Kubeconfig: framework.C.Kubeconfig, Namespace: localwebhook.Namespace, Output: logs,
-		Flags: append([]string{"--cert-mode=files", "--cert-dir=" + certs.Dir, "--controllers=true", "--leader-elect=true"}, healthFlags...)})
-	require.NoError(t, err)
-	r := &replica{Process: p, logs: logs}
-	t.Cleanup(func() {
-		p.Kill()
-		if t.Failed() {
-			t.Logf("litepool-webhook %s log:\n%s", p.Addr, logs.String())
-		}
-	})
-	require.NoError(t, p.WaitReady(context.Background(), 60*time.Second), logs.String())
-	require.NoError(t, wait.PollUntilContextTimeout(context.Background(), waitInterval, waitTimeout, true, func(context.Context) (bool, error) {
-		return strings.Contains(strings.ToLower(logs.String()), "successfully acquired lease"), nil
-	}), "never became leader:\n%s", logs.String())
-	return r
+	l := framework.LaunchLitepool(t, certs.Dir, append([]string{"--controllers=true", "--leader-elect=true"}, healthFlags...)...)
+	l.WaitLeader(t, waitTimeout)
+	return &replica{l}
 }
 
 // healthPool makes a Pool with spec.health and n Ready Snt9B nodes NAME-1..n.
@@ -157,7 +137,7 @@ func waitState(t *testing.T, r *replica, poolName, node string, state v1alpha1.N
 		}
 		return last == state, nil
 	})
-	require.NoError(t, err, "node %s never reached %s (last %q); status: %+v\nlog:\n%s", node, state, last, pool(t, poolName).Status.NodeHealth, r.logs.String())
+	require.NoError(t, err, "node %s never reached %s (last %q); status: %+v\nlog:\n%s", node, state, last, pool(t, poolName).Status.NodeHealth, r.Logs.String())
 	return entry(t, poolName, node)
 }
 

@@ -64,7 +64,7 @@ func TestHealthDrainDuringARolloutLeavesTheInstallerRunning(t *testing.T) {
 		}
 		installer = &pods.Items[0]
 		return true, nil
-	}), "no installer pod:\n%s", r.logs.String())
+	}), "no installer pod:\n%s", r.Logs.String())
 	tenant := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "hl-roll-train", Namespace: "default"},
 		Spec: corev1.PodSpec{NodeName: n, Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
 			Containers: []corev1.Container{{Name: "c", Image: "train:1"}}}}
@@ -82,7 +82,7 @@ func TestHealthDrainDuringARolloutLeavesTheInstallerRunning(t *testing.T) {
 	require.NoError(t, wait.PollUntilContextTimeout(ctx, waitInterval, waitTimeout, true, func(context.Context) (bool, error) {
 		e := entry(t, "hl-roll", n)
 		return e != nil && e.Drained, nil
-	}), "the drain never finished: %+v\n%s", entry(t, "hl-roll", n), r.logs.String())
+	}), "the drain never finished: %+v\n%s", entry(t, "hl-roll", n), r.Logs.String())
 	p, err := kube.CoreV1().Pods("default").Get(ctx, tenant.Name, metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.NotNil(t, p.DeletionTimestamp, "the tenant's pod was evicted")
