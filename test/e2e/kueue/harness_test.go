@@ -105,12 +105,13 @@ func ignoreConflict(err error) error {
 }
 
 // gpuJob is a Job of pods pods of perPod GPUs each, queued to queue, whose pods carry
-// podLabels. kwok completes a Job's pods after a few seconds; hold keeps them Running.
+// podLabels. kwok completes a Job's pods as soon as they run; hold gives them a
+// scheduling gate nobody removes instead, so the admitted Job keeps its quota (as one
+// whose pods wait for an image would).
 func gpuJob(namespace, name, queue string, pods int32, perPod int64, podLabels map[string]string, hold bool) *batchv1.Job {
-	annotations := map[string]string{}
+	var gates []corev1.PodSchedulingGate
 	if hold {
-		annotations["pod-complete.stage.kwok.x-k8s.io/delay"] = "24h"
-		annotations["pod-complete.stage.kwok.x-k8s.io/jitter-delay"] = "24h"
+		gates = []corev1.PodSchedulingGate{{Name: "e2e.litepool/hold"}}
 	}
 	req := corev1.ResourceList{gpu: *resource.NewQuantity(perPod, resource.DecimalSI)}
 	return &batchv1.Job{
@@ -118,8 +119,8 @@ func gpuJob(namespace, name, queue string, pods int32, perPod int64, podLabels m
 		Spec: batchv1.JobSpec{
 			Parallelism: ptr.To(pods), Completions: ptr.To(pods), Suspend: ptr.To(true),
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: annotations},
-				Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+				ObjectMeta: metav1.ObjectMeta{Labels: podLabels},
+				Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, SchedulingGates: gates,
 					Containers: []corev1.Container{{Name: "train", Image: "registry.example.com/train:1.0",
 						Resources: corev1.ResourceRequirements{Requests: req, Limits: req}}}},
 			},

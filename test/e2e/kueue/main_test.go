@@ -28,7 +28,7 @@ func TestMain(m *testing.M) {
 		_ = c.Stop()
 		os.Exit(1)
 	}
-	w, err := framework.StartWebhook(c, "--controllers=true")
+	w, err := framework.StartWebhook(c, "--controllers=true", "--health-images=registry.example.com/")
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "FATAL: e2e: the webhook did not start: %v\n", err)
 		K.Stop()
