@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -69,12 +68,12 @@ func KueueClusterQueueFor(pool *v1alpha1.Pool, c policy.Capacity, namespaces []s
 	q := pool.Spec.Queue
 	var covered, quotas []any
 	if c.Resource != "" {
-		gpu := map[string]any{"name": string(c.Resource), "nominalQuota": strconv.FormatInt(c.Accelerators, 10)}
+		gpu := map[string]any{"name": string(c.Resource), "nominalQuota": count(c.Accelerators)}
 		if q.BorrowingLimit != nil {
-			gpu["borrowingLimit"] = strconv.FormatInt(*q.BorrowingLimit, 10)
+			gpu["borrowingLimit"] = count(*q.BorrowingLimit)
 		}
 		if q.LendingLimit != nil {
-			gpu["lendingLimit"] = strconv.FormatInt(*q.LendingLimit, 10)
+			gpu["lendingLimit"] = count(*q.LendingLimit)
 		}
 		covered, quotas = append(covered, string(c.Resource)), append(quotas, gpu)
 	}
@@ -96,6 +95,10 @@ func KueueClusterQueueFor(pool *v1alpha1.Pool, c policy.Capacity, namespaces []s
 	}
 	return object(KueueClusterQueue, "", pool, spec)
 }
+
+// count is n as the API server writes a quantity back (1000 is "1k"), so that what
+// litepool wrote compares equal to what it reads.
+func count(n int64) string { return resource.NewQuantity(n, resource.DecimalSI).String() }
 
 // namespaceSelector admits what the pool admits, by the namespace's name label (set by
 // the API server, so no namespace can claim another's): a LocalQueue someone else made

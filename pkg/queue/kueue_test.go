@@ -119,6 +119,15 @@ func TestKueueSyncWritesThePoolsQueue(t *testing.T) {
 	assert.Nil(t, get(t, c, KueueLocalQueue, "team-b", "train"))
 }
 
+// Quantities are written as the API server writes them back, or every pass would see a
+// difference and update the ClusterQueue again.
+func TestKueueWritesCanonicalQuantities(t *testing.T) {
+	big := policy.Capacity{Resource: "nvidia.com/gpu", Accelerators: 1000}
+	cq := KueueClusterQueueFor(queuePool(), big, nil, true)
+	res := field(cq, "spec", "resourceGroups").([]any)[0].(map[string]any)["flavors"].([]any)[0].(map[string]any)["resources"].([]any)[0].(map[string]any)
+	assert.Equal(t, "1k", res["nominalQuota"])
+}
+
 func TestKueueCPUAndMemoryWhenAsked(t *testing.T) {
 	pool := queuePool()
 	pool.Spec.Queue.Resources = []v1alpha1.QueueResource{"cpu", "memory"}

@@ -2,6 +2,7 @@ package kueue
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -53,7 +55,8 @@ func getPool(t *testing.T, name string) *v1alpha1.Pool {
 	return p
 }
 
-// nominalQuota is the ClusterQueue's quota of the accelerator ("" when it has none).
+// nominalQuota is the ClusterQueue's quota of the accelerator, as a number ("" when it
+// has none; the API server writes 1000 as "1k").
 func nominalQuota(t *testing.T, name string) string {
 	t.Helper()
 	cq, err := dyn(clusterQueues, "").Get(context.Background(), name, metav1.GetOptions{})
@@ -66,7 +69,11 @@ func nominalQuota(t *testing.T, name string) string {
 			for _, r := range f.(map[string]any)["resources"].([]any) {
 				if rm := r.(map[string]any); rm["name"] == string(gpu) {
 					s, _ := rm["nominalQuota"].(string)
-					return s
+					q, err := resource.ParseQuantity(s)
+					if err != nil {
+						return s
+					}
+					return strconv.FormatInt(q.Value(), 10)
 				}
 			}
 		}
@@ -209,7 +216,7 @@ func TestPoolQueueFollowsHealthyCapacity(t *testing.T) {
 	ms := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
 	t.Logf("fault: device lost -> quarantine taint %s -> quota 16 %s later (%s in all)",
 		ms(tainted.Sub(start)), ms(dropped.Sub(tainted)), ms(dropped.Sub(start)))
-	t.Logf("return: device back -> taint removed %s (re-check, 2 s hold) -> quota 24 %s later (%s in all)",
+	t.Logf("return: device back -> taint removed %s (re-check and hold time) -> quota 24 %s later (%s in all)",
 		ms(released.Sub(back)), ms(restored.Sub(released)), ms(restored.Sub(back)))
 }
 
