@@ -195,6 +195,14 @@ func TestPoolQueueFollowsHealthyCapacity(t *testing.T) {
 		q := getPool(t, pool).Status.Queue
 		return q != nil && q.Pending == 1 && q.Admitted == 1 && q.Used == 8, nil
 	}), "Pool status.queue: %+v; ClusterQueue status: %v", getPool(t, pool).Status.Queue, cqStatus(t, pool))
+	wide := framework.C.MustLitepool(t, "get", "pools", pool, "-o", "wide")
+	assert.Regexp(t, `QUEUE QUOTA\s+QUEUE ADMITTED\s+QUEUE PENDING`, wide)
+	assert.Regexp(t, `8/16\s+1\s+1\s*$`, strings.TrimSpace(wide))
+	desc := framework.C.MustLitepool(t, "describe", "pool", pool)
+	assert.Contains(t, desc, "Kueue ClusterQueue qtrain: quota 16 nvidia.com/gpu from 2 schedulable nodes")
+	assert.Regexp(t, `Queue Workloads:\s+1 admitted \(8 nvidia.com/gpu used\), 1 pending`, desc)
+	assert.Regexp(t, `Local Queues:\s+q-team`, desc)
+	t.Logf("kubectl litepool get pools -o wide:\n%s", wide)
 
 	// The GPU comes back: re-check, hold time, return; the quota is 24 and the Job runs.
 	back := time.Now()
