@@ -203,6 +203,9 @@ func TestPoolQueueFollowsHealthyCapacity(t *testing.T) {
 	assert.Regexp(t, `Queue Workloads:\s+1 admitted \(8 nvidia.com/gpu used\), 1 pending`, desc)
 	assert.Regexp(t, `Local Queues:\s+q-team`, desc)
 	t.Logf("kubectl litepool get pools -o wide:\n%s", wide)
+	t.Logf("kubectl litepool describe pool:\n%s", desc)
+	wls := framework.C.Kubectl(t, "", "get", "workloads", "-n", ns)
+	t.Logf("kubectl get workloads:\n%s%s", wls.Stdout, wls.Stderr)
 
 	// The GPU comes back: re-check, hold time, return; the quota is 24 and the Job runs.
 	back := time.Now()
@@ -221,6 +224,13 @@ func TestPoolQueueFollowsHealthyCapacity(t *testing.T) {
 	for _, pod := range waitJobPodsRunning(t, ns, "second", 2) {
 		assert.Contains(t, nodes, pod.Spec.NodeName)
 	}
+	// A cordon (by hand or by a driver rollout) takes the node's GPUs out of the quota
+	// too, and the uncordon gives them back.
+	patchNode(t, faulty, func(n *corev1.Node) { n.Spec.Unschedulable = true })
+	waitQuota(t, pool, "16")
+	patchNode(t, faulty, func(n *corev1.Node) { n.Spec.Unschedulable = false })
+	waitQuota(t, pool, "24")
+
 	ms := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
 	t.Logf("fault: device lost -> quarantine taint %s -> quota 16 %s later (%s in all)",
 		ms(tainted.Sub(start)), ms(dropped.Sub(tainted)), ms(dropped.Sub(start)))
