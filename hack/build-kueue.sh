@@ -25,6 +25,8 @@ if [ -x "$bin/kueue" ] && [ "$(cat "$bin/.kueue.stamp" 2>/dev/null)" = "$inputs"
 fi
 
 cd "$tools"
+# go list -m names the module's directory only once it is in the module cache.
+go mod download sigs.k8s.io/kueue
 version=$(go list -m -f '{{.Version}}' sigs.k8s.io/kueue)
 main="$(go list -m -f '{{.Dir}}' sigs.k8s.io/kueue)/cmd/kueue/main.go"
 from='metricsCertPath := "/etc/kueue/metrics/certs"'

@@ -17,9 +17,11 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
@@ -80,10 +82,21 @@ func (r *QueueReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("pool-queue").
 		Watches(&v1alpha1.Pool{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetName()}}}
-		})).
+		}), builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+			return queueInputsChanged(e.ObjectOld.(*v1alpha1.Pool), e.ObjectNew.(*v1alpha1.Pool))
+		}})).
 		Watches(&corev1.Node{}, nodePools()).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.queuedPools)).
 		Complete(r)
+}
+
+// queueInputsChanged lets through a Pool update the queue depends on: its spec, and its
+// status.queue or Queue condition when someone else wrote them (they are put back). The
+// status controller's writes of the other figures are not.
+func queueInputsChanged(old, new *v1alpha1.Pool) bool {
+	return old.Generation != new.Generation || !equality.Semantic.DeepEqual(old.Status.Queue, new.Status.Queue) ||
+		!equality.Semantic.DeepEqual(apimeta.FindStatusCondition(old.Status.Conditions, ConditionQueue),
+			apimeta.FindStatusCondition(new.Status.Conditions, ConditionQueue))
 }
 
 // nodePools enqueues the pool a node is in, and the one it left.

@@ -98,3 +98,15 @@ func TestCapacityChangedIgnoresHeartbeats(t *testing.T) {
 	b.Labels[policy.LabelPool] = "other"
 	assert.True(t, capacityChanged(a, b))
 }
+
+func TestQueueInputsChangedIgnoresTheOtherStatus(t *testing.T) {
+	a := &v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: "p", Generation: 1}}
+	b := a.DeepCopy()
+	b.Status.AcceleratorTotal = 8
+	assert.False(t, queueInputsChanged(a, b), "the status controller's figures")
+	b.Status.Queue = &v1alpha1.QueueStatus{Quota: 1000}
+	assert.True(t, queueInputsChanged(a, b), "a forged status.queue is put back")
+	b = a.DeepCopy()
+	b.Generation = 2
+	assert.True(t, queueInputsChanged(a, b))
+}

@@ -3,6 +3,7 @@ package framework
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -142,7 +143,11 @@ func kueueModuleDir() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("finding Kueue's module: %v: %s", err, stderr.String())
 	}
-	return strings.TrimSpace(string(out)), nil
+	dir := strings.TrimSpace(string(out))
+	if dir == "" {
+		return "", errors.New("sigs.k8s.io/kueue is not in the Go module cache: run make kueue")
+	}
+	return dir, nil
 }
 
 // kueueConfig is Kueue's Configuration: webhook and probes on loopback, metrics off,
