@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -65,7 +68,9 @@ var (
 // (policy.PoolCapacity) from the members in the node cache, written by the pool's
 // adapter, and what the scheduler reports, in status.queue.
 type QueueReconciler struct {
-	Client       client.Client
+	Client client.Client
+	// Recorder, when set, records an Event on the Pool each time its quota moves.
+	Recorder     events.EventRecorder
 	Accelerators policy.Accelerators
 	Adapters     map[v1alpha1.QueueScheduler]queue.Adapter
 	now          func() time.Time
@@ -203,8 +208,29 @@ func (r *QueueReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 	if err := r.writeStatus(ctx, &pool, st, &cond); err != nil {
 		return reconcile.Result{}, err
 	}
+	r.recordQuotaMove(&pool, st, capacity)
 	recordQueue(pool.Name, sched, st)
 	return reconcile.Result{RequeueAfter: after}, nil
+}
+
+// recordQuotaMove records an Event on the Pool when the quota written differs from the
+// one its status held, naming the members held out: the trail from a node's fault to
+// the queue.
+func (r *QueueReconciler) recordQuotaMove(pool *v1alpha1.Pool, st *v1alpha1.QueueStatus, c policy.Capacity) {
+	old := pool.Status.Queue
+	if r.Recorder == nil || st == nil || old == nil || old.Quota == st.Quota {
+		return
+	}
+	var out []string
+	for _, n := range slices.Sorted(maps.Keys(c.Out)) {
+		out = append(out, n+" "+c.Out[n])
+	}
+	held := "none held out"
+	if len(out) > 0 {
+		held = "held out: " + strings.Join(out, ", ")
+	}
+	r.Recorder.Eventf(pool, nil, corev1.EventTypeNormal, "QueueQuotaChanged", "UpdateQueue", "%s queue %s: quota %d -> %d %s (%d schedulable members; %s)",
+		st.Scheduler, st.ClusterQueue, old.Quota, st.Quota, st.Resource, st.SchedulableNodes, held)
 }
 
 func queueMessage(pool *v1alpha1.Pool, sched v1alpha1.QueueScheduler, c policy.Capacity, members int) string {

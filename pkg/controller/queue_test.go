@@ -10,6 +10,8 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
@@ -60,6 +62,22 @@ func TestQueueReconcilerWritesCapacityAndStatus(t *testing.T) {
 	require.NotNil(t, cond)
 	assert.Equal(t, metav1.ConditionTrue, cond.Status)
 	assert.Contains(t, cond.Message, "quota 14 nvidia.com/gpu from 2 of 3 members, less headroom 2 (1 held out")
+
+	// The quarantined node returns: the quota moves, and an Event says how and why.
+	rec := events.NewFakeRecorder(5)
+	r.Recorder = rec
+	n3 := &corev1.Node{}
+	require.NoError(t, c.Get(context.Background(), client.ObjectKey{Name: "n3"}, n3))
+	n3.Spec.Taints = nil
+	require.NoError(t, c.Update(context.Background(), n3))
+	_, err = r.Reconcile(context.Background(), req)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"Normal QueueQuotaChanged Kueue queue train: quota 14 -> 22 nvidia.com/gpu (3 schedulable members; none held out)"}, drain(rec))
+	n3.Spec.Unschedulable = true
+	require.NoError(t, c.Update(context.Background(), n3))
+	_, err = r.Reconcile(context.Background(), req)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"Normal QueueQuotaChanged Kueue queue train: quota 22 -> 14 nvidia.com/gpu (2 schedulable members; held out: n3 Cordoned)"}, drain(rec))
 
 	// Kueue missing: the condition says so, status.queue is empty, nothing else moves.
 	a.err = &queue.NotInstalledError{Scheduler: v1alpha1.QueueKueue, API: "kueue.x-k8s.io/v1beta2 ClusterQueue"}

@@ -59,7 +59,7 @@ func SetupIn(mgr ctrl.Manager, accel policy.Accelerators, namespace string, pods
 		Namespace: namespace, Accelerators: accel, Images: HealthImages, Definitions: HealthDefinitions, DRA: status.DRA}}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	queues := &QueueReconciler{Client: mgr.GetClient(), Accelerators: accel,
+	queues := &QueueReconciler{Client: mgr.GetClient(), Accelerators: accel, Recorder: mgr.GetEventRecorder(Name),
 		Adapters: map[v1alpha1.QueueScheduler]queue.Adapter{v1alpha1.QueueKueue: queue.Kueue{Client: mgr.GetClient()}}}
 	if err := queues.SetupWithManager(mgr); err != nil {
 		return err

@@ -231,6 +231,14 @@ func TestPoolQueueFollowsHealthyCapacity(t *testing.T) {
 	patchNode(t, faulty, func(n *corev1.Node) { n.Spec.Unschedulable = false })
 	waitQuota(t, pool, "24")
 
+	require.NoError(t, wait.PollUntilContextTimeout(context.Background(), waitInterval, waitTimeout, true, func(context.Context) (bool, error) {
+		return strings.Contains(framework.C.MustLitepool(t, "describe", "pool", pool), "quota 16 -> 24 nvidia.com/gpu (3 schedulable members; none held out)"), nil
+	}), "the Pool's Events say how the quota moved:\n%s", framework.C.MustLitepool(t, "describe", "pool", pool))
+	// The device plugin's drop may show first (23) when the controller sees it before
+	// the quarantine.
+	assert.Regexp(t, `quota 2[34] -> 16 nvidia.com/gpu \(2 schedulable members; held out: `+faulty+` Quarantined\)`,
+		framework.C.MustLitepool(t, "describe", "pool", pool))
+
 	ms := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
 	t.Logf("fault: device lost -> quarantine taint %s -> quota 16 %s later (%s in all)",
 		ms(tainted.Sub(start)), ms(dropped.Sub(tainted)), ms(dropped.Sub(start)))
