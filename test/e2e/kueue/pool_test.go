@@ -59,6 +59,12 @@ func getPool(t *testing.T, name string) *v1alpha1.Pool {
 // has none; the API server writes 1000 as "1k").
 func nominalQuota(t *testing.T, name string) string {
 	t.Helper()
+	return nominalQuotaOf(t, name, gpu)
+}
+
+// nominalQuotaOf is nominalQuota of resource rn.
+func nominalQuotaOf(t *testing.T, name string, rn corev1.ResourceName) string {
+	t.Helper()
 	cq, err := dyn(clusterQueues, "").Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
 		return ""
@@ -67,7 +73,7 @@ func nominalQuota(t *testing.T, name string) string {
 	for _, g := range groups {
 		for _, f := range g.(map[string]any)["flavors"].([]any) {
 			for _, r := range f.(map[string]any)["resources"].([]any) {
-				if rm := r.(map[string]any); rm["name"] == string(gpu) {
+				if rm := r.(map[string]any); rm["name"] == string(rn) {
 					s, _ := rm["nominalQuota"].(string)
 					q, err := resource.ParseQuantity(s)
 					if err != nil {
