@@ -31,6 +31,10 @@ build: ## kubectl-litepool and litepool-webhook into _output/bin
 control-plane: ## kube-apiserver, etcd, controller-manager, scheduler, kwok into _output/bin
 	hack/build-control-plane.sh
 
+.PHONY: kueue
+kueue: ## Kueue's controller-manager (hack/tools-kueue) into _output/bin, for test/e2e/kueue
+	hack/build-kueue.sh
+
 .PHONY: test
 test: verify test-unit test-e2e bench-smoke ## everything CI runs
 
@@ -46,7 +50,7 @@ test-unit: ## unit tests (fake clientsets, pure functions, fuzz seeds), every Go
 	hack/fuzz.sh $(FUZZTIME)
 
 .PHONY: test-e2e
-test-e2e: build control-plane image kubelet ## e2e tests against the local control plane (and a real node); never skipped
+test-e2e: build control-plane kueue image kubelet ## e2e tests against the local control plane (and a real node); never skipped
 	go test -count=1 -timeout 40m -p 2 ./test/e2e/...
 
 .PHONY: cluster

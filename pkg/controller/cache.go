@@ -57,13 +57,22 @@ func acceleratorsOnly(l corev1.ResourceList, accel policy.Accelerators) corev1.R
 }
 
 // keepNodeInventory keeps what Pool status counts, the node's unschedulable flag and
-// allocatable accelerators, and what the health loop reads (keepNodeHealth): every
+// allocatable accelerators (with cpu and memory, which a pool's queue may cover:
+// policy.PoolCapacity), and what the health loop reads (keepNodeHealth): every
 // condition, without heartbeat times, which change every few seconds and matter to
 // nobody here.
 func keepNodeInventory(accel policy.Accelerators) func(from, to *corev1.Node) {
 	return func(from, to *corev1.Node) {
 		to.Spec.Unschedulable = from.Spec.Unschedulable
 		to.Status.Allocatable = acceleratorsOnly(from.Status.Allocatable, accel)
+		for _, rn := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+			if q, ok := from.Status.Allocatable[rn]; ok {
+				if to.Status.Allocatable == nil {
+					to.Status.Allocatable = corev1.ResourceList{}
+				}
+				to.Status.Allocatable[rn] = q
+			}
+		}
 		keepNodeHealth(from, to, accel)
 	}
 }

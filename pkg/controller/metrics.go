@@ -66,7 +66,7 @@ var (
 // alerts use only these.
 var Gauges = []*prometheus.GaugeVec{acceleratorsTotal, acceleratorsUsed, acceleratorsFree,
 	poolNodes, upgradeNodes, minNodes, poolCondition, statusUpdate,
-	quarantinedNodes, healthBreakerTripped, healthHeldOut, draDevices}
+	quarantinedNodes, healthBreakerTripped, healthHeldOut, draDevices, queueQuota, queueWorkloads}
 
 // MetricNames are the names of Gauges.
 var MetricNames = []string{
@@ -74,7 +74,7 @@ var MetricNames = []string{
 	"litepool_pool_nodes", "litepool_pool_upgrade_nodes", "litepool_pool_min_nodes", "litepool_pool_condition",
 	"litepool_pool_status_last_sync_timestamp_seconds",
 	"litepool_pool_quarantined_nodes", "litepool_pool_health_breaker_tripped", "litepool_pool_health_held_out_nodes",
-	"litepool_pool_dra_devices",
+	"litepool_pool_dra_devices", "litepool_pool_queue_quota", "litepool_pool_queue_workloads",
 }
 
 func init() {

@@ -5,10 +5,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/events"
 	"github.com/runwhere-ai/litepool/pkg/health"
 	"github.com/runwhere-ai/litepool/pkg/podindex"
 	"github.com/runwhere-ai/litepool/pkg/policy"
+	"github.com/runwhere-ai/litepool/pkg/queue"
 	"github.com/runwhere-ai/litepool/pkg/upgrade"
 )
 
@@ -21,7 +23,8 @@ const Name = "litepool-controller"
 const LeaderElectionID = "litepool-controller"
 
 // SetupIn registers litepool's controllers with the manager: Pool status and metrics,
-// in-cluster driver rollouts, exclusive taints, node health and stress runs. They start
+// in-cluster driver rollouts, exclusive taints, node health, stress runs and the pools'
+// scheduler queues. They start
 // when the manager has won the leader election (or at once without one). accel says
 // which resources are accelerators; the node cache must have been trimmed with the same
 // set (CacheByObject), and pods is the pod index built with it (podindex.New), which the
@@ -59,6 +62,11 @@ func SetupIn(mgr ctrl.Manager, accel policy.Accelerators, namespace string, pods
 	if err := (&HealthReconciler{Reconciler: health.Reconciler{Client: mgr.GetClient(), Kube: kube, Recorder: &events.Recorder{Client: kube},
 		Namespace: namespace, Accelerators: accel, Images: HealthImages, Definitions: HealthDefinitions, DRA: status.DRA},
 		Work: work}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	queues := &QueueReconciler{Client: mgr.GetClient(), Accelerators: accel, Recorder: mgr.GetEventRecorder(Name),
+		Adapters: map[v1alpha1.QueueScheduler]queue.Adapter{v1alpha1.QueueKueue: queue.Kueue{Client: mgr.GetClient()}}}
+	if err := queues.SetupWithManager(mgr); err != nil {
 		return err
 	}
 	runs := &StressReconciler{Kube: kube, Recorder: &events.Recorder{Client: kube}, Namespace: namespace, Accelerators: accel}

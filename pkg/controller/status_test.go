@@ -199,6 +199,7 @@ func TestCacheTransformKeepsWhatTheInventoryReads(t *testing.T) {
 	for _, o := range by {
 		in := node("n", "p", 8, true)
 		in.Status.Allocatable[corev1.ResourceCPU] = resource.MustParse("96")
+		in.Status.Allocatable[corev1.ResourcePods] = resource.MustParse("110")
 		in.Status.Conditions = append(in.Status.Conditions, corev1.NodeCondition{Type: corev1.NodeMemoryPressure,
 			LastHeartbeatTime: metav1.Now()})
 		out, err := o.Transform(in)
@@ -207,7 +208,8 @@ func TestCacheTransformKeepsWhatTheInventoryReads(t *testing.T) {
 		assert.True(t, policy.IsNodeReady(got))
 		_, total := policy.Accelerators{}.NodeAccelerators(got)
 		assert.Equal(t, int64(8), total)
-		assert.Len(t, got.Status.Allocatable, 1)
+		assert.Len(t, got.Status.Allocatable, 2, "accelerators, and cpu for a pool's queue; pods dropped")
+		assert.Equal(t, "96", got.Status.Allocatable.Cpu().String())
 		require.Len(t, got.Status.Conditions, 2, "the health loop reads every condition (pkg/health)")
 		assert.True(t, got.Status.Conditions[1].LastHeartbeatTime.IsZero(), "heartbeats are dropped")
 	}

@@ -116,6 +116,86 @@ type PoolSpec struct {
 	// watches no signal and quarantines nothing in this pool.
 	// +optional
 	Health *HealthPolicy `json:"health,omitempty"`
+	// Queue makes the pool a scheduler's queue whose quota follows the pool's
+	// schedulable capacity (docs/queueing.md); absent: litepool writes no queue object.
+	// +optional
+	Queue *QueueSpec `json:"queue,omitempty"`
+}
+
+// QueueScheduler names the queueing system a pool feeds.
+// +kubebuilder:validation:Enum=Kueue
+type QueueScheduler string
+
+// QueueKueue is Kueue (kueue.x-k8s.io/v1beta2): a ResourceFlavor, a ClusterQueue and
+// LocalQueues. Volcano's and KAI's Queues are adapters to come beside it.
+const QueueKueue QueueScheduler = "Kueue"
+
+// QueueSpec is how a pool feeds a scheduler's queue. The quota is computed by the
+// controller from the members' nodes, never taken from this spec: the spec only lowers
+// it (headroom) or says which resources it covers.
+type QueueSpec struct {
+	// Scheduler is the queueing system the pool feeds.
+	// +kubebuilder:default=Kueue
+	// +optional
+	Scheduler QueueScheduler `json:"scheduler,omitempty"`
+	// Headroom is the accelerators left out of the quota, kept for work that does not
+	// go through the queue.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Headroom int64 `json:"headroom,omitempty"`
+	// Resources the quota covers beyond the pool's accelerator: cpu and memory, the
+	// allocatable of the same schedulable members. A workload that requests a resource
+	// its queue does not cover is not admitted by Kueue.
+	// +listType=set
+	// +optional
+	Resources []QueueResource `json:"resources,omitempty"`
+	// Cohort puts the pool's queue into a Kueue cohort: it may borrow the unused quota of
+	// the cohort's other queues and lend its own. Written as given, never changed by
+	// litepool.
+	// +optional
+	Cohort string `json:"cohort,omitempty"`
+	// BorrowingLimit caps the accelerators the queue borrows from its cohort (absent:
+	// no cap).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	BorrowingLimit *int64 `json:"borrowingLimit,omitempty"`
+	// LendingLimit caps the accelerators of its quota the queue lends to its cohort
+	// (absent: all it does not use).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	LendingLimit *int64 `json:"lendingLimit,omitempty"`
+}
+
+// QueueResource is a resource a queue's quota covers beside the accelerator.
+// +kubebuilder:validation:Enum=cpu;memory
+type QueueResource string
+
+// QueueStatus is the pool's queue as the controller last wrote and read it.
+type QueueStatus struct {
+	Scheduler QueueScheduler `json:"scheduler"`
+	// ClusterQueue is the queue's name (Kueue: the ClusterQueue, and each LocalQueue).
+	// +optional
+	ClusterQueue string `json:"clusterQueue,omitempty"`
+	// Resource is the accelerator the quota counts.
+	// +optional
+	Resource corev1.ResourceName `json:"resource,omitempty"`
+	// Quota is the accelerator quota written: the schedulable capacity less headroom.
+	Quota int64 `json:"quota"`
+	// SchedulableNodes are the members whose accelerators are in the quota: Ready, not
+	// cordoned, not quarantined by the health loop, not in a driver rollout.
+	SchedulableNodes int32 `json:"schedulableNodes"`
+	// Used is the accelerators the scheduler has admitted workloads with.
+	// +optional
+	Used int64 `json:"used"`
+	// Admitted and Pending count the scheduler's workloads in the queue.
+	// +optional
+	Admitted int32 `json:"admitted"`
+	// +optional
+	Pending int32 `json:"pending"`
+	// Namespaces hold the pool's LocalQueues.
+	// +listType=set
+	// +optional
+	Namespaces []string `json:"namespaces,omitempty"`
 }
 
 // AcceleratorSpec names the accelerator model of a pool.
@@ -286,8 +366,12 @@ type PoolStatus struct {
 	// +listMapKey=node
 	// +optional
 	NodeHealth []NodeHealthStatus `json:"nodeHealth,omitempty"`
+	// Queue is the pool's scheduler queue (spec.queue); absent when it has none.
+	// +optional
+	Queue *QueueStatus `json:"queue,omitempty"`
 	// Conditions of the pool: Degraded (some member not Running), BelowMinNodes (fewer
-	// Running members than spec.minNodes), Upgrading (a member is mid-upgrade).
+	// Running members than spec.minNodes), Upgrading (a member is mid-upgrade), Queue
+	// (its scheduler queue is written: False says why not).
 	// +listType=map
 	// +listMapKey=type
 	// +optional

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/kubectl/pkg/util/templates"
@@ -99,6 +100,7 @@ func describePoolBody(w prefixWriter, pool *v1alpha1.Pool, sum *inventory.Pool) 
 		w.Write(level0, "MIG Slices:\t%s: %d total, %d used, %d free (not counted as GPUs)\n", m.Resource, m.Total, m.Used, m.Free)
 	}
 	describePoolDRA(w, s.DRA)
+	describePoolQueue(w, pool)
 	w.Write(level0, "Driver Versions:\t%s\n", kit.JoinOrNone(s.DriverVersions))
 	describeNodePools(w, pool, sum)
 	describeMembers(w, sum)
@@ -184,4 +186,28 @@ func joinTypes(ts []v1alpha1.WorkloadType) string {
 		s[i] = string(t)
 	}
 	return strings.Join(s, ", ")
+}
+
+// describePoolQueue writes the pool's scheduler queue (spec.queue): what the controller
+// wrote and what the scheduler reports, or why it wrote nothing.
+func describePoolQueue(w prefixWriter, pool *v1alpha1.Pool) {
+	q, st := pool.Spec.Queue, pool.Status.Queue
+	if q == nil && st == nil {
+		return
+	}
+	cond := apimeta.FindStatusCondition(pool.Status.Conditions, "Queue")
+	if st == nil {
+		why := "the controller has not written it yet"
+		if cond != nil {
+			why = cond.Message
+		}
+		w.Write(level0, "Queue:\t<none> (%s)\n", why)
+		return
+	}
+	w.Write(level0, "Queue:\t%s ClusterQueue %s: quota %d %s from %d schedulable nodes\n", st.Scheduler, st.ClusterQueue, st.Quota, st.Resource, st.SchedulableNodes)
+	w.Write(level0, "Queue Workloads:\t%d admitted (%d %s used), %d pending\n", st.Admitted, st.Used, st.Resource, st.Pending)
+	w.Write(level0, "Local Queues:\t%s\n", kit.JoinOrNone(st.Namespaces))
+	if cond != nil && cond.Status != metav1.ConditionTrue {
+		w.Write(level0, "Queue Problem:\t%s\n", cond.Message)
+	}
 }

@@ -15,7 +15,8 @@ import (
 )
 
 // PoolTable is the table of `get pools`: gpuctl's columns, and with -o wide the pool's
-// type, accelerator, healthy and faulty nodes and driver versions.
+// type, accelerator, healthy and faulty nodes and driver versions (and its MIG slices,
+// DRA devices and scheduler queue where some pool has them).
 func PoolTable(pools []v1alpha1.Pool) *metav1.Table {
 	t := &metav1.Table{ColumnDefinitions: []metav1.TableColumnDefinition{
 		kit.Column("Pool Name", "string", false),
@@ -51,6 +52,7 @@ func PoolTable(pools []v1alpha1.Pool) *metav1.Table {
 		t.Rows = append(t.Rows, metav1.TableRow{Cells: cells, Object: runtime.RawExtension{Object: p}})
 	}
 	withDRAPools(t, pools)
+	withQueues(t, pools)
 	return t
 }
 

@@ -1,0 +1,86 @@
+package policy
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+)
+
+func capacityNode(name, pool string, gpus int64, mutate ...func(*corev1.Node)) *corev1.Node {
+	n := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{LabelPool: pool}},
+		Status: corev1.NodeStatus{
+			Allocatable: corev1.ResourceList{"nvidia.com/gpu": *resource.NewQuantity(gpus, resource.DecimalSI),
+				corev1.ResourceCPU: resource.MustParse("64"), corev1.ResourceMemory: resource.MustParse("512Gi")},
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
+		},
+	}
+	for _, m := range mutate {
+		m(n)
+	}
+	return n
+}
+
+func TestPoolCapacity(t *testing.T) {
+	pool := &v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: "train"}}
+	notReady := func(n *corev1.Node) { n.Status.Conditions[0].Status = corev1.ConditionFalse }
+	cordoned := func(n *corev1.Node) { n.Spec.Unschedulable = true }
+	quarantined := func(n *corev1.Node) { n.Spec.Taints = append(n.Spec.Taints, QuarantineTaint("DeviceUnhealthy")) }
+	upgrading := func(n *corev1.Node) {
+		n.Annotations = map[string]string{AnnotationUpgradeState: string(UpgradeDrain)}
+	}
+	exclusive := func(n *corev1.Node) { n.Spec.Taints = append(n.Spec.Taints, ExclusiveTaint("train")) }
+	accel := NewAccelerators()
+
+	t.Run("every healthy member counts", func(t *testing.T) {
+		c := PoolCapacity(pool, []*corev1.Node{capacityNode("a", "train", 8), capacityNode("b", "train", 8, exclusive), capacityNode("c", "train", 8)}, accel)
+		assert.Equal(t, corev1.ResourceName("nvidia.com/gpu"), c.Resource)
+		assert.EqualValues(t, 24, c.Accelerators)
+		assert.Equal(t, []string{"a", "b", "c"}, c.Nodes)
+		assert.Empty(t, c.Out)
+		assert.Equal(t, "192", c.CPU.String())
+		assert.Equal(t, "1536Gi", c.Memory.String())
+	})
+	t.Run("members held out leave the capacity, each with its reason", func(t *testing.T) {
+		c := PoolCapacity(pool, []*corev1.Node{capacityNode("a", "train", 8), capacityNode("b", "train", 8, notReady),
+			capacityNode("c", "train", 8, cordoned), capacityNode("d", "train", 8, quarantined),
+			capacityNode("e", "train", 8, upgrading, cordoned)}, accel)
+		assert.EqualValues(t, 8, c.Accelerators)
+		assert.Equal(t, []string{"a"}, c.Nodes)
+		assert.Equal(t, map[string]string{"b": OutNotReady, "c": OutCordoned, "d": OutQuarantined, "e": OutUpgrading}, c.Out)
+		assert.Equal(t, "64", c.CPU.String())
+	})
+	t.Run("a node of another pool gives nothing, whoever passes it", func(t *testing.T) {
+		c := PoolCapacity(pool, []*corev1.Node{capacityNode("a", "train", 8), capacityNode("x", "infer", 8), capacityNode("y", "", 8)}, accel)
+		assert.EqualValues(t, 8, c.Accelerators)
+		assert.Equal(t, []string{"a"}, c.Nodes)
+	})
+	t.Run("a GPU lost to the device plugin leaves the capacity", func(t *testing.T) {
+		c := PoolCapacity(pool, []*corev1.Node{capacityNode("a", "train", 8), capacityNode("b", "train", 7)}, accel)
+		assert.EqualValues(t, 15, c.Accelerators)
+	})
+	t.Run("headroom lowers it, never below zero", func(t *testing.T) {
+		p := pool.DeepCopy()
+		p.Spec.Queue = &v1alpha1.QueueSpec{Headroom: 4}
+		assert.EqualValues(t, 12, PoolCapacity(p, []*corev1.Node{capacityNode("a", "train", 8), capacityNode("b", "train", 8)}, accel).Accelerators)
+		p.Spec.Queue.Headroom = 100
+		assert.EqualValues(t, 0, PoolCapacity(p, []*corev1.Node{capacityNode("a", "train", 8)}, accel).Accelerators)
+	})
+	t.Run("the pool's resource name wins over what members offer", func(t *testing.T) {
+		p := pool.DeepCopy()
+		p.Spec.Accelerator.ResourceName = "huawei.com/Ascend910"
+		c := PoolCapacity(p, []*corev1.Node{capacityNode("a", "train", 8)}, accel)
+		assert.Equal(t, corev1.ResourceName("huawei.com/Ascend910"), c.Resource)
+		assert.EqualValues(t, 0, c.Accelerators)
+	})
+	t.Run("an empty pool has nothing", func(t *testing.T) {
+		c := PoolCapacity(pool, nil, accel)
+		assert.EqualValues(t, 0, c.Accelerators)
+		assert.Empty(t, c.Resource)
+	})
+}

@@ -1,0 +1,344 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/policy"
+)
+
+// Kueue's API as litepool writes it: kueue.x-k8s.io/v1beta2, through unstructured
+// objects (importing Kueue's Go module would pin other k8s.io versions than ours).
+var (
+	KueueFlavor       = schema.GroupVersionKind{Group: "kueue.x-k8s.io", Version: "v1beta2", Kind: "ResourceFlavor"}
+	KueueClusterQueue = schema.GroupVersionKind{Group: "kueue.x-k8s.io", Version: "v1beta2", Kind: "ClusterQueue"}
+	KueueLocalQueue   = schema.GroupVersionKind{Group: "kueue.x-k8s.io", Version: "v1beta2", Kind: "LocalQueue"}
+)
+
+// The spec fields litepool owns in each Kueue object: compared on every sync and, when
+// one differs, the object's spec is replaced by litepool's whole (the fields it does not
+// set go back to Kueue's defaults).
+var (
+	flavorFields       = []string{"nodeLabels", "nodeTaints", "tolerations", "topologyName"}
+	clusterQueueFields = []string{"resourceGroups", "cohortName", "namespaceSelector", "admissionChecks", "admissionChecksStrategy", "stopPolicy"}
+	localQueueFields   = []string{"clusterQueue", "stopPolicy"}
+)
+
+// Kueue is the Kueue adapter. Every object is named after the pool: the ResourceFlavor,
+// the ClusterQueue and each LocalQueue (so a Job names its pool as its queue).
+type Kueue struct {
+	// Client reads Kueue's objects from the API server (unstructured objects are not
+	// cached) and writes them.
+	Client client.Client
+}
+
+var _ Adapter = Kueue{}
+
+// KueueFlavorFor is the pool's ResourceFlavor: its members' label, and for an exclusive
+// pool its taint with the matching toleration, which Kueue adds to the pods it admits,
+// so that rule P1, P4 and P6 see what they would see of a pod that names the pool.
+func KueueFlavorFor(pool *v1alpha1.Pool) *unstructured.Unstructured {
+	spec := map[string]any{"nodeLabels": map[string]any{policy.LabelPool: pool.Name}}
+	if pool.Spec.Exclusive {
+		t, tol := policy.ExclusiveTaint(pool.Name), policy.ExclusivePoolToleration(pool.Name)
+		spec["nodeTaints"] = []any{map[string]any{"key": t.Key, "value": t.Value, "effect": string(t.Effect)}}
+		spec["tolerations"] = []any{map[string]any{"key": tol.Key, "operator": string(tol.Operator), "value": tol.Value, "effect": string(tol.Effect)}}
+	}
+	return object(KueueFlavor, "", pool, spec)
+}
+
+// KueueClusterQueueFor is the pool's ClusterQueue: one flavor (the pool's), whose
+// nominal quota is the capacity, for the accelerator and the resources spec.queue asks
+// for; the cohort and limits as the Pool says; open to the namespaces the pool admits.
+func KueueClusterQueueFor(pool *v1alpha1.Pool, c policy.Capacity, namespaces []string, all bool) *unstructured.Unstructured {
+	q := pool.Spec.Queue
+	var covered, quotas []any
+	if c.Resource != "" {
+		gpu := map[string]any{"name": string(c.Resource), "nominalQuota": count(c.Accelerators)}
+		if q.BorrowingLimit != nil {
+			gpu["borrowingLimit"] = count(*q.BorrowingLimit)
+		}
+		if q.LendingLimit != nil {
+			gpu["lendingLimit"] = count(*q.LendingLimit)
+		}
+		covered, quotas = append(covered, string(c.Resource)), append(quotas, gpu)
+	}
+	for _, r := range q.Resources {
+		amount := c.CPU
+		if corev1.ResourceName(r) == corev1.ResourceMemory {
+			amount = c.Memory
+		}
+		covered = append(covered, string(r))
+		quotas = append(quotas, map[string]any{"name": string(r), "nominalQuota": amount.String()})
+	}
+	spec := map[string]any{"namespaceSelector": namespaceSelector(namespaces, all)}
+	if len(covered) > 0 {
+		spec["resourceGroups"] = []any{map[string]any{"coveredResources": covered,
+			"flavors": []any{map[string]any{"name": pool.Name, "resources": quotas}}}}
+	}
+	if q.Cohort != "" {
+		spec["cohortName"] = q.Cohort
+	}
+	return object(KueueClusterQueue, "", pool, spec)
+}
+
+// count is n as the API server writes a quantity back (1000 is "1k"), so that what
+// litepool wrote compares equal to what it reads.
+func count(n int64) string { return resource.NewQuantity(n, resource.DecimalSI).String() }
+
+// namespaceSelector admits what the pool admits, by the namespace's name label (set by
+// the API server, so no namespace can claim another's): a LocalQueue someone else made
+// in another namespace gets no workload admitted through the pool's queue.
+func namespaceSelector(namespaces []string, all bool) map[string]any {
+	const key = "kubernetes.io/metadata.name"
+	switch {
+	case all:
+		return map[string]any{}
+	case len(namespaces) == 0:
+		return map[string]any{"matchExpressions": []any{map[string]any{"key": key, "operator": "DoesNotExist"}}}
+	}
+	values := make([]any, len(namespaces))
+	for i, n := range namespaces {
+		values[i] = n
+	}
+	return map[string]any{"matchExpressions": []any{map[string]any{"key": key, "operator": "In", "values": values}}}
+}
+
+// KueueLocalQueueFor is the pool's LocalQueue in namespace.
+func KueueLocalQueueFor(pool *v1alpha1.Pool, namespace string) *unstructured.Unstructured {
+	return object(KueueLocalQueue, namespace, pool, map[string]any{"clusterQueue": pool.Name})
+}
+
+// object is a Kueue object named after pool, labelled with it (for listing; not proof)
+// and controlled by it (the proof, and what the garbage collector deletes it by).
+func object(gvk schema.GroupVersionKind, namespace string, pool *v1alpha1.Pool, spec map[string]any) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+	u.SetGroupVersionKind(gvk)
+	u.SetName(pool.Name)
+	u.SetNamespace(namespace)
+	u.SetLabels(map[string]string{policy.LabelPool: pool.Name})
+	u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "Pool",
+		Name: pool.Name, UID: pool.UID, Controller: ptr.To(true)}})
+	return u
+}
+
+// OwnedBy says whether obj has a controller ownerReference to pool's uid.
+func OwnedBy(obj metav1.Object, pool *v1alpha1.Pool) bool {
+	ref := metav1.GetControllerOfNoCopy(obj)
+	return ref != nil && ref.UID == pool.UID && ref.Kind == "Pool" && ref.APIVersion == v1alpha1.GroupVersion.String()
+}
+
+// Sync writes the flavor, the ClusterQueue and the LocalQueues, deletes the pool's
+// LocalQueues in namespaces it no longer admits, and reads the ClusterQueue's status.
+// An object of another owner stops nothing else: the rest is written, and the error
+// names it.
+func (k Kueue) Sync(ctx context.Context, pool *v1alpha1.Pool, c policy.Capacity, namespaces []string, all bool) (*v1alpha1.QueueStatus, error) {
+	var conflicts []error
+	note := func(err error) error {
+		if IsNotOwned(err) {
+			conflicts = append(conflicts, err)
+			return nil
+		}
+		return err
+	}
+	if err := note(k.apply(ctx, pool, KueueFlavorFor(pool), flavorFields)); err != nil {
+		return nil, err
+	}
+	cq := KueueClusterQueueFor(pool, c, namespaces, all)
+	if err := note(k.apply(ctx, pool, cq, clusterQueueFields)); err != nil {
+		return nil, err
+	}
+	st := &v1alpha1.QueueStatus{Scheduler: v1alpha1.QueueKueue, ClusterQueue: pool.Name, Resource: c.Resource,
+		Quota: c.Accelerators, SchedulableNodes: int32(len(c.Nodes))}
+	for _, ns := range namespaces {
+		err := note(k.apply(ctx, pool, KueueLocalQueueFor(pool, ns), localQueueFields))
+		if err != nil {
+			return nil, err
+		}
+	}
+	if err := k.pruneLocalQueues(ctx, pool, namespaces); err != nil {
+		return nil, err
+	}
+	for _, ns := range namespaces {
+		if !conflictIn(conflicts, ns) {
+			st.Namespaces = append(st.Namespaces, ns)
+		}
+	}
+	if err := k.readStatus(ctx, pool, st); err != nil {
+		return nil, err
+	}
+	return st, errors.Join(conflicts...)
+}
+
+func conflictIn(conflicts []error, namespace string) bool {
+	for _, err := range conflicts {
+		var e *NotOwnedError
+		if errors.As(err, &e) && e.Kind == KueueLocalQueue.Kind && e.Namespace == namespace {
+			return true
+		}
+	}
+	return false
+}
+
+// apply creates want, or, when an object of its name exists and the pool owns it, puts
+// litepool's spec in place of one whose owned fields differ.
+func (k Kueue) apply(ctx context.Context, pool *v1alpha1.Pool, want *unstructured.Unstructured, fields []string) error {
+	have := &unstructured.Unstructured{}
+	have.SetGroupVersionKind(want.GroupVersionKind())
+	err := k.Client.Get(ctx, client.ObjectKeyFromObject(want), have)
+	switch {
+	case apimeta.IsNoMatchError(err):
+		return &NotInstalledError{Scheduler: v1alpha1.QueueKueue, API: want.GroupVersionKind().GroupVersion().String() + " " + want.GetKind()}
+	case apierrors.IsNotFound(err):
+		return k.Client.Create(ctx, want)
+	case err != nil:
+		return err
+	}
+	if !OwnedBy(have, pool) {
+		return &NotOwnedError{Kind: want.GetKind(), Namespace: want.GetNamespace(), Name: want.GetName(), Pool: pool.Name}
+	}
+	if sameFields(have, want, fields) {
+		return nil
+	}
+	have.Object["spec"] = want.Object["spec"]
+	have.SetLabels(mergeLabels(have.GetLabels(), want.GetLabels()))
+	return k.Client.Update(ctx, have)
+}
+
+// sameFields compares the owned spec fields by their JSON (the API server's numbers
+// decode as int64, ours are whatever we wrote).
+func sameFields(have, want *unstructured.Unstructured, fields []string) bool {
+	for _, f := range fields {
+		h, _, _ := unstructured.NestedFieldNoCopy(have.Object, "spec", f)
+		w, _, _ := unstructured.NestedFieldNoCopy(want.Object, "spec", f)
+		if f == "namespaceSelector" && h != nil && w != nil {
+			// {} and an absent selector are the same to Kueue, which defaults it to {}.
+			if isEmptyMap(h) && isEmptyMap(w) {
+				continue
+			}
+		}
+		if f == "stopPolicy" && w == nil && h == "None" {
+			continue // Kueue's default
+		}
+		hj, _ := json.Marshal(h)
+		wj, _ := json.Marshal(w)
+		if string(hj) != string(wj) {
+			return false
+		}
+	}
+	return true
+}
+
+func isEmptyMap(v any) bool {
+	m, ok := v.(map[string]any)
+	return ok && len(m) == 0
+}
+
+func mergeLabels(have, want map[string]string) map[string]string {
+	if have == nil {
+		have = map[string]string{}
+	}
+	for k, v := range want {
+		have[k] = v
+	}
+	return have
+}
+
+// pruneLocalQueues deletes the pool's own LocalQueues outside namespaces.
+func (k Kueue) pruneLocalQueues(ctx context.Context, pool *v1alpha1.Pool, keep []string) error {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(KueueLocalQueue.GroupVersion().WithKind("LocalQueueList"))
+	if err := k.Client.List(ctx, list, client.MatchingLabels{policy.LabelPool: pool.Name}); err != nil {
+		return err
+	}
+	for i := range list.Items {
+		lq := &list.Items[i]
+		if !OwnedBy(lq, pool) || slices.Contains(keep, lq.GetNamespace()) {
+			continue
+		}
+		if err := k.Client.Delete(ctx, lq); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readStatus copies what Kueue reports of the ClusterQueue: its admitted and pending
+// workloads and what they use of the pool's accelerator.
+func (k Kueue) readStatus(ctx context.Context, pool *v1alpha1.Pool, st *v1alpha1.QueueStatus) error {
+	cq := &unstructured.Unstructured{}
+	cq.SetGroupVersionKind(KueueClusterQueue)
+	if err := k.Client.Get(ctx, client.ObjectKey{Name: pool.Name}, cq); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if !OwnedBy(cq, pool) {
+		return nil
+	}
+	admitted, _, _ := unstructured.NestedInt64(cq.Object, "status", "admittedWorkloads")
+	pending, _, _ := unstructured.NestedInt64(cq.Object, "status", "pendingWorkloads")
+	st.Admitted, st.Pending = int32(admitted), int32(pending)
+	usage, _, _ := unstructured.NestedSlice(cq.Object, "status", "flavorsUsage")
+	for _, f := range usage {
+		fm, _ := f.(map[string]any)
+		if fm["name"] != pool.Name {
+			continue
+		}
+		res, _ := fm["resources"].([]any)
+		for _, r := range res {
+			rm, _ := r.(map[string]any)
+			if rm["name"] != string(st.Resource) {
+				continue
+			}
+			if s, ok := rm["total"].(string); ok {
+				if q, err := resource.ParseQuantity(s); err == nil {
+					st.Used = q.Value()
+				}
+			} else if n, ok := rm["total"].(int64); ok {
+				st.Used = n
+			}
+		}
+	}
+	return nil
+}
+
+// Remove deletes the pool's own LocalQueues, ClusterQueue and flavor. Kueue keeps a
+// ClusterQueue or flavor that admitted workloads still use until they finish.
+func (k Kueue) Remove(ctx context.Context, pool *v1alpha1.Pool) error {
+	if err := k.pruneLocalQueues(ctx, pool, nil); err != nil {
+		if apimeta.IsNoMatchError(err) {
+			return nil
+		}
+		return err
+	}
+	for _, gvk := range []schema.GroupVersionKind{KueueClusterQueue, KueueFlavor} {
+		obj := &unstructured.Unstructured{}
+		obj.SetGroupVersionKind(gvk)
+		if err := k.Client.Get(ctx, client.ObjectKey{Name: pool.Name}, obj); err != nil {
+			if apierrors.IsNotFound(err) || apimeta.IsNoMatchError(err) {
+				continue
+			}
+			return err
+		}
+		if !OwnedBy(obj, pool) {
+			continue
+		}
+		if err := k.Client.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting %s %s: %w", gvk.Kind, pool.Name, err)
+		}
+	}
+	return nil
+}
