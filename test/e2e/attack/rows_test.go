@@ -350,7 +350,9 @@ func attackControllerRewritesConfig(t *testing.T) {
 	adm := as(t, controlSA, saGroups()...).AdmissionregistrationV1()
 	cfg, err := adm.ValidatingWebhookConfigurations().Get(ctx, controller.WebhookConfiguration, metav1.GetOptions{})
 	require.NoError(t, err)
-	wi := slices.IndexFunc(cfg.Webhooks, func(w admissionregistrationv1.ValidatingWebhook) bool { return w.Name == controller.PlacementWebhook })
+	wi := slices.IndexFunc(cfg.Webhooks, func(w admissionregistrationv1.ValidatingWebhook) bool {
+		return w.Name == controller.PlacementBindingsWebhook
+	})
 	require.GreaterOrEqual(t, wi, 0)
 	for _, p := range []string{
 		fmt.Sprintf(`[{"op":"replace","path":"/webhooks/%d/failurePolicy","value":"Ignore"}]`, wi),
