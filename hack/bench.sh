@@ -80,6 +80,7 @@ awk -v sizes="$sizes" '
               "webhook.creates|pod create: litepool / trivial, median of rounds|<= 1.05;" \
               "webhook.creates-min|pod create: litepool / trivial, lowest round|-;" \
               "webhook.creates-max|pod create: litepool / trivial, highest round|-;" \
+              "webhook.creates-cpu|pod create: API server + etcd CPU, litepool / trivial, median|-;" \
               "webhook.creates-p6|pod create: litepool / trivial with P6 config|-;" \
               "webhook.creates-gogc100|pod create: litepool at GOGC=100 / trivial|-;" \
               "webhook.denial|handler: P2 denial / allowed P1 request|<= 10", row, ";")

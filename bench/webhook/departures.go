@@ -62,7 +62,7 @@ func benchDepartures(ctx context.Context, cfg *rest.Config, kube kubernetes.Inte
 	unregister := func() {}
 	for i, cs := range cases {
 		if cs.webhook && i > 0 && !cases[i-1].webhook {
-			if unregister, err = register(ctx, kube, c.root, addr, caPEM, nil); err != nil {
+			if unregister, err = register(ctx, kube, c.root, addr, caPEM); err != nil {
 				return err
 			}
 		}

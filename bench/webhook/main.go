@@ -12,7 +12,11 @@
 //     webhook (one mutating configuration: P1's selectors, no CEL), the trivial webhook
 //     with P6's configuration beside it (what the API server's match conditions cost),
 //     litepool without P6's placement webhook, and litepool at GOGC=100 instead of its
-//     default 25 (what its smaller heap costs), alternated.
+//     default 25 (what its smaller heap costs), alternated, each round starting one
+//     setup later. Beside creates/s, figures that contention moves less: the API
+//     server's and etcd's CPU time per create, and the API server's own time in match
+//     conditions. --setups picks setups; --p6-variant adds the trivial webhook with
+//     another P6 configuration (to compare configurations of P6).
 //
 // Every loop is bounded in count and in time, and talks only to 127.0.0.1.
 package main
@@ -43,6 +47,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -68,6 +73,8 @@ type config struct {
 	extraArgs             string
 	clusterDir            string
 	figures               string
+	setups                []string
+	variants              []variant
 }
 
 func main() {
@@ -86,7 +93,17 @@ func main() {
 	flag.StringVar(&c.clusterDir, "cluster-dir", "", "the kwok cluster's directory, to read the CPU time of its kube-apiserver and etcd")
 	flag.StringVar(&c.figures, "figures", "", "append the figures to this file (hack/bench.sh's table)")
 	flag.StringVar(&c.extraArgs, "webhook-args", "", "extra space-separated flags for the webhook (e.g. --pprof-bind-address=127.0.0.1:6060)")
+	setups := flag.String("setups", strings.Join(defaultSetups, ","), "pod-create setups to alternate, of "+strings.Join(defaultSetups, ", ")+" and the --p6-variant names")
+	flag.Func("p6-variant", "NAME=FILE: one more pod-create setup, the trivial webhook with the pod webhooks of FILE's ValidatingWebhookConfiguration in place of P6's (what another configuration costs the API server); repeatable", func(v string) error {
+		name, file, ok := strings.Cut(v, "=")
+		if !ok || name == "" || file == "" {
+			return errors.New("want NAME=FILE")
+		}
+		c.variants = append(c.variants, variant{name, file})
+		return nil
+	})
 	flag.Parse()
+	c.setups = strings.Split(*setups, ",")
 	for _, s := range strings.Split(conc, ",") {
 		var n int
 		if _, err := fmt.Sscan(s, &n); err == nil && n > 0 {
@@ -161,86 +178,7 @@ func run(c config) error {
 	if c.rounds == 0 {
 		return nil
 	}
-	fmt.Printf("\npod creates through kube-apiserver: %d pods per round, %d at a time, labelled runwhere.ai/pool=train-a100 (never scheduled)\n", c.pods, c.podConc)
-	fmt.Printf("%-24s %10s %10s %10s %12s %12s\n", "round", "creates/s", "p50 ms", "p99 ms", "API CPU ms", "litepool ms")
-	// Setups alternated round by round: no webhook; a trivial mutating webhook
-	// (adds the nodeSelector and nothing else; P1's configuration alone, whose selectors
-	// the API server checks without CEL) to show what the API server's webhook machinery
-	// itself costs; the same with P6's configuration beside it (its match conditions keep
-	// these pods off the wire), to show what registering P6 costs the API server whoever
-	// serves it; and litepool-webhook, without its P6 placement webhook (as before P6)
-	// and with every configuration.
-	// A sixth: litepool-webhook with GOGC=100 instead of its default 25, started for its
-	// own rounds only (its informers would load the API server in the others), to show
-	// what the smaller heap costs pod creates.
-	p1Only := func(name string) bool { return name == podsWebhook }
-	p1P6 := func(name string) bool { return name == podsWebhook || name == placementWebhook }
-	noP6 := func(name string) bool { return name != placementWebhook }
-	setups := []struct {
-		name, addr string
-		keep       func(string) bool
-		env        []string // a webhook process of its own, with this environment
-	}{{"without webhook", "", nil, nil}, {"trivial webhook", baseAddr, p1Only, nil}, {"trivial + P6 config", baseAddr, p1P6, nil},
-		{"litepool before P6", addr, noP6, nil}, {"litepool-webhook", addr, nil, nil}, {"litepool, GOGC=100", "", nil, []string{"GOGC=100"}}}
-	results := make([][]result, len(setups))
-	for r := 1; r <= c.rounds; r++ {
-		for i, s := range setups {
-			pid, stopOwn := webhookPID, func() {}
-			if s.env != nil {
-				if s.addr, stopOwn, pid, _, err = startWebhookProc(ctx, c, dir, fmt.Sprintf("webhook-%d-%d", i, r), s.env); err != nil {
-					return err
-				}
-			}
-			unregister := func() {}
-			if s.addr != "" {
-				if unregister, err = register(ctx, kube, c.root, s.addr, caPEM, s.keep); err != nil {
-					stopOwn()
-					return err
-				}
-			}
-			res, err := podRound(ctx, kube, c, fmt.Sprintf("bench-%d-%d", i, r), pid)
-			unregister()
-			stopOwn()
-			if err != nil {
-				return fmt.Errorf("%s: %w", s.name, err)
-			}
-			results[i] = append(results[i], res)
-			printRound(fmt.Sprintf("%s #%d", s.name, r), res)
-		}
-	}
-	means := make([]result, len(setups))
-	for i, s := range setups {
-		means[i] = mean(results[i])
-		printRound("mean "+s.name, means[i])
-	}
-	off, trivial, trivialP6, beforeP6, on, gogc100 := means[0], means[1], means[2], means[3], means[4], means[5]
-	// cost of a create, in the time one create takes at the measured throughput:
-	// 1/rate with a webhook against 1/rate without.
-	cost := func(r result) float64 { return off.rate / r.rate }
-	fmt.Printf("cost of a create (time per create, 1 = without webhook): trivial %.3f, trivial + P6 config %.3f, litepool before P6 %.3f, litepool %.3f\n",
-		cost(trivial), cost(trivialP6), cost(beforeP6), cost(on))
-	fmt.Printf("litepool against the trivial webhook (means): %.3fx; against the trivial webhook with P6's configuration: %.3fx\n",
-		trivial.rate/on.rate, trivialP6.rate/on.rate)
-	// The goal is judged per round: each round ran every setup back to back, so a
-	// round's ratio compares like with like, and the spread of the ratios says whether
-	// the machine was quiet enough to tell.
-	spread := ratioSpread(results[1], results[4])
-	fmt.Printf("litepool / trivial per round (%d rounds): min %.3fx, median %.3fx, max %.3fx: %s\n",
-		len(spread.ratios), spread.min, spread.median, spread.max, spread.verdict(createsGoal))
-	fmt.Printf("P6's configuration alone (match conditions, no call): %.0f creates/s without, %.0f with (%+.1f%%); in litepool: %.0f before, %.0f after (%+.1f%%)\n",
-		trivial.rate, trivialP6.rate, 100*(trivialP6.rate-trivial.rate)/trivial.rate, beforeP6.rate, on.rate, 100*(on.rate-beforeP6.rate)/beforeP6.rate)
-	if c.clusterDir != "" {
-		fmt.Printf("CPU per create: API server + etcd %.3f ms without, %.3f trivial, %.3f trivial + P6 config, %.3f litepool before P6, %.3f litepool; litepool-webhook process %.3f ms (%.3f of it its informers, as without)\n",
-			ms(off.cpuServer), ms(trivial.cpuServer), ms(trivialP6.cpuServer), ms(beforeP6.cpuServer), ms(on.cpuServer), ms(on.cpuWebhook), ms(off.cpuWebhook))
-	}
-	fmt.Printf("litepool's GOGC (docs/webhook.md, Memory): %.0f creates/s at its default 25, %.0f at GOGC=100 (%+.1f%%); its CPU per create %.3f ms and %.3f ms\n",
-		on.rate, gogc100.rate, 100*(gogc100.rate-on.rate)/on.rate, ms(on.cpuWebhook), ms(gogc100.cpuWebhook))
-	record(c, "webhook.creates", spread.median)
-	record(c, "webhook.creates-min", spread.min)
-	record(c, "webhook.creates-max", spread.max)
-	record(c, "webhook.creates-p6", trivialP6.rate/on.rate)
-	record(c, "webhook.creates-gogc100", trivial.rate/gogc100.rate)
-	return nil
+	return benchCreates(ctx, c, kube, dir, caPEM, addr, baseAddr)
 }
 
 // record appends one size-independent figure to --figures.
@@ -276,6 +214,11 @@ func ratioSpread(base, other []result) spread {
 			s.ratios = append(s.ratios, base[i].rate/other[i].rate)
 		}
 	}
+	return s.summarize()
+}
+
+// summarize fills in the min, median and max of s.ratios.
+func (s spread) summarize() spread {
 	if len(s.ratios) == 0 {
 		return s
 	}
@@ -306,7 +249,7 @@ func (s spread) verdict(goal float64) string {
 }
 
 func printRound(name string, r result) {
-	fmt.Printf("%-22s %10.0f %10.3f %10.3f %16.3f %16.3f\n", name, r.rate, ms(r.p50), ms(r.p99), ms(r.cpuServer), ms(r.cpuWebhook))
+	fmt.Printf("%-24s %10.0f %10.3f %10.3f %12.3f %12.3f %12.3f %12.1f\n", name, r.rate, ms(r.p50), ms(r.p99), ms(r.cpuServer), ms(r.cpuWebhook), ms(r.cpuBench), float64(r.match)/float64(time.Microsecond))
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -314,8 +257,13 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 type result struct {
 	rate     float64
 	p50, p99 time.Duration
-	// CPU time per request of the control plane (kube-apiserver + etcd) and the webhook.
-	cpuServer, cpuWebhook time.Duration
+	// CPU time per request of the control plane (kube-apiserver + etcd), the webhook
+	// process, and this one (the clients, and the trivial webhook's server).
+	cpuServer, cpuWebhook, cpuBench time.Duration
+	// match is the API server's own time in match conditions per request
+	// (apiserver_admission_match_condition_evaluation_seconds: it times the conditions
+	// of every webhook entry they keep the request from).
+	match time.Duration
 }
 
 func mean(rs []result) result {
@@ -326,6 +274,8 @@ func mean(rs []result) result {
 		m.p99 += r.p99 / time.Duration(len(rs))
 		m.cpuServer += r.cpuServer / time.Duration(len(rs))
 		m.cpuWebhook += r.cpuWebhook / time.Duration(len(rs))
+		m.cpuBench += r.cpuBench / time.Duration(len(rs))
+		m.match += r.match / time.Duration(len(rs))
 	}
 	return m
 }
@@ -520,34 +470,70 @@ func startBaseline(ctx context.Context, dir string) (string, error) {
 	return "", errors.New("the baseline server did not start")
 }
 
-// register creates deploy/webhook's configurations, called by URL, with the webhooks
-// keep keeps (all if nil); the returned function removes them and waits until pods are
-// admitted without the webhook again.
-func register(ctx context.Context, kube kubernetes.Interface, root, addr string, caPEM []byte, keep func(string) bool) (func(), error) {
-	raw, err := os.ReadFile(filepath.Join(root, "deploy", "webhook", "webhooks.yaml"))
+// webhookConfigs are litepool's two webhook configurations (deploy/webhook/webhooks.yaml
+// or a variant of it).
+type webhookConfigs struct {
+	mut admissionregistrationv1.MutatingWebhookConfiguration
+	val admissionregistrationv1.ValidatingWebhookConfiguration
+}
+
+// loadConfigs reads the configurations of a webhooks.yaml.
+func loadConfigs(file string) (webhookConfigs, error) {
+	var w webhookConfigs
+	raw, err := os.ReadFile(file)
 	if err != nil {
-		return nil, err
+		return w, err
 	}
-	var mut admissionregistrationv1.MutatingWebhookConfiguration
-	var val admissionregistrationv1.ValidatingWebhookConfiguration
 	for _, doc := range strings.Split(string(raw), "\n---\n") {
 		switch {
 		case strings.Contains(doc, "kind: MutatingWebhookConfiguration"):
-			err = yaml.Unmarshal([]byte(doc), &mut)
+			err = yaml.Unmarshal([]byte(doc), &w.mut)
 		case strings.Contains(doc, "kind: ValidatingWebhookConfiguration"):
-			err = yaml.Unmarshal([]byte(doc), &val)
+			err = yaml.Unmarshal([]byte(doc), &w.val)
 		}
 		if err != nil {
-			return nil, err
+			return w, fmt.Errorf("%s: %w", file, err)
 		}
 	}
+	return w, nil
+}
+
+// keep keeps the mutating webhooks mut keeps and the validating ones val keeps.
+func (w webhookConfigs) keep(mut func(admissionregistrationv1.MutatingWebhook) bool, val func(admissionregistrationv1.ValidatingWebhook) bool) webhookConfigs {
+	w.mut.Webhooks = slices.DeleteFunc(slices.Clone(w.mut.Webhooks), func(h admissionregistrationv1.MutatingWebhook) bool { return !mut(h) })
+	w.val.Webhooks = slices.DeleteFunc(slices.Clone(w.val.Webhooks), func(h admissionregistrationv1.ValidatingWebhook) bool { return !val(h) })
+	return w
+}
+
+// isPlacement tells P6's entries (however many a configuration splits it into): the
+// validating webhooks on pods and their bindings.
+func isPlacement(h admissionregistrationv1.ValidatingWebhook) bool {
+	for _, r := range h.Rules {
+		for _, res := range r.Resources {
+			if res == "pods" || res == "pods/binding" || res == "bindings" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// register creates deploy/webhook's configurations, called by URL; the returned
+// function removes them and waits until pods are admitted without the webhook again.
+func register(ctx context.Context, kube kubernetes.Interface, root, addr string, caPEM []byte) (func(), error) {
+	w, err := loadConfigs(filepath.Join(root, "deploy", "webhook", "webhooks.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	return registerConfigs(ctx, kube, addr, caPEM, w)
+}
+
+// registerConfigs creates w's configurations, called by URL at addr.
+func registerConfigs(ctx context.Context, kube kubernetes.Interface, addr string, caPEM []byte, w webhookConfigs) (func(), error) {
+	mut, val := *w.mut.DeepCopy(), *w.val.DeepCopy()
 	byURL := func(cc *admissionregistrationv1.WebhookClientConfig) {
 		url := "https://" + addr + *cc.Service.Path
 		*cc = admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: caPEM}
-	}
-	if keep != nil {
-		mut.Webhooks = slices.DeleteFunc(mut.Webhooks, func(w admissionregistrationv1.MutatingWebhook) bool { return !keep(w.Name) })
-		val.Webhooks = slices.DeleteFunc(val.Webhooks, func(w admissionregistrationv1.ValidatingWebhook) bool { return !keep(w.Name) })
 	}
 	for i := range mut.Webhooks {
 		byURL(&mut.Webhooks[i].ClientConfig)
@@ -606,13 +592,16 @@ func podRound(ctx context.Context, kube kubernetes.Interface, c config, namespac
 		return result{}, err
 	}
 	servers := serverPIDs(c.clusterDir)
-	cpuServer0, cpuWebhook0 := cpuTime(servers...), cpuTime(webhook)
+	cpuServer0, cpuWebhook0, cpuBench0 := cpuTime(servers...), cpuTime(webhook), cpuTime(os.Getpid())
+	match0 := matchConditionTime(ctx, kube)
 	res, err := load(c.podConc, c.pods, 2*time.Minute, func(i int) error {
 		_, err := kube.CoreV1().Pods(namespace).Create(ctx, benchPod(fmt.Sprintf("p-%05d", i), "train-a100"), metav1.CreateOptions{})
 		return err
 	})
 	res.cpuServer = (cpuTime(servers...) - cpuServer0) / time.Duration(c.pods)
 	res.cpuWebhook = (cpuTime(webhook) - cpuWebhook0) / time.Duration(c.pods)
+	res.cpuBench = (cpuTime(os.Getpid()) - cpuBench0) / time.Duration(c.pods)
+	res.match = (matchConditionTime(ctx, kube) - match0) / time.Duration(c.pods)
 	grace := int64(0)
 	_ = kube.CoreV1().Pods(namespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &grace}, metav1.ListOptions{})
 	for i := 0; i < 300; i++ {
@@ -622,8 +611,35 @@ func podRound(ctx context.Context, kube kubernetes.Interface, c config, namespac
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	// The namespace's removal (its events, its service account and its token) is work
+	// for the API server, etcd and the controller manager: done before the next round.
 	_ = kube.CoreV1().Namespaces().Delete(ctx, namespace, metav1.DeleteOptions{})
+	for i := 0; i < 300; i++ {
+		if _, gerr := kube.CoreV1().Namespaces().Get(ctx, namespace, metav1.GetOptions{}); apierrors.IsNotFound(gerr) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 	return res, err
+}
+
+// matchConditionTime is the API server's total time in match conditions that kept a
+// request from a webhook, from its metrics (0 if it cannot tell).
+func matchConditionTime(ctx context.Context, kube kubernetes.Interface) time.Duration {
+	raw, err := kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return 0
+	}
+	var total float64
+	for _, line := range strings.Split(string(raw), "\n") {
+		if !strings.HasPrefix(line, "apiserver_admission_match_condition_evaluation_seconds_sum{") {
+			continue
+		}
+		if v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64); err == nil {
+			total += v
+		}
+	}
+	return time.Duration(total * float64(time.Second))
 }
 
 // serverPIDs finds the kube-apiserver and etcd processes of the cluster in dir.

@@ -12,16 +12,21 @@ import (
 // (gpu-node-0001…9999 becomes a few classes of digits, not 9,999 alternatives). It
 // returns "" when Go's regexp (CEL's engine, in the API server too) refuses it.
 func namesRegexp(names []string) string {
+	re := namesPattern(names)
+	if _, err := regexp.Compile(re); err != nil {
+		return ""
+	}
+	return re
+}
+
+// namesPattern is namesRegexp's expression, not yet compiled.
+func namesPattern(names []string) string {
 	suffix := commonSuffix(names)
 	root := &trieNode{}
 	for _, n := range names {
 		root.add(strings.TrimSuffix(n, suffix))
 	}
-	re := "^(?:" + root.pattern() + ")" + regexp.QuoteMeta(suffix) + "$"
-	if _, err := regexp.Compile(re); err != nil {
-		return ""
-	}
-	return re
+	return "^(?:" + root.pattern() + ")" + regexp.QuoteMeta(suffix) + "$"
 }
 
 type trieNode struct {

@@ -55,25 +55,33 @@ func syntheticNodes(shape string, n int) []string {
 	})
 }
 
-// apiServerCondition compiles expr the way the API server compiles a webhook's match
-// conditions (accessors.go: the same compiler, environment and runtime cost budget).
-func apiServerCondition(t testing.TB, expr string) func(resource, subResource string, obj *corev1.Binding) bool {
+// apiServerCondition compiles conds the way the API server compiles a webhook's match
+// conditions (accessors.go: the same compiler, environment and runtime cost budget, one
+// budget for all of them) beside the entry's fixed not-the-scheduler condition, and
+// tells whether a binding by user is sent.
+func apiServerCondition(t testing.TB, conds []admissionregistrationv1.MatchCondition) func(resource, subResource, user string, obj *corev1.Binding) bool {
 	compiler := celplugin.NewConditionCompiler(environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()))
 	fail := admissionregistrationv1.Fail
-	m := matchconditions.NewMatcher(compiler.CompileCondition([]celplugin.ExpressionAccessor{&matchconditions.MatchCondition{Name: BindingTargetsCondition, Expression: expr}},
-		celplugin.OptionalVariableDeclarations{HasAuthorizer: true}, environment.StoredExpressions), &fail, "webhook", "validating", PlacementWebhook)
-	return func(resource, subResource string, obj *corev1.Binding) bool {
+	acc := []celplugin.ExpressionAccessor{&matchconditions.MatchCondition{Name: "not-the-scheduler", Expression: "request.userInfo.username != 'system:kube-scheduler'"}}
+	for _, c := range conds {
+		acc = append(acc, &matchconditions.MatchCondition{Name: c.Name, Expression: c.Expression})
+	}
+	m := matchconditions.NewMatcher(compiler.CompileCondition(acc, celplugin.OptionalVariableDeclarations{HasAuthorizer: true}, environment.StoredExpressions),
+		&fail, "webhook", "validating", PlacementBindingsWebhook)
+	return func(resource, subResource, username string, obj *corev1.Binding) bool {
 		gvk := schema.GroupVersionKind{Version: "v1", Kind: "Binding"}
 		obj.SetGroupVersionKind(gvk)
 		attr := admission.NewAttributesRecord(obj, nil, gvk, "team", obj.Name, schema.GroupVersionResource{Version: "v1", Resource: resource}, subResource,
-			admission.Create, &metav1.CreateOptions{}, false, &user.DefaultInfo{Name: "second-scheduler"})
+			admission.Create, &metav1.CreateOptions{}, false, &user.DefaultInfo{Name: username})
 		va, err := admission.NewVersionedAttributes(attr, gvk, nil)
 		require.NoError(t, err)
 		res := m.Match(context.Background(), va, nil, nil)
-		require.NoError(t, res.Error, "the API server evaluates the condition")
+		require.NoError(t, res.Error, "the API server evaluates the conditions")
 		return res.Matches
 	}
 }
+
+const secondScheduler = "second-scheduler"
 
 // nearMisses are names close to n: prefixes, suffixes, one character changed, a '.'
 // read as any character.
@@ -94,39 +102,54 @@ func nearMisses(r *rand.Rand, n string) []string {
 
 func TestBindingTargetsExpressionAtScale(t *testing.T) {
 	for _, shape := range []string{"numbered", "ec2", "random12"} {
-		for _, n := range []int{2000, 5000, 10000} {
+		for _, n := range []int{2000, 5000, 10000, 40000} {
 			t.Run(fmt.Sprintf("%s-%d", shape, n), func(t *testing.T) {
 				nodes := syntheticNodes(shape, n)
-				expr := BindingTargetsExpression(nodes)
-				t.Logf("%d %s names: expression of %d characters, regexp: %v", n, shape, len(expr), strings.Contains(expr, ".matches("))
-				require.LessOrEqual(t, len(expr), MaxBindingTargetsExpression)
-				if shape == "random12" && n == 10000 {
-					// 10,000 random names leave nothing to share: 110,000 characters.
-					assert.Equal(t, "true", expr, "past the limit every binding is sent")
-					return
+				conds := BindingTargetsConditions(nodes)
+				size := 0
+				for _, c := range conds {
+					require.LessOrEqual(t, len(c.Expression), MaxBindingTargetsExpression)
+					size += len(c.Expression)
 				}
-				require.NotEqual(t, "true", expr, "the scope stays the exclusive nodes")
-				match := apiServerCondition(t, expr)
+				t.Logf("%d %s names: %d conditions of %d characters, regexp: %v", n, shape, len(conds), size, strings.Contains(conds[0].Expression, ".matches("))
+				require.NotEqual(t, "true", conds[0].Expression, "the scope stays the exclusive nodes")
+				match := apiServerCondition(t, conds)
 				bind := func(node string) bool {
-					return match("pods", "binding", &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Target: corev1.ObjectReference{Kind: "Node", Name: node}})
+					return match("pods", "binding", secondScheduler, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Target: corev1.ObjectReference{Kind: "Node", Name: node}})
 				}
 				listed := map[string]bool{}
 				for _, node := range nodes {
 					listed[node] = true
 					require.True(t, bind(node), "a binding onto listed node %s is sent", node)
 				}
-				assert.True(t, match("bindings", "", &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Target: corev1.ObjectReference{Name: nodes[0]}}),
+				assert.True(t, match("bindings", "", secondScheduler, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Target: corev1.ObjectReference{Name: nodes[0]}}),
 					"the bindings resource is judged too")
-				assert.False(t, match("bindings", "", &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Target: corev1.ObjectReference{Name: "elsewhere"}}))
+				assert.False(t, match("bindings", "", secondScheduler, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Target: corev1.ObjectReference{Name: "elsewhere"}}))
+				assert.False(t, match("pods", "binding", "system:kube-scheduler", &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Target: corev1.ObjectReference{Name: nodes[0]}}),
+					"the scheduler's bindings are never sent")
+				// Near misses of 1,500 names spread over every slice, and of each
+				// slice's first and last name (its bounds).
 				r := rand.New(rand.NewPCG(1, 2))
-				for _, node := range nodes[:min(len(nodes), 1500)] {
-					for _, miss := range nearMisses(r, node) {
+				sample := []string{nodes[0], nodes[len(nodes)-1]}
+				for i := 0; i < len(nodes); i += max(1, len(nodes)/1500) {
+					sample = append(sample, nodes[i])
+					if i > 0 {
+						sample = append(sample, nodes[i-1])
+					}
+				}
+				for _, node := range sample {
+					for _, miss := range append(nearMisses(r, node), "0", "zzzzzzzzzzzzzz", "~") {
 						require.Equal(t, listed[miss], bind(miss), "a binding onto %q (near %q) is sent exactly when it is listed", miss, node)
 					}
 				}
 			})
 		}
 	}
+	t.Run("past the limit", func(t *testing.T) {
+		many := syntheticNodes("random12", 80000)
+		assert.Equal(t, []admissionregistrationv1.MatchCondition{{Name: BindingTargetsCondition, Expression: "true"}}, BindingTargetsConditions(many),
+			"past MaxBindingTargetsConditions slices every binding is sent, as before")
+	})
 }
 
 // BenchmarkBindingTargetsCondition is the API server's cost of the condition for one
@@ -135,30 +158,39 @@ func TestBindingTargetsExpressionAtScale(t *testing.T) {
 // expressions of 10,000 names.
 func BenchmarkBindingTargetsCondition(b *testing.B) {
 	ec2 := syntheticNodes("ec2", 10000)
+	random := syntheticNodes("random12", 40000)
 	cases := []struct {
 		name   string
 		nodes  []string
+		user   string
 		target string
 	}{
-		{"none", nil, "gpu-node-99999"},
-		{"list-5000-random12", syntheticNodes("random12", 5000), "zzzzzzzzzzzz"},
-		{"regexp-10000-numbered", syntheticNodes("numbered", 10000), "gpu-node-10001"},
-		{"regexp-10000-ec2", ec2, ec2[len(ec2)/2][:len(ec2[len(ec2)/2])-1] + "x"},
+		{"none", nil, secondScheduler, "gpu-node-99999"},
+		{"list-5000-random12", syntheticNodes("random12", 5000), secondScheduler, "zzzzzzzzzzzz"},
+		{"regexp-10000-numbered", syntheticNodes("numbered", 10000), secondScheduler, "gpu-node-10001"},
+		{"regexp-10000-ec2", ec2, secondScheduler, ec2[len(ec2)/2][:len(ec2[len(ec2)/2])-1] + "x"},
+		{"slices-40000-random12", random, secondScheduler, random[len(random)/2][:11] + "~"},
+		{"slices-40000-random12-scheduler", random, "system:kube-scheduler", random[len(random)/2]},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
-			expr := BindingTargetsExpression(c.nodes)
-			if expr == "true" {
+			conds := BindingTargetsConditions(c.nodes)
+			if conds[0].Expression == "true" {
 				b.Fatalf("%s: true", c.name)
 			}
-			match := apiServerCondition(b, expr)
+			match := apiServerCondition(b, conds)
 			obj := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Target: corev1.ObjectReference{Kind: "Node", Name: c.target}}
 			for b.Loop() {
-				if match("pods", "binding", obj) {
+				if match("pods", "binding", c.user, obj) {
 					b.Fatalf("%s: %s is sent", c.name, c.target)
 				}
 			}
-			b.ReportMetric(float64(len(expr)), "chars")
+			size := 0
+			for _, c := range conds {
+				size += len(c.Expression)
+			}
+			b.ReportMetric(float64(size), "chars")
+			b.ReportMetric(float64(len(conds)), "conditions")
 		})
 	}
 }
@@ -169,27 +201,68 @@ func BenchmarkBindingTargetsCondition(b *testing.B) {
 func TestBindingTargetsReconcilerWritesTheRegexp(t *testing.T) {
 	ctx := context.Background()
 	names := syntheticNodes("ec2", 4000)
+	c := exclusiveFixture(t, reconcilerFixture(names)...)
+	_, err := (&BindingTargetsReconciler{Client: c}).Reconcile(ctx, bindingTargetsKey)
+	require.NoError(t, err)
+	var got admissionregistrationv1.ValidatingWebhookConfiguration
+	require.NoError(t, c.Get(ctx, client.ObjectKey{Name: WebhookConfiguration}, &got))
+	conds := got.Webhooks[0].MatchConditions
+	require.Len(t, conds, 2)
+	assert.Equal(t, "request.userInfo.username != 'system:kube-scheduler'", conds[0].Expression, "the fixed condition is kept")
+	assert.Equal(t, BindingTargetsConditions(names), conds[1:])
+	expr := conds[1].Expression
+	assert.Contains(t, expr, `.matches(r'^(?:ip-10-`, "4,000 such names are too long as a list")
+	assert.True(t, strings.HasSuffix(expr, `)\.ec2\.internal$')`), "the common suffix once, its dots escaped")
+	match := apiServerCondition(t, conds[1:])
+	for _, n := range []string{names[0], names[len(names)-1]} {
+		assert.True(t, match("pods", "binding", secondScheduler, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Target: corev1.ObjectReference{Name: n}}), n)
+	}
+	assert.False(t, match("pods", "binding", secondScheduler, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Target: corev1.ObjectReference{Name: strings.Replace(names[0], ".", "x", 1)}}))
+}
+
+// TestBindingTargetsReconcilerWritesSlices: 16,000 random names take three conditions;
+// when their pool stops being exclusive, the controller goes back to one, and the fixed
+// condition stays where it was.
+func TestBindingTargetsReconcilerWritesSlices(t *testing.T) {
+	ctx := context.Background()
+	names := syntheticNodes("random12", 16000)
+	c := exclusiveFixture(t, reconcilerFixture(names)...)
+	r := &BindingTargetsReconciler{Client: c}
+	_, err := r.Reconcile(ctx, bindingTargetsKey)
+	require.NoError(t, err)
+	var got admissionregistrationv1.ValidatingWebhookConfiguration
+	require.NoError(t, c.Get(ctx, client.ObjectKey{Name: WebhookConfiguration}, &got))
+	conds := got.Webhooks[0].MatchConditions
+	require.Len(t, conds, 4, "not-the-scheduler, then three slices")
+	assert.Equal(t, []string{"not-the-scheduler", BindingTargetsCondition, BindingTargetsCondition + "-2", BindingTargetsCondition + "-3"},
+		[]string{conds[0].Name, conds[1].Name, conds[2].Name, conds[3].Name})
+	match := apiServerCondition(t, conds[1:])
+	for _, n := range []string{names[0], names[8000], names[len(names)-1]} {
+		assert.True(t, match("pods", "binding", secondScheduler, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Target: corev1.ObjectReference{Name: n}}), n)
+	}
+	var pool v1alpha1.Pool
+	require.NoError(t, c.Get(ctx, client.ObjectKey{Name: "excl"}, &pool))
+	pool.Spec.Exclusive = false
+	require.NoError(t, c.Update(ctx, &pool))
+	_, err = r.Reconcile(ctx, bindingTargetsKey)
+	require.NoError(t, err)
+	require.NoError(t, c.Get(ctx, client.ObjectKey{Name: WebhookConfiguration}, &got))
+	assert.Equal(t, append([]admissionregistrationv1.MatchCondition{conds[0]}, BindingTargetsConditions(nil)...), got.Webhooks[0].MatchConditions)
+}
+
+// reconcilerFixture is deploy/webhook's bindings entry (with its condition "true"), an
+// exclusive pool, and names as its nodes.
+func reconcilerFixture(names []string) []client.Object {
 	objs := []client.Object{
 		&admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: WebhookConfiguration},
-			Webhooks: []admissionregistrationv1.ValidatingWebhook{{Name: PlacementWebhook,
-				MatchConditions: []admissionregistrationv1.MatchCondition{{Name: BindingTargetsCondition, Expression: "true"}}}}},
+			Webhooks: []admissionregistrationv1.ValidatingWebhook{{Name: PlacementBindingsWebhook,
+				MatchConditions: []admissionregistrationv1.MatchCondition{
+					{Name: "not-the-scheduler", Expression: "request.userInfo.username != 'system:kube-scheduler'"},
+					{Name: BindingTargetsCondition, Expression: "true"}}}}},
 		&v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: "excl"}, Spec: v1alpha1.PoolSpec{Exclusive: true}},
 	}
 	for _, n := range names {
 		objs = append(objs, labelledNode(n, "excl"))
 	}
-	c := exclusiveFixture(t, objs...)
-	_, err := (&BindingTargetsReconciler{Client: c}).Reconcile(ctx, bindingTargetsKey)
-	require.NoError(t, err)
-	var got admissionregistrationv1.ValidatingWebhookConfiguration
-	require.NoError(t, c.Get(ctx, client.ObjectKey{Name: WebhookConfiguration}, &got))
-	expr := got.Webhooks[0].MatchConditions[0].Expression
-	assert.Equal(t, BindingTargetsExpression(names), expr)
-	assert.Contains(t, expr, `.matches(r'^(?:ip-10-`, "4,000 such names are too long as a list")
-	assert.True(t, strings.HasSuffix(expr, `)\.ec2\.internal$')`), "the common suffix once, its dots escaped")
-	match := apiServerCondition(t, expr)
-	for _, n := range []string{names[0], names[len(names)-1]} {
-		assert.True(t, match("pods", "binding", &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Target: corev1.ObjectReference{Name: n}}), n)
-	}
-	assert.False(t, match("pods", "binding", &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Target: corev1.ObjectReference{Name: strings.Replace(names[0], ".", "x", 1)}}))
+	return objs
 }

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -152,55 +153,171 @@ func (r *ExclusiveTaintReconciler) recordIfDissolved(ctx context.Context, pool s
 const (
 	// WebhookConfiguration is the ValidatingWebhookConfiguration of deploy/webhook.
 	WebhookConfiguration = "litepool-webhook"
-	// PlacementWebhook is its P6 entry.
-	PlacementWebhook = "pod-placement.runwhere.ai"
-	// BindingTargetsCondition is the entry's match condition the controller writes:
-	// a pods/binding is sent only when its target is a node of an exclusive pool.
+	// PlacementBindingsWebhook is P6's entry for bindings.
+	PlacementBindingsWebhook = "pod-placement-bindings.runwhere.ai"
+	// BindingTargetsCondition names the entry's match conditions the controller writes
+	// (the second and later BindingTargetsCondition-2, -3, ...): a pods/binding is sent
+	// only when its target is a node of an exclusive pool.
 	BindingTargetsCondition = "binding-onto-an-exclusive-node"
-	// MaxBindingTargetsExpression bounds the condition's length, below the CEL
-	// parser's limit of 100,000 code points: past it, every binding is sent, as before
-	// the controller wrote a list.
+	// MaxBindingTargetsExpression bounds each condition's length, below the CEL
+	// parser's limit of 100,000 code points.
 	MaxBindingTargetsExpression = 90_000
+	// MaxBindingTargetsConditions bounds their number, so that the configuration stays
+	// far below etcd's limit of 1.5 MiB an object: past it, every binding is sent, as
+	// before the controller wrote a list.
+	MaxBindingTargetsConditions = 8
 )
 
 // bindingTargetsKey is the one request of the binding-targets reconciler.
 var bindingTargetsKey = reconcile.Request{NamespacedName: types.NamespacedName{Name: "binding-targets"}}
 
-// BindingTargetsExpression is the CEL match condition that sends to P6's webhook only
-// the pods/binding requests whose target is one of nodes (other requests, pods being
-// created or updated, are not bindings and pass). An empty list sends no binding.
-// The set is written as a list or, when the list is too long, as one anchored regular
-// expression of the same names (10,000 names of a numbered or cloud-style pattern fit
-// where a list holds about 4,000); only when neither fits in MaxBindingTargetsExpression
-// is every binding sent.
-func BindingTargetsExpression(nodes []string) string {
-	notBinding := "!(request.resource.resource == 'bindings' || (has(request.subResource) && request.subResource == 'binding'))"
+const (
+	// notBinding holds for requests that are no binding: the conditions are safe in
+	// an entry that also matches pods.
+	notBinding = "!(request.resource.resource == 'bindings' || (has(request.subResource) && request.subResource == 'binding'))"
+	// byScheduler holds for the scheduler's bindings, which the fixed condition
+	// not-the-scheduler keeps from the webhook anyway: the API server evaluates every
+	// condition of the entry, and this spares each of them the list.
+	byScheduler = "request.userInfo.username == 'system:kube-scheduler'"
+)
+
+// BindingTargetsConditions are the CEL match conditions that, ANDed, send to P6's
+// webhook only the pods/binding requests whose target is one of nodes (sorted); other
+// requests pass. No node: no binding is sent. The names are written as one list or,
+// when it is too long, as one anchored regular expression of the same names (10,000
+// names of a numbered or cloud-style pattern fit where a list holds about 4,000); when
+// neither fits, the names are cut into slices of consecutive names, one condition
+// each: "the target sorts outside this slice's range, or it is in the slice". The
+// ranges cover every string, so a target is listed exactly when the condition of its
+// range holds, and the others hold anyway. Only past MaxBindingTargetsConditions
+// slices is every binding sent ("true").
+func BindingTargetsConditions(nodes []string) []admissionregistrationv1.MatchCondition {
 	if len(nodes) == 0 {
-		return notBinding
+		return bindingConditions([]string{notBinding})
 	}
-	quoted := make([]string, len(nodes))
-	for i, n := range nodes {
-		quoted[i] = "'" + n + "'" // node names are DNS subdomains: no quote or backslash
+	if m := membership(nodes); len(m) <= MaxBindingTargetsExpression-sliceOverhead {
+		// One condition, no range.
+		return bindingConditions([]string{notBinding + " || " + byScheduler + " || " + m})
 	}
-	expr := notBinding + " || object.target.name in [" + strings.Join(quoted, ", ") + "]"
-	if len(expr) <= MaxBindingTargetsExpression {
-		return expr
-	}
-	// A raw string: the pattern's backslashes reach RE2 as written, and a DNS
-	// subdomain's pattern holds no quote.
-	if re := namesRegexp(nodes); re != "" {
-		if expr = notBinding + " || object.target.name.matches(r'" + re + "')"; len(expr) <= MaxBindingTargetsExpression {
-			return expr
+	var exprs []string
+	for rest := nodes; len(rest) > 0; {
+		n := sliceLen(rest)
+		if n == 0 || len(exprs) == MaxBindingTargetsConditions {
+			return bindingConditions([]string{"true"})
 		}
+		outside := ""
+		if len(exprs) > 0 {
+			outside += " || object.target.name < '" + rest[0] + "'"
+		}
+		if n < len(rest) {
+			outside += " || object.target.name >= '" + rest[n] + "'"
+		}
+		m := membership(rest[:n])
+		if len(m) > MaxBindingTargetsExpression-sliceOverhead {
+			return bindingConditions([]string{"true"}) // Go's regexp refused the pattern
+		}
+		exprs = append(exprs, notBinding+" || "+byScheduler+outside+" || "+m)
+		rest = rest[n:]
 	}
-	return "true"
+	return bindingConditions(exprs)
 }
 
-// BindingTargetsReconciler keeps BindingTargetsCondition of P6's webhook to the nodes of
-// exclusive pools, so that a webhook outage delays only the bindings that could land a
-// pod on such a node: every other binding, by any scheduler, is never sent. Level-
-// triggered: any change of nodes' pool labels, of Pools or of the webhook configuration
-// (re-applied from deploy/webhook) recomputes the list and writes it when it differs.
+// sliceOverhead is the most a slice's condition holds besides its membership test: the
+// two prefixes and both bounds (node names are at most 253 characters).
+var sliceOverhead = len(notBinding+" || "+byScheduler) + 2*len(" || object.target.name >= ''") + 2*253
+
+// sliceLen is how many of names (from the first) one condition holds, as a list or
+// as a regular expression; 0 when not even one name fits. The regular expression of
+// random names is a little shorter than their list (of patterned ones far shorter):
+// past the names a list holds, bisection (a longer slice's expression is no shorter,
+// nearly always) to within 1/64 of the best.
+func sliceLen(names []string) int {
+	room := MaxBindingTargetsExpression - sliceOverhead
+	lo, size := 0, len("object.target.name in []")
+	for lo < len(names) && size+len(names[lo])+4 <= room { // "'n', "
+		size += len(names[lo]) + 4
+		lo++
+	}
+	fits := func(n int) bool { return len(namesPattern(names[:n]))+len("object.target.name.matches(r'')") <= room }
+	if lo == len(names) || fits(len(names)) {
+		return len(names)
+	}
+	hi := len(names) // fits(lo) as a list, !fits(hi)
+	if n := 4 * max(lo, 1); n < hi && !fits(n) {
+		hi = n
+	}
+	for hi-lo > max(1, lo/64) {
+		if mid := (lo + hi) / 2; fits(mid) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return lo
+}
+
+// membership is a list of names or, when that is too long for a condition, the
+// regular expression of the same names. The regular expression is a raw string: its
+// backslashes reach RE2 as written, and a DNS subdomain's pattern holds no quote.
+func membership(names []string) string {
+	l := list(names)
+	if len(l) <= MaxBindingTargetsExpression-sliceOverhead {
+		return l
+	}
+	if re := namesRegexp(names); re != "" {
+		return "object.target.name.matches(r'" + re + "')"
+	}
+	return l
+}
+
+// list is the test that the target is one of names.
+func list(names []string) string {
+	quoted := make([]string, len(names))
+	for i, n := range names {
+		quoted[i] = "'" + n + "'" // node names are DNS subdomains: no quote or backslash
+	}
+	return "object.target.name in [" + strings.Join(quoted, ", ") + "]"
+}
+
+// bindingConditions names exprs BindingTargetsCondition, BindingTargetsCondition-2, ...
+func bindingConditions(exprs []string) []admissionregistrationv1.MatchCondition {
+	out := make([]admissionregistrationv1.MatchCondition, len(exprs))
+	for i, e := range exprs {
+		out[i] = admissionregistrationv1.MatchCondition{Name: BindingTargetsCondition, Expression: e}
+		if i > 0 {
+			out[i].Name = fmt.Sprintf("%s-%d", BindingTargetsCondition, i+1)
+		}
+	}
+	return out
+}
+
+// IsBindingTargetsCondition tells the conditions BindingTargetsConditions names.
+func IsBindingTargetsCondition(name string) bool {
+	if name == BindingTargetsCondition {
+		return true
+	}
+	k, ok := strings.CutPrefix(name, BindingTargetsCondition+"-")
+	return ok && k != "" && strings.Trim(k, "0123456789") == ""
+}
+
+// WithBindingTargets is conds (an entry's match conditions) with its binding-target
+// conditions replaced by targets, in the place of the first of them (at the end when
+// it has none); the others are kept as they are, in their order.
+func WithBindingTargets(conds, targets []admissionregistrationv1.MatchCondition) []admissionregistrationv1.MatchCondition {
+	at := slices.IndexFunc(conds, func(c admissionregistrationv1.MatchCondition) bool { return IsBindingTargetsCondition(c.Name) })
+	kept := slices.DeleteFunc(slices.Clone(conds), func(c admissionregistrationv1.MatchCondition) bool { return IsBindingTargetsCondition(c.Name) })
+	if at < 0 {
+		at = len(kept)
+	}
+	return slices.Concat(kept[:at], targets, kept[at:])
+}
+
+// BindingTargetsReconciler keeps the BindingTargetsCondition conditions of P6's
+// bindings entry to the nodes of exclusive pools, so that a webhook outage delays only
+// the bindings that could land a pod on such a node: every other binding, by any
+// scheduler, is never sent. Level-triggered: any change of nodes' pool labels, of
+// Pools or of the webhook configuration (re-applied from deploy/webhook) recomputes
+// the conditions and writes them when they differ.
 type BindingTargetsReconciler struct {
 	Client client.Client
 }
@@ -224,35 +341,41 @@ func (r *BindingTargetsReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-// Reconcile writes the list of exclusive nodes into the webhook configuration.
+// Reconcile writes the exclusive nodes into the webhook configuration.
 func (r *BindingTargetsReconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
 	nodes, err := r.exclusiveNodes(ctx)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	want := BindingTargetsExpression(nodes)
+	targets := BindingTargetsConditions(nodes)
 	var cfg admissionregistrationv1.ValidatingWebhookConfiguration
 	if err := r.Client.Get(ctx, client.ObjectKey{Name: WebhookConfiguration}, &cfg); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err) // not installed: its creation is an event
 	}
-	wi := slices.IndexFunc(cfg.Webhooks, func(w admissionregistrationv1.ValidatingWebhook) bool { return w.Name == PlacementWebhook })
-	if wi < 0 {
-		return reconcile.Result{}, nil
-	}
-	ci := slices.IndexFunc(cfg.Webhooks[wi].MatchConditions, func(c admissionregistrationv1.MatchCondition) bool {
+	wi := slices.IndexFunc(cfg.Webhooks, func(w admissionregistrationv1.ValidatingWebhook) bool { return w.Name == PlacementBindingsWebhook })
+	if wi < 0 || !slices.ContainsFunc(cfg.Webhooks[wi].MatchConditions, func(c admissionregistrationv1.MatchCondition) bool {
 		return c.Name == BindingTargetsCondition
-	})
-	if ci < 0 || cfg.Webhooks[wi].MatchConditions[ci].Expression == want {
+	}) {
 		return reconcile.Result{}, nil
 	}
-	// A JSON patch of the one expression, guarded by tests of the entry's and the
-	// condition's names: it never touches the CA bundle the webhook writes beside it.
-	patch := fmt.Sprintf(`[{"op":"test","path":"/webhooks/%d/name","value":%q},{"op":"test","path":"/webhooks/%d/matchConditions/%d/name","value":%q},{"op":"replace","path":"/webhooks/%d/matchConditions/%d/expression","value":%q}]`,
-		wi, PlacementWebhook, wi, ci, BindingTargetsCondition, wi, ci, want)
+	want := WithBindingTargets(cfg.Webhooks[wi].MatchConditions, targets)
+	if equality.Semantic.DeepEqual(want, cfg.Webhooks[wi].MatchConditions) {
+		return reconcile.Result{}, nil
+	}
+	// A JSON patch of the entry's match conditions at the resourceVersion read, guarded
+	// by a test of the entry's name: it never touches the CA bundle the webhook writes
+	// beside them, and a concurrent writer makes it fail and be read again.
+	value, err := json.Marshal(want)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	patch := fmt.Sprintf(`[{"op":"test","path":"/metadata/resourceVersion","value":%q},{"op":"test","path":"/webhooks/%d/name","value":%q},{"op":"replace","path":"/webhooks/%d/matchConditions","value":%s}]`,
+		cfg.ResourceVersion, wi, PlacementBindingsWebhook, wi, value)
 	if err := r.Client.Patch(ctx, &cfg, client.RawPatch(types.JSONPatchType, []byte(patch))); err != nil {
 		return reconcile.Result{}, err
 	}
-	logf.FromContext(ctx).Info("bindings sent to the placement webhook", "exclusiveNodes", len(nodes), "allBindings", want == "true")
+	logf.FromContext(ctx).Info("bindings sent to the placement webhook", "exclusiveNodes", len(nodes), "conditions", len(targets),
+		"allBindings", targets[0].Expression == "true")
 	return reconcile.Result{}, nil
 }
 

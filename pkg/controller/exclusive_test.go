@@ -60,8 +60,8 @@ func TestExclusiveTaintReconciler(t *testing.T) {
 func TestBindingTargetsReconciler(t *testing.T) {
 	ctx := context.Background()
 	cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: WebhookConfiguration},
-		Webhooks: []admissionregistrationv1.ValidatingWebhook{{Name: "nodes.runwhere.ai"}, {Name: PlacementWebhook, ClientConfig: admissionregistrationv1.WebhookClientConfig{CABundle: []byte("ca")},
-			MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "not-a-daemonset-pod", Expression: "x"}, {Name: BindingTargetsCondition, Expression: "true"}}}}}
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{Name: "nodes.runwhere.ai"}, {Name: PlacementBindingsWebhook, ClientConfig: admissionregistrationv1.WebhookClientConfig{CABundle: []byte("ca")},
+			MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "not-the-scheduler", Expression: "x"}, {Name: BindingTargetsCondition, Expression: "true"}}}}}
 	c := exclusiveFixture(t, cfg,
 		&v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: "excl"}, Spec: v1alpha1.PoolSpec{Exclusive: true}},
 		&v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: "open"}},
@@ -71,15 +71,20 @@ func TestBindingTargetsReconciler(t *testing.T) {
 	require.NoError(t, err)
 	var got admissionregistrationv1.ValidatingWebhookConfiguration
 	require.NoError(t, c.Get(ctx, client.ObjectKey{Name: WebhookConfiguration}, &got))
-	assert.Equal(t, "!(request.resource.resource == 'bindings' || (has(request.subResource) && request.subResource == 'binding')) || object.target.name in ['a-node', 'b-node']", got.Webhooks[1].MatchConditions[1].Expression)
-	assert.Equal(t, "x", got.Webhooks[1].MatchConditions[0].Expression, "only its own condition is written")
+	assert.Equal(t, "!(request.resource.resource == 'bindings' || (has(request.subResource) && request.subResource == 'binding')) || request.userInfo.username == 'system:kube-scheduler' || object.target.name in ['a-node', 'b-node']", got.Webhooks[1].MatchConditions[1].Expression)
+	assert.Equal(t, "x", got.Webhooks[1].MatchConditions[0].Expression, "only its own conditions are written")
 	assert.Equal(t, []byte("ca"), got.Webhooks[1].ClientConfig.CABundle, "the CA bundle is left alone")
 }
 
-func TestBindingTargetsExpression(t *testing.T) {
-	assert.Equal(t, "!(request.resource.resource == 'bindings' || (has(request.subResource) && request.subResource == 'binding'))", BindingTargetsExpression(nil), "no exclusive node: no binding is sent")
-	many := syntheticNodes("random12", 10000)
-	assert.Equal(t, "true", BindingTargetsExpression(many), "past the CEL size limit, as a list and as a regular expression, every binding is sent, as before")
+func TestBindingTargetsConditions(t *testing.T) {
+	assert.Equal(t, []admissionregistrationv1.MatchCondition{{Name: BindingTargetsCondition,
+		Expression: "!(request.resource.resource == 'bindings' || (has(request.subResource) && request.subResource == 'binding'))"}}, BindingTargetsConditions(nil), "no exclusive node: no binding is sent")
 	assert.Equal(t, "^(?:(?:a(?:b)?|b|x\\.ab))$", namesRegexp([]string{"a", "ab", "b", "x.ab"}), "a name that is another's prefix; a literal '.'")
 	assert.Equal(t, "^(?:gpu-node-0(?:0[1-9]|1[0-2]))$", namesRegexp([]string{"gpu-node-001", "gpu-node-002", "gpu-node-003", "gpu-node-004", "gpu-node-005", "gpu-node-006", "gpu-node-007", "gpu-node-008", "gpu-node-009", "gpu-node-010", "gpu-node-011", "gpu-node-012"}))
+	for _, n := range []string{BindingTargetsCondition, BindingTargetsCondition + "-2", BindingTargetsCondition + "-12"} {
+		assert.True(t, IsBindingTargetsCondition(n), n)
+	}
+	for _, n := range []string{"not-the-scheduler", BindingTargetsCondition + "-", BindingTargetsCondition + "-x", BindingTargetsCondition + "s"} {
+		assert.False(t, IsBindingTargetsCondition(n), n)
+	}
 }

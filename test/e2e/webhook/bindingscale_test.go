@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,13 +31,21 @@ const (
 	bsRounds             = 4
 )
 
-// bsShapes are 10,000 exclusive node names of two shapes and the unlisted names of
+// bsShapes are 10,000 exclusive node names of three shapes and the unlisted names of
 // the same shape a second scheduler binds onto (near misses: they cost the regular
-// expression the most).
+// expression the most). Random names share nothing: they take two conditions.
 var bsShapes = map[string]func(r *rand.Rand) string{
 	"numbered": func(r *rand.Rand) string { return fmt.Sprintf("gpu-node-%05d", 1+r.IntN(20000)) },
 	"ec2": func(r *rand.Rand) string {
 		return fmt.Sprintf("ip-10-%d-%d-%d.ec2.internal", r.IntN(4), r.IntN(256), 1+r.IntN(254))
+	},
+	"random12": func(r *rand.Rand) string {
+		const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+		b := make([]byte, 12)
+		for i := range b {
+			b[i] = alphabet[r.IntN(len(alphabet))]
+		}
+		return string(b)
 	},
 }
 
@@ -53,9 +62,9 @@ func bsNames(shape string, seed uint64, n int, not map[string]bool) []string {
 	return out
 }
 
-// TestBindingConditionAtTenThousandExclusiveNodes writes P6's binding condition for
-// 10,000 exclusive nodes with controller.BindingTargetsExpression, the function the
-// controller writes it with (10,000 kwok nodes would take longer than the test is
+// TestBindingConditionAtTenThousandExclusiveNodes writes P6's binding conditions for
+// 10,000 exclusive nodes with controller.BindingTargetsConditions, the function the
+// controller writes them with (10,000 kwok nodes would take longer than the test is
 // worth), into deploy/webhook's configuration whose webhook is DOWN (nothing listens
 // at its address, failurePolicy Fail), and shows that the API server accepts it and
 // that a second scheduler's binding onto an unlisted node goes through while one onto
@@ -83,19 +92,26 @@ func TestBindingConditionAtTenThousandExclusiveNodes(t *testing.T) {
 	framework.CreateReadyNode(t, kube, bsNode, "")
 
 	var setups []bsSetup
-	for i, shape := range []string{"numbered", "ec2"} {
+	for i, shape := range []string{"numbered", "ec2", "random12"} {
 		listed := bsNames(shape, uint64(i), 10000, nil)
 		set := map[string]bool{}
 		for _, n := range listed {
 			set[n] = true
 		}
-		expr := controller.BindingTargetsExpression(sortedCopy(listed))
-		require.NotEqual(t, "true", expr)
-		setups = append(setups, bsSetup{name: "10,000 " + shape + fmt.Sprintf(" (%d chars)", len(expr)), expr: expr, listed: listed[0],
+		sorted := sortedCopy(listed)
+		conds := controller.BindingTargetsConditions(sorted)
+		require.NotEqual(t, "true", conds[0].Expression)
+		size := 0
+		for _, c := range conds {
+			size += len(c.Expression)
+		}
+		// The last listed name lies in the last slice: a binding onto it needs every
+		// condition to hold.
+		setups = append(setups, bsSetup{name: "10,000 " + shape + fmt.Sprintf(" (%d conditions, %d chars)", len(conds), size), conds: conds, listed: sorted[len(sorted)-1],
 			unlisted: bsNames(shape, 99, bsBindingsPerRound*bsRounds, set)})
 	}
 	// The baseline: no exclusive node, the condition sends no binding at all.
-	setups = append(setups, bsSetup{name: "no exclusive node", expr: controller.BindingTargetsExpression(nil),
+	setups = append(setups, bsSetup{name: "no exclusive node", conds: controller.BindingTargetsConditions(nil),
 		unlisted: bsNames("numbered", 99, bsBindingsPerRound*bsRounds, nil)})
 
 	pods := createPendingPods(t, fast, len(setups)*(2*bsBindingsPerRound*bsRounds+1)+1)
@@ -111,7 +127,7 @@ func TestBindingConditionAtTenThousandExclusiveNodes(t *testing.T) {
 	elapsed, schedElapsed := map[string]time.Duration{}, map[string]time.Duration{}
 	for round := range bsRounds {
 		for si, s := range setups {
-			writeBindingCondition(t, kube, s.expr)
+			writeBindingConditions(t, kube, s.conds)
 			waitConditionEffective(t, binder, probe, s, allListed)
 			if round == 0 {
 				pod := pods[0]
@@ -120,7 +136,7 @@ func TestBindingConditionAtTenThousandExclusiveNodes(t *testing.T) {
 					if s.listed != "" {
 						err := bind(binder, pod, s.listed, false)
 						require.Error(t, err)
-						assert.Contains(t, err.Error(), `failed calling webhook "pod-placement.runwhere.ai"`)
+						assert.Contains(t, err.Error(), `failed calling webhook "pod-placement-bindings.runwhere.ai"`)
 					}
 					require.NoError(t, bind(binder, pod, bsNode, false))
 					p, err := kube.CoreV1().Pods(bsNS).Get(ctx, pod, metav1.GetOptions{})
@@ -152,18 +168,19 @@ func TestBindingConditionAtTenThousandExclusiveNodes(t *testing.T) {
 	}
 
 	t.Run("with the fallback true, a binding onto an unlisted node waits for the webhook too", func(t *testing.T) {
-		writeBindingCondition(t, kube, "true")
+		writeBindingConditions(t, kube, []admissionregistrationv1.MatchCondition{{Name: controller.BindingTargetsCondition, Expression: "true"}})
 		require.NoError(t, wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 			err := bind(binder, probe, bsNode, true)
-			return err != nil && strings.Contains(err.Error(), `failed calling webhook "pod-placement.runwhere.ai"`), nil
+			return err != nil && strings.Contains(err.Error(), `failed calling webhook "pod-placement-bindings.runwhere.ai"`), nil
 		}), "every non-scheduler binding is sent: the scope the regular expression avoids")
 	})
 }
 
 type bsSetup struct {
-	name, expr string
-	listed     string   // a listed node: a binding onto it waits for the webhook
-	unlisted   []string // targets of the measured bindings
+	name     string
+	conds    []admissionregistrationv1.MatchCondition
+	listed   string   // a listed node: a binding onto it waits for the webhook
+	unlisted []string // targets of the measured bindings
 }
 
 // listed4 is n targets for kube-scheduler: the listed node when there is one.
@@ -259,24 +276,19 @@ func parallel(items []string, f func(string, int) error) []error {
 	return errs
 }
 
-// writeBindingCondition replaces the expression of P6's binding condition, as the
-// controller's patch does; the API server compiles it when it validates the update.
-func writeBindingCondition(t *testing.T, kube kubernetes.Interface, expr string) {
+// writeBindingConditions replaces P6's binding conditions, as the controller's patch
+// does; the API server compiles them when it validates the update.
+func writeBindingConditions(t *testing.T, kube kubernetes.Interface, conds []admissionregistrationv1.MatchCondition) {
 	t.Helper()
 	cfg, err := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, controller.WebhookConfiguration, metav1.GetOptions{})
 	require.NoError(t, err)
-	written := false
-	for wi := range cfg.Webhooks {
-		for ci := range cfg.Webhooks[wi].MatchConditions {
-			if cfg.Webhooks[wi].Name == controller.PlacementWebhook && cfg.Webhooks[wi].MatchConditions[ci].Name == controller.BindingTargetsCondition {
-				cfg.Webhooks[wi].MatchConditions[ci].Expression = expr
-				written = true
-			}
-		}
-	}
-	require.True(t, written)
+	wi := slices.IndexFunc(cfg.Webhooks, func(w admissionregistrationv1.ValidatingWebhook) bool {
+		return w.Name == controller.PlacementBindingsWebhook
+	})
+	require.GreaterOrEqual(t, wi, 0)
+	cfg.Webhooks[wi].MatchConditions = controller.WithBindingTargets(cfg.Webhooks[wi].MatchConditions, conds)
 	_, err = kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Update(ctx, cfg, metav1.UpdateOptions{})
-	require.NoError(t, err, "the API server accepts a condition of %d characters", len(expr))
+	require.NoError(t, err, "the API server accepts %d conditions", len(conds))
 }
 
 // waitConditionEffective waits until the API server judges bindings by s.expr: a

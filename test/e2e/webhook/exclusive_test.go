@@ -86,7 +86,7 @@ func TestExclusivePool(t *testing.T) {
 		err = kube.CoreV1().Pods(ns).Bind(ctx, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "bound-by-hand"},
 			Target: corev1.ObjectReference{Kind: "Node", Name: exclNode}}, metav1.CreateOptions{})
 		require.Error(t, err)
-		assert.Contains(t, err.Error(), `admission webhook "pod-placement.runwhere.ai" denied the request: [P6] pod ai-team/bound-by-hand may not run on node "excl-node-1": it is bound to the node`)
+		assert.Contains(t, err.Error(), `admission webhook "pod-placement-bindings.runwhere.ai" denied the request: [P6] pod ai-team/bound-by-hand may not run on node "excl-node-1": it is bound to the node`)
 		got, err := kube.CoreV1().Pods(ns).Get(ctx, "bound-by-hand", metav1.GetOptions{})
 		require.NoError(t, err)
 		assert.Empty(t, got.Spec.NodeName, "the pod stays unbound")

@@ -100,7 +100,7 @@ func TestSecondSchedulerWithWebhookDown(t *testing.T) {
 		err = schedKube.CoreV1().Pods(ssNS).Bind(ctx, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "hand-bound-ss"},
 			Target: corev1.ObjectReference{Kind: "Node", Name: ssNode}}, metav1.CreateOptions{})
 		require.Error(t, err)
-		assert.Contains(t, err.Error(), `admission webhook "pod-placement.runwhere.ai" denied the request: [P6] pod ss-team/hand-bound-ss may not run on node "ss-node-1": it is bound to the node`)
+		assert.Contains(t, err.Error(), `admission webhook "pod-placement-bindings.runwhere.ai" denied the request: [P6] pod ss-team/hand-bound-ss may not run on node "ss-node-1": it is bound to the node`)
 		assert.Equal(t, []string{"P6"}, policy.RulesOfStatus(err))
 	})
 
@@ -211,7 +211,7 @@ func waitBindingTargetsInclude(t *testing.T, kube kubernetes.Interface, node str
 		}
 		for _, w := range cfg.Webhooks {
 			for _, c := range w.MatchConditions {
-				if c.Name == "binding-onto-an-exclusive-node" && strings.Contains(c.Expression, "'"+node+"'") {
+				if strings.HasPrefix(c.Name, "binding-onto-an-exclusive-node") && strings.Contains(c.Expression, "'"+node+"'") {
 					return true, nil
 				}
 			}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -133,7 +134,7 @@ func TestExclusivePoolSideDoors(t *testing.T) {
 			}
 			_, err = kube.CoreV1().Pods(ns).Patch(ctx, "gains-toleration", types.JSONPatchType, []byte(add), metav1.PatchOptions{})
 			require.Error(t, err, tol)
-			assert.Contains(t, err.Error(), `admission webhook "pod-placement.runwhere.ai" denied the request: [P6] pod ai-team/gains-toleration may not run on node "sd-node-3": it tolerates the pool's taint`)
+			assert.Contains(t, err.Error(), `admission webhook "pod-placement-updates.runwhere.ai" denied the request: [P6] pod ai-team/gains-toleration may not run on node "sd-node-3": it tolerates the pool's taint`)
 			assert.Equal(t, []string{"P6"}, policy.RulesOfStatus(err))
 		}
 		got, err := kube.CoreV1().Pods(ns).Get(ctx, "gains-toleration", metav1.GetOptions{})
@@ -324,25 +325,26 @@ func waitUnschedulable(t *testing.T, kube kubernetes.Interface, namespace, name,
 }
 
 // waitBindingTargets waits until the controller has written exactly nodes into P6's
-// binding match condition.
+// binding match conditions.
 func waitBindingTargets(t *testing.T, kube kubernetes.Interface, nodes []string) {
 	t.Helper()
-	want := controller.BindingTargetsExpression(slices.Sorted(slices.Values(nodes)))
-	var last string
+	want := controller.BindingTargetsConditions(slices.Sorted(slices.Values(nodes)))
+	var last []admissionregistrationv1.MatchCondition
 	require.NoError(t, wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
 		cfg, err := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, controller.WebhookConfiguration, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
+		last = nil
 		for _, w := range cfg.Webhooks {
 			for _, c := range w.MatchConditions {
-				if w.Name == controller.PlacementWebhook && c.Name == controller.BindingTargetsCondition {
-					last = c.Expression
+				if w.Name == controller.PlacementBindingsWebhook && controller.IsBindingTargetsCondition(c.Name) {
+					last = append(last, c)
 				}
 			}
 		}
-		return last == want, nil
-	}), "binding targets: want %s, have %s", want, last)
+		return slices.Equal(last, want), nil
+	}), "binding targets: want %v, have %v", want, last)
 }
 
 func removeSideDoorFixture(kube kubernetes.Interface) {
