@@ -41,7 +41,7 @@ func TestAQueueWithoutKueueChangesNothing(t *testing.T) {
 		}
 		cond = apimeta.FindStatusCondition(got.Status.Conditions, "Queue")
 		return cond != nil, nil
-	}), "the Pool never said what became of its queue:\n%s", r.logs.String())
+	}), "the Pool never said what became of its queue:\n%s", r.Logs.String())
 	assert.Equal(t, metav1.ConditionFalse, cond.Status)
 	assert.Equal(t, "SchedulerNotInstalled", cond.Reason)
 	assert.Equal(t, "Kueue is not installed: the cluster does not serve kueue.x-k8s.io/v1beta2 ResourceFlavor; litepool changed nothing (install Kueue, and the queue is written within a minute)", cond.Message)
