@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -28,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/inventory"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 	"github.com/runwhere-ai/litepool/pkg/queue"
 )
@@ -73,7 +75,10 @@ type QueueReconciler struct {
 	Recorder     events.EventRecorder
 	Accelerators policy.Accelerators
 	Adapters     map[v1alpha1.QueueScheduler]queue.Adapter
-	now          func() time.Time
+	// DRA: the cluster serves resource.k8s.io/v1; a pool's spec.queue.devices is
+	// counted from its ResourceSlices and DeviceClasses (else it counts 0).
+	DRA bool
+	now func() time.Time
 }
 
 // SetupWithManager registers the controller: a pool is reconciled when its spec
@@ -83,7 +88,16 @@ func (r *QueueReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.now == nil {
 		r.now = time.Now
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr)
+	if r.DRA {
+		// A driver's slice moves its node's pool's device quota; a class's selectors
+		// move any pool's.
+		b = b.Watches(&resourcev1.ResourceSlice{}, handler.EnqueueRequestsFromMapFunc(r.poolOfSlice),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+			Watches(&resourcev1.DeviceClass{}, handler.EnqueueRequestsFromMapFunc(r.queuedPools),
+				builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+	}
+	return b.
 		Named("pool-queue").
 		Watches(&v1alpha1.Pool{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetName()}}}
@@ -137,6 +151,53 @@ func capacityChanged(old, new *corev1.Node) bool {
 		!equality.Semantic.DeepEqual(old.Status.Allocatable, new.Status.Allocatable)
 }
 
+// poolOfSlice is the pool of the node a slice's devices are on, by the node's label
+// (the slice's own labels are the driver's claims and are not read).
+func (r *QueueReconciler) poolOfSlice(ctx context.Context, o client.Object) []reconcile.Request {
+	slice := o.(*resourcev1.ResourceSlice)
+	nodes := map[string]bool{}
+	if slice.Spec.NodeName != nil {
+		nodes[*slice.Spec.NodeName] = true
+	}
+	for _, d := range slice.Spec.Devices {
+		if d.NodeName != nil {
+			nodes[*d.NodeName] = true
+		}
+	}
+	var out []reconcile.Request
+	for name := range nodes {
+		var node corev1.Node
+		if err := r.Client.Get(ctx, client.ObjectKey{Name: name}, &node); err == nil {
+			out = append(out, poolOfNode(ctx, &node)...)
+		}
+	}
+	return out
+}
+
+// deviceCounts is, per node, the healthy DRA devices the classes of the pool's
+// spec.queue.devices select, from the cache's DeviceClasses and ResourceSlices.
+func (r *QueueReconciler) deviceCounts(ctx context.Context, pool *v1alpha1.Pool) (map[string]int64, error) {
+	if !r.DRA || pool.Spec.Queue.Devices == nil {
+		return nil, nil
+	}
+	c := inventory.NewDRACounter()
+	var classes resourcev1.DeviceClassList
+	if err := r.Client.List(ctx, &classes, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
+	}
+	for i := range classes.Items {
+		c.AddClass(&classes.Items[i])
+	}
+	var slices resourcev1.ResourceSliceList
+	if err := r.Client.List(ctx, &slices, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
+	}
+	for i := range slices.Items {
+		c.AddSlice(&slices.Items[i])
+	}
+	return c.Finish().Matching(pool.Spec.Queue.Devices.DeviceClassNames), nil
+}
+
 // queuedPools are the pools with a queue: a namespace change may change what any of
 // them admits.
 func (r *QueueReconciler) queuedPools(ctx context.Context, _ client.Object) []reconcile.Request {
@@ -180,7 +241,11 @@ func (r *QueueReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 	for i := range nodes.Items {
 		members[i] = &nodes.Items[i]
 	}
-	capacity := policy.PoolCapacity(&pool, members, r.Accelerators)
+	devices, err := r.deviceCounts(ctx, &pool)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	capacity := policy.WithDevices(&pool, policy.PoolCapacity(&pool, members, r.Accelerators), devices)
 	var nss corev1.NamespaceList
 	if err := r.Client.List(ctx, &nss); err != nil {
 		return reconcile.Result{}, err
@@ -218,7 +283,7 @@ func (r *QueueReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 // the queue.
 func (r *QueueReconciler) recordQuotaMove(pool *v1alpha1.Pool, st *v1alpha1.QueueStatus, c policy.Capacity) {
 	old := pool.Status.Queue
-	if r.Recorder == nil || st == nil || old == nil || old.Quota == st.Quota {
+	if r.Recorder == nil || st == nil || old == nil || (old.Quota == st.Quota && old.DeviceQuota == st.DeviceQuota) {
 		return
 	}
 	var out []string
@@ -229,12 +294,23 @@ func (r *QueueReconciler) recordQuotaMove(pool *v1alpha1.Pool, st *v1alpha1.Queu
 	if len(out) > 0 {
 		held = "held out: " + strings.Join(out, ", ")
 	}
-	r.Recorder.Eventf(pool, nil, corev1.EventTypeNormal, "QueueQuotaChanged", "UpdateQueue", "%s queue %s: quota %d -> %d %s (%d schedulable members; %s)",
-		st.Scheduler, st.ClusterQueue, old.Quota, st.Quota, st.Resource, st.SchedulableNodes, held)
+	moved := fmt.Sprintf("%d -> %d %s", old.Quota, st.Quota, st.Resource)
+	if st.DeviceResource != "" {
+		moved += fmt.Sprintf(", %d -> %d %s", old.DeviceQuota, st.DeviceQuota, st.DeviceResource)
+	}
+	r.Recorder.Eventf(pool, nil, corev1.EventTypeNormal, "QueueQuotaChanged", "UpdateQueue", "%s queue %s: quota %s (%d schedulable members; %s)",
+		st.Scheduler, st.ClusterQueue, moved, st.SchedulableNodes, held)
 }
 
 func queueMessage(pool *v1alpha1.Pool, sched v1alpha1.QueueScheduler, c policy.Capacity, members int) string {
-	msg := fmt.Sprintf("%s queue %s: quota %d %s from %d of %d members", sched, pool.Name, c.Accelerators, c.Resource, len(c.Nodes), members)
+	quota := fmt.Sprintf("%d %s", c.Accelerators, c.Resource)
+	switch {
+	case c.DeviceResource != "" && c.Resource == "":
+		quota = fmt.Sprintf("%d %s (DRA devices)", c.Devices, c.DeviceResource)
+	case c.DeviceResource != "":
+		quota += fmt.Sprintf(", %d %s (DRA devices)", c.Devices, c.DeviceResource)
+	}
+	msg := fmt.Sprintf("%s queue %s: quota %s from %d of %d members", sched, pool.Name, quota, len(c.Nodes), members)
 	if h := pool.Spec.Queue.Headroom; h > 0 {
 		msg += fmt.Sprintf(", less headroom %d", h)
 	}
@@ -291,6 +367,9 @@ func recordQueue(pool string, sched v1alpha1.QueueScheduler, st *v1alpha1.QueueS
 		return
 	}
 	queueQuota.WithLabelValues(pool, string(sched), string(st.Resource)).Set(float64(st.Quota))
+	if st.DeviceResource != "" && st.DeviceResource != st.Resource {
+		queueQuota.WithLabelValues(pool, string(sched), string(st.DeviceResource)).Set(float64(st.DeviceQuota))
+	}
 	queueWorkloads.WithLabelValues(pool, string(sched), "admitted").Set(float64(st.Admitted))
 	queueWorkloads.WithLabelValues(pool, string(sched), "pending").Set(float64(st.Pending))
 }

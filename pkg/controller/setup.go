@@ -64,7 +64,7 @@ func SetupIn(mgr ctrl.Manager, accel policy.Accelerators, namespace string, pods
 		Work: work}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	queues := &QueueReconciler{Client: mgr.GetClient(), Accelerators: accel, Recorder: mgr.GetEventRecorder(Name),
+	queues := &QueueReconciler{Client: mgr.GetClient(), Accelerators: accel, Recorder: mgr.GetEventRecorder(Name), DRA: status.DRA,
 		Adapters: map[v1alpha1.QueueScheduler]queue.Adapter{v1alpha1.QueueKueue: queue.Kueue{Client: mgr.GetClient()}}}
 	if err := queues.SetupWithManager(mgr); err != nil {
 		return err

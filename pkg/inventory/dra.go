@@ -368,6 +368,24 @@ type DRANode struct {
 	// Served is, per extended resource, the devices allocated to claims the scheduler made
 	// for extended-resource requests: the pod's request is already counted here.
 	Served map[corev1.ResourceName]int64
+	// Selectable counts the node's healthy physical devices (no view tainted) by the
+	// DeviceClasses that select the whole device, named in order and joined by commas
+	// ("" for none): what a queue's quota for some of the classes counts (Matching).
+	Selectable map[string]int64
+}
+
+// Matching is, per node, the healthy physical devices that any of classes selects: a
+// device selected by two of them counts once.
+func (nodes DRANodes) Matching(classes []string) map[string]int64 {
+	out := map[string]int64{}
+	for name, n := range nodes {
+		for set, count := range n.Selectable {
+			if slices.ContainsFunc(strings.Split(set, ","), func(c string) bool { return c != "" && slices.Contains(classes, c) }) {
+				out[name] += count
+			}
+		}
+	}
+	return out
 }
 
 // physical is one physical device: its views (one for a plain device).
@@ -444,6 +462,16 @@ func (c *DRACounter) countPhysical(out DRANodes, key poolKey, g *physical) {
 	}
 	if row.Allocated == 0 && row.Unhealthy == 0 {
 		row.Free = 1
+	}
+	if row.Unhealthy == 0 {
+		names := make([]string, len(whole.classes))
+		for i, ci := range whole.classes {
+			names[i] = c.classes[ci].name
+		}
+		if n.Selectable == nil {
+			n.Selectable = map[string]int64{}
+		}
+		n.Selectable[strings.Join(names, ",")]++
 	}
 	n.Devices = addDRA(n.Devices, []DRADevices{row})
 }

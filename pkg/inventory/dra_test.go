@@ -248,3 +248,27 @@ func TestTaintedDevicesByNode(t *testing.T) {
 		"n4": {"gpu.nvidia.com/multi/gpu-9"},
 	}, got)
 }
+
+// TestDRAMatching: a queue's device quota counts, per node, the healthy physical
+// devices any of its classes selects: once each, whichever classes select it;
+// a tainted device, a device no class of the list selects and a partition are not
+// counted apart from their device.
+func TestDRAMatching(t *testing.T) {
+	c := NewDRACounter()
+	for _, dc := range append(classes(), draClassOf("any-gpu-driver", `device.driver == "gpu.example.com"`, "")) {
+		c.AddClass(dc)
+	}
+	tainted := gpuDevice("gpu-2", "gpu", "H100")
+	tainted.Taints = []resourcev1.DeviceTaint{{Key: "xid", Effect: resourcev1.DeviceTaintEffectNoSchedule}}
+	c.AddSlice(sliceOf("n1", 1, gpuDevice("gpu-0", "gpu", "H100"), gpuDevice("gpu-1", "gpu", "H100"), tainted,
+		gpuDevice("tpu-0", "tpu", "T1")))
+	c.AddSlice(sliceOf("n2", 1, consumes(gpuDevice("gpu-0", "gpu", "H100"), "gpu-0", 80),
+		consumes(gpuDevice("gpu-0-mig-0", "mig", "H100"), "gpu-0", 40), consumes(gpuDevice("gpu-0-mig-1", "mig", "H100"), "gpu-0", 40)))
+	nodes := c.Finish()
+
+	assert.Equal(t, map[string]int64{"n1": 2, "n2": 1}, nodes.Matching([]string{"gpu"}))
+	assert.Equal(t, map[string]int64{"n1": 3, "n2": 1}, nodes.Matching([]string{"gpu", "any-gpu-driver"}),
+		"a device both classes select counts once; the catch-all adds tpu-0")
+	assert.Empty(t, nodes.Matching([]string{"mig"}), "a partitioned GPU counts as its whole device's classes")
+	assert.Empty(t, nodes.Matching([]string{"no-such-class"}))
+}

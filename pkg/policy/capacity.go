@@ -26,6 +26,12 @@ type Capacity struct {
 	// Accelerators is the allocatable Resource of the schedulable members, less the
 	// pool's headroom, never below 0.
 	Accelerators int64
+	// DeviceResource is the logical resource of the pool's DRA devices
+	// (spec.queue.devices), empty when it counts none; Devices is its quota: the
+	// schedulable members' healthy devices of its classes, less the headroom, never
+	// below 0.
+	DeviceResource corev1.ResourceName
+	Devices        int64
 	// CPU and Memory are the schedulable members' allocatable.
 	CPU, Memory resource.Quantity
 	// Nodes are the schedulable members, sorted.
@@ -111,4 +117,23 @@ func mostOffered(members []*corev1.Node, accel Accelerators) corev1.ResourceName
 		}
 	}
 	return best
+}
+
+// WithDevices adds the pool's DRA devices (spec.queue.devices) to c: devices counts, per
+// node, the healthy devices that the classes of spec.queue.devices select (read from the
+// drivers' ResourceSlices), and only those of c's schedulable members count, so the
+// rules of NodeOut hold for devices too. A device count for a node that is not a
+// schedulable member of this pool, whatever a slice says, adds nothing.
+func WithDevices(pool *v1alpha1.Pool, c Capacity, devices map[string]int64) Capacity {
+	q := pool.Spec.Queue
+	if q == nil || q.Devices == nil {
+		return c
+	}
+	c.DeviceResource = q.Devices.Resource
+	var total int64
+	for _, n := range c.Nodes {
+		total += devices[n]
+	}
+	c.Devices = max(total-q.Headroom, 0)
+	return c
 }

@@ -84,3 +84,37 @@ func TestPoolCapacity(t *testing.T) {
 		assert.Empty(t, c.Resource)
 	})
 }
+
+// TestWithDevices: a pool's DRA device quota is the devices of its schedulable members
+// (the same NodeOut rules as its GPUs), less headroom; a slice's count for a node of
+// another pool, or a member held out, adds nothing.
+func TestWithDevices(t *testing.T) {
+	dra := &v1alpha1.QueueDevices{Resource: "example.com/gpu", DeviceClassNames: []string{"gpu.example.com"}}
+	pool := &v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: "train"}, Spec: v1alpha1.PoolSpec{Queue: &v1alpha1.QueueSpec{Devices: dra}}}
+	cordoned := func(n *corev1.Node) { n.Spec.Unschedulable = true }
+	quarantined := func(n *corev1.Node) { n.Spec.Taints = append(n.Spec.Taints, QuarantineTaint("DeviceUnhealthy")) }
+	nodes := []*corev1.Node{capacityNode("a", "train", 0), capacityNode("b", "train", 0), capacityNode("c", "train", 0),
+		capacityNode("x", "infer", 0)}
+	devices := map[string]int64{"a": 8, "b": 8, "c": 8, "x": 8, "ghost": 8}
+	accel := NewAccelerators()
+
+	c := WithDevices(pool, PoolCapacity(pool, nodes, accel), devices)
+	assert.Equal(t, corev1.ResourceName("example.com/gpu"), c.DeviceResource)
+	assert.EqualValues(t, 24, c.Devices, "3 members of 8; the other pool's node and a node in no pool add nothing")
+
+	nodes[0] = capacityNode("a", "train", 0, cordoned)
+	assert.EqualValues(t, 16, WithDevices(pool, PoolCapacity(pool, nodes, accel), devices).Devices, "a cordoned member")
+	nodes[1] = capacityNode("b", "train", 0, quarantined)
+	assert.EqualValues(t, 8, WithDevices(pool, PoolCapacity(pool, nodes, accel), devices).Devices, "and a quarantined one")
+
+	pool.Spec.Queue.Headroom = 10
+	assert.EqualValues(t, 0, WithDevices(pool, PoolCapacity(pool, nodes, accel), devices).Devices, "headroom, never below 0")
+	pool.Spec.Queue.Headroom = 2
+	nodes[0], nodes[1] = capacityNode("a", "train", 0), capacityNode("b", "train", 0)
+	assert.EqualValues(t, 22, WithDevices(pool, PoolCapacity(pool, nodes, accel), devices).Devices, "headroom")
+
+	pool.Spec.Queue.Devices = nil
+	c = WithDevices(pool, PoolCapacity(pool, nodes, accel), devices)
+	assert.Empty(t, c.DeviceResource, "no spec.queue.devices: no device quota")
+	assert.Zero(t, c.Devices)
+}

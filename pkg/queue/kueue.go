@@ -62,8 +62,8 @@ func KueueFlavorFor(pool *v1alpha1.Pool) *unstructured.Unstructured {
 }
 
 // KueueClusterQueueFor is the pool's ClusterQueue: one flavor (the pool's), whose
-// nominal quota is the capacity, for the accelerator and the resources spec.queue asks
-// for; the cohort and limits as the Pool says; open to the namespaces the pool admits.
+// nominal quota is the capacity, for the accelerator, the DRA devices' logical resource
+// and the resources spec.queue asks for; the cohort and limits as the Pool says; open to the namespaces the pool admits.
 func KueueClusterQueueFor(pool *v1alpha1.Pool, c policy.Capacity, namespaces []string, all bool) *unstructured.Unstructured {
 	q := pool.Spec.Queue
 	var covered, quotas []any
@@ -76,6 +76,12 @@ func KueueClusterQueueFor(pool *v1alpha1.Pool, c policy.Capacity, namespaces []s
 			gpu["lendingLimit"] = count(*q.LendingLimit)
 		}
 		covered, quotas = append(covered, string(c.Resource)), append(quotas, gpu)
+	}
+	if c.DeviceResource != "" && c.DeviceResource != c.Resource {
+		// Kueue charges a workload's ResourceClaimTemplates of the mapped DeviceClasses
+		// to this logical resource (its deviceClassMappings).
+		covered = append(covered, string(c.DeviceResource))
+		quotas = append(quotas, map[string]any{"name": string(c.DeviceResource), "nominalQuota": count(c.Devices)})
 	}
 	for _, r := range q.Resources {
 		amount := c.CPU
@@ -163,7 +169,7 @@ func (k Kueue) Sync(ctx context.Context, pool *v1alpha1.Pool, c policy.Capacity,
 		return nil, err
 	}
 	st := &v1alpha1.QueueStatus{Scheduler: v1alpha1.QueueKueue, ClusterQueue: pool.Name, Resource: c.Resource,
-		Quota: c.Accelerators, SchedulableNodes: int32(len(c.Nodes))}
+		Quota: c.Accelerators, SchedulableNodes: int32(len(c.Nodes)), DeviceResource: c.DeviceResource, DeviceQuota: c.Devices}
 	for _, ns := range namespaces {
 		err := note(k.apply(ctx, pool, KueueLocalQueueFor(pool, ns), localQueueFields))
 		if err != nil {

@@ -144,6 +144,22 @@ func TestKueueCPUAndMemoryWhenAsked(t *testing.T) {
 	assert.Equal(t, map[string]any{}, field(cq, "spec", "namespaceSelector"), "a pool that admits everyone: any namespace")
 }
 
+// DRA devices (spec.queue.devices) are one more covered resource of the pool's flavor:
+// the logical resource Kueue charges claims to, with the device count as its quota.
+func TestKueueDeviceQuota(t *testing.T) {
+	pool := queuePool()
+	pool.Spec.Queue.Devices = &v1alpha1.QueueDevices{Resource: "example.com/gpu", DeviceClassNames: []string{"gpu.example.com"}}
+	c := policy.Capacity{Resource: "nvidia.com/gpu", Accelerators: 0, DeviceResource: "example.com/gpu", Devices: 24}
+	rg := field(KueueClusterQueueFor(pool, c, nil, true), "spec", "resourceGroups").([]any)[0].(map[string]any)
+	assert.Equal(t, []any{"nvidia.com/gpu", "example.com/gpu"}, rg["coveredResources"])
+	res := rg["flavors"].([]any)[0].(map[string]any)["resources"].([]any)
+	assert.Equal(t, map[string]any{"name": "example.com/gpu", "nominalQuota": "24"}, res[1])
+
+	c.Resource = "" // a pool of DRA devices only
+	rg = field(KueueClusterQueueFor(pool, c, nil, true), "spec", "resourceGroups").([]any)[0].(map[string]any)
+	assert.Equal(t, []any{"example.com/gpu"}, rg["coveredResources"])
+}
+
 // An object of the queue's name that the pool does not control is never touched, even
 // when it carries the pool's label: the rest of the queue is still written.
 func TestKueueLeavesWhatItDoesNotOwn(t *testing.T) {

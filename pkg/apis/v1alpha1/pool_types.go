@@ -164,6 +164,25 @@ type QueueSpec struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	LendingLimit *int64 `json:"lendingLimit,omitempty"`
+	// Devices puts the members' DRA devices into the quota: the devices of the
+	// schedulable members that the named DeviceClasses select, as Kueue's
+	// deviceClassMappings entry of the same name counts a workload's claims.
+	// +optional
+	Devices *QueueDevices `json:"devices,omitempty"`
+}
+
+// QueueDevices is one logical resource of DRA devices in a pool's queue. It repeats an
+// entry of Kueue's Configuration (resources.deviceClassMappings), which litepool cannot
+// read from the cluster: Kueue charges a workload's claims of these classes to
+// Resource, and litepool writes the devices of these classes as Resource's quota.
+type QueueDevices struct {
+	// Resource is the logical resource's name, as in Kueue's deviceClassMappings.
+	Resource corev1.ResourceName `json:"resource"`
+	// DeviceClassNames are the DeviceClasses it stands for: a device counts once when
+	// any of them selects it.
+	// +kubebuilder:validation:MinItems=1
+	// +listType=set
+	DeviceClassNames []string `json:"deviceClassNames"`
 }
 
 // QueueResource is a resource a queue's quota covers beside the accelerator.
@@ -181,6 +200,12 @@ type QueueStatus struct {
 	Resource corev1.ResourceName `json:"resource,omitempty"`
 	// Quota is the accelerator quota written: the schedulable capacity less headroom.
 	Quota int64 `json:"quota"`
+	// DeviceResource and DeviceQuota are the DRA devices' logical resource and its
+	// quota (spec.queue.devices): the schedulable members' healthy devices less headroom.
+	// +optional
+	DeviceResource corev1.ResourceName `json:"deviceResource,omitempty"`
+	// +optional
+	DeviceQuota int64 `json:"deviceQuota,omitempty"`
 	// SchedulableNodes are the members whose accelerators are in the quota: Ready, not
 	// cordoned, not quarantined by the health loop, not in a driver rollout.
 	SchedulableNodes int32 `json:"schedulableNodes"`

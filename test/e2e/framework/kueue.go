@@ -54,9 +54,34 @@ const (
 	kueueValidating = "kueue-validating-webhook-configuration"
 )
 
+// KueueOption changes how StartKueue configures Kueue.
+type KueueOption func(*kueueOptions)
+
+type kueueOptions struct {
+	deviceClassMappings []kueueDeviceClassMapping
+}
+
+type kueueDeviceClassMapping struct {
+	name    string
+	classes []string
+}
+
+// KueueDeviceClassMapping adds an entry to Kueue's resources.deviceClassMappings (a
+// workload's claims of these DeviceClasses are charged to the logical resource name)
+// and turns its DynamicResourceAllocation feature gate on.
+func KueueDeviceClassMapping(name string, classes ...string) KueueOption {
+	return func(o *kueueOptions) {
+		o.deviceClassMappings = append(o.deviceClassMappings, kueueDeviceClassMapping{name: name, classes: classes})
+	}
+}
+
 // StartKueue installs Kueue's CRDs in c, starts its controller-manager and registers its
 // webhooks, and waits until the API server calls them.
-func StartKueue(c *Cluster) (*Kueue, error) {
+func StartKueue(c *Cluster, opts ...KueueOption) (*Kueue, error) {
+	var o kueueOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	ctx := context.Background()
 	dir, err := kueueModuleDir()
 	if err != nil {
@@ -83,7 +108,7 @@ func StartKueue(c *Cluster) (*Kueue, error) {
 	webhookAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
 	probeAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[1]))
 	config := filepath.Join(work, "config.yaml")
-	if err := os.WriteFile(config, []byte(kueueConfig(ports[0], probeAddr, certs.Dir)), 0o600); err != nil {
+	if err := os.WriteFile(config, []byte(kueueConfig(ports[0], probeAddr, certs.Dir, o.deviceClassMappings)), 0o600); err != nil {
 		return nil, err
 	}
 	k.Log = filepath.Join(work, "kueue.log")
@@ -93,7 +118,11 @@ func StartKueue(c *Cluster) (*Kueue, error) {
 	}
 	// VisibilityOnDemand serves an aggregated API on a port of its own; these tests
 	// read Workloads, not that API.
-	k.cmd = exec.Command(filepath.Join(BinDir, "kueue"), "--config="+config, "--feature-gates=VisibilityOnDemand=false", "--zap-log-level=2")
+	gates := "VisibilityOnDemand=false"
+	if len(o.deviceClassMappings) > 0 {
+		gates += ",DynamicResourceAllocation=true"
+	}
+	k.cmd = exec.Command(filepath.Join(BinDir, "kueue"), "--config="+config, "--feature-gates="+gates, "--zap-log-level=2")
 	k.cmd.Env = append(os.Environ(), "KUBECONFIG="+c.Kubeconfig, "KUEUE_METRICS_CERT_DIR="+certs.Dir)
 	k.cmd.Stdout, k.cmd.Stderr = logFile, logFile
 	if err := k.cmd.Start(); err != nil {
@@ -153,8 +182,15 @@ func kueueModuleDir() (string, error) {
 // kueueConfig is Kueue's Configuration: webhook and probes on loopback, metrics off,
 // no leader election, no internal certificates (the test's CA signs the webhook's), and
 // only the batch/job integration.
-func kueueConfig(webhookPort int, probeAddr, certDir string) string {
-	return fmt.Sprintf(`apiVersion: config.kueue.x-k8s.io/v1beta2
+func kueueConfig(webhookPort int, probeAddr, certDir string, mappings []kueueDeviceClassMapping) string {
+	var resources string
+	if len(mappings) > 0 {
+		resources = "resources:\n  deviceClassMappings:\n"
+		for _, m := range mappings {
+			resources += fmt.Sprintf("  - name: %s\n    deviceClassNames: [%s]\n", m.name, strings.Join(m.classes, ", "))
+		}
+	}
+	return resources + fmt.Sprintf(`apiVersion: config.kueue.x-k8s.io/v1beta2
 kind: Configuration
 namespace: %s
 health:

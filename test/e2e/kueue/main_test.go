@@ -23,7 +23,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	framework.C = c
-	if K, err = framework.StartKueue(c); err != nil {
+	if K, err = framework.StartKueue(c, framework.KueueDeviceClassMapping(string(draResource), draClass)); err != nil {
 		fmt.Fprintf(os.Stderr, "FATAL: e2e: Kueue did not start: %v\n", err)
 		_ = c.Stop()
 		os.Exit(1)
