@@ -115,6 +115,8 @@ func TestPoolQueueCountsDRADevices(t *testing.T) {
 	_, err := poolclient.New(framework.C.Dynamic).Create(ctx, &v1alpha1.Pool{
 		ObjectMeta: metav1.ObjectMeta{Name: pool},
 		Spec: v1alpha1.PoolSpec{Type: v1alpha1.PoolTypeTraining, MinNodes: 1, Namespaces: []string{ns},
+			Health:     &v1alpha1.HealthPolicy{HoldTime: &metav1.Duration{Duration: 2 * time.Second}, MaxQuarantinedPercent: 50},
+			StressTest: &v1alpha1.StressTestSpec{Image: "registry.example.com/gpu-stress:1.0"},
 			Queue: &v1alpha1.QueueSpec{Scheduler: v1alpha1.QueueKueue,
 				Devices: &v1alpha1.QueueDevices{Resource: draResource, DeviceClassNames: []string{draClass}}}},
 	}, metav1.CreateOptions{})
@@ -182,7 +184,60 @@ func TestPoolQueueCountsDRADevices(t *testing.T) {
 	}
 	waitJobDone(t, ns, "dra-all")
 
+	// The driver taints a device (NVIDIA's turns an XID error into such a taint): the
+	// health loop quarantines its node, and the node's 8 leave the quota; the taint
+	// goes, the loop's re-check passes, the node and its 8 come back.
+	playStressPods(t)
+	faulty := nodes[1]
+	start := time.Now()
+	taintDevice(t, faulty+"-"+draDriver, true)
+	tainted, dropped := deviceTransition(t, pool, faulty, true, "16")
+	back := time.Now()
+	taintDevice(t, faulty+"-"+draDriver, false)
+	released, restored := deviceTransition(t, pool, faulty, false, "24")
+	ms := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
+	t.Logf("fault: device taint -> quarantine taint %s -> quota 16 %s later (%s in all)",
+		ms(tainted.Sub(start)), ms(dropped.Sub(tainted)), ms(dropped.Sub(start)))
+	t.Logf("return: device taint removed -> quarantine taint removed %s (re-check and hold time) -> quota 24 %s later (%s in all)",
+		ms(released.Sub(back)), ms(restored.Sub(released)), ms(restored.Sub(back)))
+
 	// A slice the driver withdraws takes its node's devices out.
 	require.NoError(t, framework.C.Kube.ResourceV1().ResourceSlices().Delete(ctx, nodes[2]+"-"+draDriver, metav1.DeleteOptions{}))
 	waitQuotaOf(t, pool, draResource, "16")
+}
+
+// taintDevice puts (on) or takes away a NoSchedule taint on the first device of a slice,
+// as the driver would.
+func taintDevice(t *testing.T, slice string, on bool) {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, wait.PollUntilContextTimeout(ctx, waitInterval, waitTimeout, true, func(context.Context) (bool, error) {
+		s, err := framework.C.Kube.ResourceV1().ResourceSlices().Get(ctx, slice, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		s.Spec.Devices[0].Taints = nil
+		if on {
+			s.Spec.Devices[0].Taints = []resourcev1.DeviceTaint{{Key: "example.com/xid", Value: "79", Effect: resourcev1.DeviceTaintEffectNoSchedule}}
+		}
+		_, err = framework.C.Kube.ResourceV1().ResourceSlices().Update(ctx, s, metav1.UpdateOptions{})
+		return err == nil, ignoreConflict(err)
+	}))
+}
+
+// deviceTransition is transition for the pool's device quota.
+func deviceTransition(t *testing.T, pool, node string, on bool, quota string) (taint, quotaAt time.Time) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, waitTimeout, true, func(context.Context) (bool, error) {
+		if taint.IsZero() && hasQuarantineTaint(t, node) == on {
+			taint = time.Now()
+		}
+		if quotaAt.IsZero() && !taint.IsZero() && nominalQuotaOf(t, pool, draResource) == quota {
+			quotaAt = time.Now()
+		}
+		return !taint.IsZero() && !quotaAt.IsZero(), nil
+	})
+	require.NoError(t, err, "node %s: quarantine taint %v seen at %v; ClusterQueue %s: %s quota %q, want %q; health: %+v", node, on, taint, pool,
+		draResource, nominalQuotaOf(t, pool, draResource), quota, getPool(t, pool).Status.NodeHealth)
+	return taint, quotaAt
 }
