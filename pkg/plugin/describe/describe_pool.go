@@ -204,7 +204,18 @@ func describePoolQueue(w prefixWriter, pool *v1alpha1.Pool) {
 		w.Write(level0, "Queue:\t<none> (%s)\n", why)
 		return
 	}
-	w.Write(level0, "Queue:\t%s ClusterQueue %s: quota %d %s from %d schedulable nodes\n", st.Scheduler, st.ClusterQueue, st.Quota, st.Resource, st.SchedulableNodes)
+	quota := fmt.Sprintf("%d %s", st.Quota, st.Resource)
+	if st.Resource == "" && st.DeviceResource != "" {
+		quota = fmt.Sprintf("%d %s (DRA devices)", st.DeviceQuota, st.DeviceResource)
+	}
+	w.Write(level0, "Queue:\t%s ClusterQueue %s: quota %s from %d schedulable nodes\n", st.Scheduler, st.ClusterQueue, quota, st.SchedulableNodes)
+	if st.DeviceResource != "" {
+		var classes []string
+		if q != nil && q.Devices != nil {
+			classes = q.Devices.DeviceClassNames
+		}
+		w.Write(level0, "Queue Devices:\tquota %d %s (DRA devices of DeviceClasses %s)\n", st.DeviceQuota, st.DeviceResource, kit.JoinOrNone(classes))
+	}
 	w.Write(level0, "Queue Workloads:\t%d admitted (%d %s used), %d pending\n", st.Admitted, st.Used, st.Resource, st.Pending)
 	w.Write(level0, "Local Queues:\t%s\n", kit.JoinOrNone(st.Namespaces))
 	if cond != nil && cond.Status != metav1.ConditionTrue {

@@ -37,4 +37,9 @@ Queue Workloads:  1 admitted (8 nvidia.com/gpu used), 1 pending
 Local Queues:     team-a,team-b
 Queue Problem:    LocalQueue team-c/train exists and is not pool "train"'s
 `, got)
+
+	pool.Spec.Queue.Devices = &v1alpha1.QueueDevices{Resource: "example.com/gpu", DeviceClassNames: []string{"gpu.example.com"}}
+	pool.Status.Queue.DeviceResource, pool.Status.Queue.DeviceQuota = "example.com/gpu", 24
+	pool.Status.Conditions = nil
+	assert.Contains(t, describeQueue(t, pool), "Queue Devices:    quota 24 example.com/gpu (DRA devices of DeviceClasses gpu.example.com)\n")
 }

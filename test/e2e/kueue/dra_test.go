@@ -136,6 +136,9 @@ func TestPoolQueueCountsDRADevices(t *testing.T) {
 	require.NotNil(t, q)
 	assert.Equal(t, draResource, q.DeviceResource)
 	assert.EqualValues(t, 24, q.DeviceQuota)
+	desc := framework.C.MustLitepool(t, "describe", "pool", pool)
+	assert.Contains(t, desc, "Kueue ClusterQueue qdra: quota 24 example.com/gpu (DRA devices) from 3 schedulable nodes")
+	assert.Regexp(t, `Queue Devices:\s+quota 24 example.com/gpu \(DRA devices of DeviceClasses `+draClass+`\)`, desc)
 
 	_, err = framework.C.Kube.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, &resourcev1.ResourceClaimTemplate{
 		ObjectMeta: metav1.ObjectMeta{Name: "eight"},
