@@ -2,15 +2,18 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -127,4 +130,38 @@ func TestQueueInputsChangedIgnoresTheOtherStatus(t *testing.T) {
 	b = a.DeepCopy()
 	b.Generation = 2
 	assert.True(t, queueInputsChanged(a, b))
+}
+
+// TestQueueReconcilerCountsDRADevices: with spec.queue.devices, the capacity handed to
+// the adapter counts the DeviceClass's devices in the cache's ResourceSlices on the
+// schedulable members only; without DRA served, none.
+func TestQueueReconcilerCountsDRADevices(t *testing.T) {
+	pool := &v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: "train", Generation: 1},
+		Spec: v1alpha1.PoolSpec{Queue: &v1alpha1.QueueSpec{Devices: &v1alpha1.QueueDevices{Resource: "example.com/gpu",
+			DeviceClassNames: []string{"gpu.example.com"}}}}}
+	cordoned := node("n3", "train", 0, true)
+	cordoned.Spec.Unschedulable = true
+	class := &resourcev1.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "gpu.example.com"},
+		Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: `device.driver == "gpu.example.com"`}}}}}
+	slice := func(node string, devices int) *resourcev1.ResourceSlice {
+		s := &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: node},
+			Spec: resourcev1.ResourceSliceSpec{Driver: "gpu.example.com", NodeName: ptr.To(node), Pool: resourcev1.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 1}}}
+		for i := 0; i < devices; i++ {
+			s.Spec.Devices = append(s.Spec.Devices, resourcev1.Device{Name: fmt.Sprintf("gpu-%d", i)})
+		}
+		return s
+	}
+	_, c, _ := newReconciler(t, pool, node("n1", "train", 0, true), node("n2", "train", 0, true), cordoned, node("x1", "other", 0, true),
+		class, slice("n1", 8), slice("n2", 4), slice("n3", 8), slice("x1", 8))
+	a := &recordingAdapter{}
+	r := &QueueReconciler{Client: c, DRA: true, Adapters: map[v1alpha1.QueueScheduler]queue.Adapter{v1alpha1.QueueKueue: a}}
+	_, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Name: "train"}})
+	require.NoError(t, err)
+	assert.Equal(t, corev1.ResourceName("example.com/gpu"), a.capacity.DeviceResource)
+	assert.EqualValues(t, 12, a.capacity.Devices, "n1's 8 and n2's 4; not the cordoned n3's, not the other pool's")
+
+	r.DRA = false
+	_, err = r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Name: "train"}})
+	require.NoError(t, err)
+	assert.Zero(t, a.capacity.Devices, "a cluster that does not serve DRA: no devices")
 }
