@@ -176,7 +176,10 @@ func (r *QueueReconciler) poolOfSlice(ctx context.Context, o client.Object) []re
 
 // deviceCounts is, per node, the healthy DRA devices the classes of the pool's
 // spec.queue.devices select, from the cache's DeviceClasses and ResourceSlices.
-func (r *QueueReconciler) deviceCounts(ctx context.Context, pool *v1alpha1.Pool) (map[string]int64, error) {
+//
+// Only the members' slices are evaluated (CEL is most of the cost), and slices that
+// publish devices of several nodes, whose devices name their own.
+func (r *QueueReconciler) deviceCounts(ctx context.Context, pool *v1alpha1.Pool, members []*corev1.Node) (map[string]int64, error) {
 	if !r.DRA || pool.Spec.Queue.Devices == nil {
 		return nil, nil
 	}
@@ -192,8 +195,27 @@ func (r *QueueReconciler) deviceCounts(ctx context.Context, pool *v1alpha1.Pool)
 	if err := r.Client.List(ctx, &slices, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
+	member := make(map[string]bool, len(members))
+	for _, n := range members {
+		member[n.Name] = true
+	}
+	// A resource pool's newest generation over all its slices, so that skipping a
+	// non-member's newer slice does not leave a member's stale one counted.
+	type poolKey struct{ driver, pool string }
+	newest := map[poolKey]int64{}
 	for i := range slices.Items {
-		c.AddSlice(&slices.Items[i])
+		sp := &slices.Items[i].Spec
+		k := poolKey{sp.Driver, sp.Pool.Name}
+		newest[k] = max(newest[k], sp.Pool.Generation)
+	}
+	for i := range slices.Items {
+		sp := &slices.Items[i].Spec
+		if sp.Pool.Generation < newest[poolKey{sp.Driver, sp.Pool.Name}] {
+			continue
+		}
+		if sp.NodeName == nil || member[*sp.NodeName] {
+			c.AddSlice(&slices.Items[i])
+		}
 	}
 	return c.Finish().Matching(pool.Spec.Queue.Devices.DeviceClassNames), nil
 }
@@ -241,7 +263,7 @@ func (r *QueueReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 	for i := range nodes.Items {
 		members[i] = &nodes.Items[i]
 	}
-	devices, err := r.deviceCounts(ctx, &pool)
+	devices, err := r.deviceCounts(ctx, &pool, members)
 	if err != nil {
 		return reconcile.Result{}, err
 	}

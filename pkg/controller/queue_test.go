@@ -160,6 +160,15 @@ func TestQueueReconcilerCountsDRADevices(t *testing.T) {
 	assert.Equal(t, corev1.ResourceName("example.com/gpu"), a.capacity.DeviceResource)
 	assert.EqualValues(t, 12, a.capacity.Devices, "n1's 8 and n2's 4; not the cordoned n3's, not the other pool's")
 
+	// The driver moves resource pool n2 to a newer generation whose slice is on a
+	// non-member: n2's older slice no longer counts, as the scheduler no longer reads it.
+	moved := slice("x1", 2)
+	moved.Name, moved.Spec.Pool = "n2-gen2", resourcev1.ResourcePool{Name: "n2", Generation: 2, ResourceSliceCount: 1}
+	require.NoError(t, c.Create(context.Background(), moved))
+	_, err = r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Name: "train"}})
+	require.NoError(t, err)
+	assert.EqualValues(t, 8, a.capacity.Devices, "only n1's 8")
+
 	r.DRA = false
 	_, err = r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Name: "train"}})
 	require.NoError(t, err)
