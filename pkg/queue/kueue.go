@@ -284,7 +284,7 @@ func (k Kueue) pruneLocalQueues(ctx context.Context, pool *v1alpha1.Pool, keep [
 }
 
 // readStatus copies what Kueue reports of the ClusterQueue: its admitted and pending
-// workloads and what they use of the pool's accelerator.
+// workloads and what they use of the pool's accelerator and DRA devices.
 func (k Kueue) readStatus(ctx context.Context, pool *v1alpha1.Pool, st *v1alpha1.QueueStatus) error {
 	cq := &unstructured.Unstructured{}
 	cq.SetGroupVersionKind(KueueClusterQueue)
@@ -306,19 +306,27 @@ func (k Kueue) readStatus(ctx context.Context, pool *v1alpha1.Pool, st *v1alpha1
 		res, _ := fm["resources"].([]any)
 		for _, r := range res {
 			rm, _ := r.(map[string]any)
-			if rm["name"] != string(st.Resource) {
-				continue
-			}
-			if s, ok := rm["total"].(string); ok {
-				if q, err := resource.ParseQuantity(s); err == nil {
-					st.Used = q.Value()
-				}
-			} else if n, ok := rm["total"].(int64); ok {
-				st.Used = n
+			switch {
+			case st.Resource != "" && rm["name"] == string(st.Resource):
+				st.Used = total(rm)
+			case st.DeviceResource != "" && rm["name"] == string(st.DeviceResource):
+				st.DeviceUsed = total(rm)
 			}
 		}
 	}
 	return nil
+}
+
+// total is a flavorsUsage resource's total (a quantity string, or a number).
+func total(rm map[string]any) int64 {
+	if s, ok := rm["total"].(string); ok {
+		if q, err := resource.ParseQuantity(s); err == nil {
+			return q.Value()
+		}
+	} else if n, ok := rm["total"].(int64); ok {
+		return n
+	}
+	return 0
 }
 
 // Remove deletes the pool's own LocalQueues, ClusterQueue and flavor. Kueue keeps a

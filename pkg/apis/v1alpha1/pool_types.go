@@ -206,6 +206,9 @@ type QueueStatus struct {
 	DeviceResource corev1.ResourceName `json:"deviceResource,omitempty"`
 	// +optional
 	DeviceQuota int64 `json:"deviceQuota,omitempty"`
+	// DeviceUsed is the devices the scheduler has admitted workloads with.
+	// +optional
+	DeviceUsed int64 `json:"deviceUsed,omitempty"`
 	// SchedulableNodes are the members whose accelerators are in the quota: Ready, not
 	// cordoned, not quarantined by the health loop, not in a driver rollout.
 	SchedulableNodes int32 `json:"schedulableNodes"`

@@ -12,7 +12,8 @@ import (
 
 // queueColumns head the -o wide columns of a pool's scheduler queue (spec.queue,
 // docs/queueing.md), shown only when some pool has one: the quota the controller wrote
-// and what the scheduler says is admitted and waits.
+// (used/quota; a pool with both an accelerator and DRA devices shows both, the
+// accelerator's first) and what the scheduler says is admitted and waits.
 var queueColumns = []metav1.TableColumnDefinition{
 	kit.Column("Queue Quota", "string", true),
 	kit.Column("Queue Admitted", "string", true),
@@ -35,5 +36,12 @@ func queueCells(p *v1alpha1.Pool) []any {
 	if q == nil {
 		return []any{"<none>", "<none>", "<none>"}
 	}
-	return []any{fmt.Sprintf("%d/%d", q.Used, q.Quota), fmt.Sprint(q.Admitted), fmt.Sprint(q.Pending)}
+	quota := fmt.Sprintf("%d/%d", q.Used, q.Quota)
+	switch {
+	case q.DeviceResource != "" && q.Resource == "":
+		quota = fmt.Sprintf("%d/%d", q.DeviceUsed, q.DeviceQuota)
+	case q.DeviceResource != "":
+		quota += fmt.Sprintf(",%d/%d", q.DeviceUsed, q.DeviceQuota)
+	}
+	return []any{quota, fmt.Sprint(q.Admitted), fmt.Sprint(q.Pending)}
 }

@@ -187,6 +187,20 @@ func TestPoolQueueCountsDRADevices(t *testing.T) {
 	}
 	waitJobDone(t, ns, "dra-all")
 
+	// A Job admitted and held (its pod gated, as gpuJob's hold) uses 8 of the 24: the
+	// Pool's status and get pools -o wide say so.
+	held := draJob(ns, "dra-held", pool, "eight", 1, podLabels)
+	held.Spec.Template.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "e2e.litepool/hold"}}
+	createJob(t, held)
+	waitAdmitted(t, ns, "dra-held")
+	require.NoError(t, wait.PollUntilContextTimeout(ctx, waitInterval, waitTimeout, true, func(context.Context) (bool, error) {
+		q := getPool(t, pool).Status.Queue
+		return q != nil && q.DeviceUsed == 8 && q.Admitted == 1, nil
+	}), "Pool status.queue: %+v; ClusterQueue status: %v", getPool(t, pool).Status.Queue, cqStatus(t, pool))
+	wide := framework.C.MustLitepool(t, "get", "pools", pool, "-o", "wide")
+	t.Logf("kubectl litepool get pools -o wide:\n%s", wide)
+	assert.Regexp(t, `8/24\s+1\s+0\s*$`, strings.TrimSpace(wide))
+
 	// The driver taints a device (NVIDIA's turns an XID error into such a taint): the
 	// health loop quarantines its node, and the node's 8 leave the quota; the taint
 	// goes, the loop's re-check passes, the node and its 8 come back.
