@@ -32,3 +32,16 @@ func TestPoolTableQueueColumns(t *testing.T) {
 	assert.Regexp(t, `<none>\s+<none>\s+<none>$`, lines[3])
 	assert.NotContains(t, printPools(t, "", false, []v1alpha1.Pool{queued}), "QUEUE", "not in the default table")
 }
+
+// The QUEUE QUOTA cell: the accelerator's used/quota, the DRA devices' for a pool of
+// devices only, and both (accelerator first) for a pool with both.
+func TestQueueCellsDevices(t *testing.T) {
+	p := &v1alpha1.Pool{}
+	assert.Equal(t, []any{"<none>", "<none>", "<none>"}, queueCells(p))
+	p.Status.Queue = &v1alpha1.QueueStatus{Resource: "nvidia.com/gpu", Used: 8, Quota: 16, Admitted: 1, Pending: 2}
+	assert.Equal(t, []any{"8/16", "1", "2"}, queueCells(p))
+	p.Status.Queue.DeviceResource, p.Status.Queue.DeviceUsed, p.Status.Queue.DeviceQuota = "example.com/gpu", 4, 24
+	assert.Equal(t, "8/16,4/24", queueCells(p)[0])
+	p.Status.Queue.Resource = ""
+	assert.Equal(t, "4/24", queueCells(p)[0])
+}
