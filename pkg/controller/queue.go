@@ -58,7 +58,7 @@ const notInstalledRetry = time.Minute
 var (
 	queueQuota = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "litepool_pool_queue_quota",
-		Help: "The accelerator quota litepool wrote into a pool's scheduler queue (spec.queue): its schedulable capacity less headroom, by pool, scheduler and resource.",
+		Help: "The quota litepool wrote into a pool's scheduler queue (spec.queue), by pool, scheduler and resource: the accelerator's, and the DRA devices' under their logical resource (spec.queue.devices); each the schedulable capacity less headroom.",
 	}, []string{"pool", "scheduler", "resource"})
 	queueWorkloads = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "litepool_pool_queue_workloads",
