@@ -288,17 +288,22 @@ func TestGpuctlInterop(t *testing.T) {
 		}
 		want := "NAMESPACE     QUOTA        CPU   MEMORY     GPU\ngpuctl-team   team-quota   3/8   3Gi/16Gi   2/4\n"
 		var last string
+		// Registered before the wait, so that a wait that times out still shows what
+		// the namespace held (CI saw it time out once, with nothing to read).
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("last get quota:\n%s", last)
+				for _, what := range []string{"events", "resourcequota", "pods"} {
+					r := framework.C.Kubectl(t, "", "get", what, "-n", team, "-o", "wide")
+					t.Logf("%s:\n%s", what, r.Stdout)
+				}
+			}
+		})
 		poll(t, "the quota's use", func() (bool, error) {
 			last = mustLitepool(t, "get", "quota", "-n", team)
 			return last == want, nil
 		})
 		assert.Equal(t, want, last)
-		t.Cleanup(func() {
-			if t.Failed() {
-				r := framework.C.Kubectl(t, "", "get", "events", "-n", team)
-				t.Logf("events:\n%s", r.Stdout)
-			}
-		})
 	})
 
 	t.Run("an empty pool label does not escape the namespace's default pool", func(t *testing.T) {
