@@ -41,13 +41,9 @@ func (r *StatusReconciler) draNodes(ctx context.Context) (inventory.DRANodes, er
 	if !r.DRA {
 		return nil, nil
 	}
-	c := inventory.NewDRACounter()
-	var classes resourcev1.DeviceClassList
-	if err := r.Client.List(ctx, &classes, client.UnsafeDisableDeepCopy); err != nil {
+	c, err := classCounter(ctx, r.Client)
+	if err != nil {
 		return nil, err
-	}
-	for i := range classes.Items {
-		c.AddClass(&classes.Items[i])
 	}
 	var claims resourcev1.ResourceClaimList
 	if err := r.Client.List(ctx, &claims, client.UnsafeDisableDeepCopy); err != nil {
@@ -64,4 +60,18 @@ func (r *StatusReconciler) draNodes(ctx context.Context) (inventory.DRANodes, er
 		c.AddSlice(&slices.Items[i])
 	}
 	return c.Finish(), nil
+}
+
+// classCounter is a DRA counter that knows every DeviceClass in the cache: what the
+// status and the queue reconcilers both start from.
+func classCounter(ctx context.Context, r client.Reader) (*inventory.DRACounter, error) {
+	c := inventory.NewDRACounter()
+	var classes resourcev1.DeviceClassList
+	if err := r.List(ctx, &classes, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
+	}
+	for i := range classes.Items {
+		c.AddClass(&classes.Items[i])
+	}
+	return c, nil
 }

@@ -29,7 +29,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
-	"github.com/runwhere-ai/litepool/pkg/inventory"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 	"github.com/runwhere-ai/litepool/pkg/queue"
 )
@@ -183,13 +182,9 @@ func (r *QueueReconciler) deviceCounts(ctx context.Context, pool *v1alpha1.Pool,
 	if !r.DRA || pool.Spec.Queue.Devices == nil {
 		return nil, nil
 	}
-	c := inventory.NewDRACounter()
-	var classes resourcev1.DeviceClassList
-	if err := r.Client.List(ctx, &classes, client.UnsafeDisableDeepCopy); err != nil {
+	c, err := classCounter(ctx, r.Client)
+	if err != nil {
 		return nil, err
-	}
-	for i := range classes.Items {
-		c.AddClass(&classes.Items[i])
 	}
 	var slices resourcev1.ResourceSliceList
 	if err := r.Client.List(ctx, &slices, client.UnsafeDisableDeepCopy); err != nil {
