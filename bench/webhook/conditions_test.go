@@ -14,10 +14,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission"
 	celplugin "k8s.io/apiserver/pkg/admission/plugin/cel"
+	"k8s.io/apiserver/pkg/admission/plugin/webhook"
 	"k8s.io/apiserver/pkg/admission/plugin/webhook/matchconditions"
+	"k8s.io/apiserver/pkg/admission/plugin/webhook/predicates/object"
 	"k8s.io/apiserver/pkg/admission/plugin/webhook/predicates/rules"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/cel/environment"
+
+	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
 // placementRequest is one kind of request P6's configuration sees, as the API server
@@ -37,7 +41,13 @@ func placementRequests() []placementRequest {
 	relabelled.Labels["app"] = "trainer"
 	tolerating := pod.DeepCopy()
 	tolerating.Spec.Tolerations = append(tolerating.Spec.Tolerations, corev1.Toleration{Operator: corev1.TolerationOpExists})
-	handPlaced := pod.DeepCopy()
+	unlabelled := pod.DeepCopy()
+	delete(unlabelled.Labels, "runwhere.ai/pool")
+	unlabelledTolerating := tolerating.DeepCopy()
+	delete(unlabelledTolerating.Labels, "runwhere.ai/pool")
+	defaultTolerating := tolerating.DeepCopy()
+	defaultTolerating.Labels["runwhere.ai/pool"] = "default"
+	handPlaced := unlabelled.DeepCopy()
 	handPlaced.Spec.NodeName = "gpu-node-00001"
 	binding := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace},
 		Target: corev1.ObjectReference{Kind: "Node", Name: "gpu-node-00001"}}
@@ -46,7 +56,7 @@ func placementRequests() []placementRequest {
 	scheduler := &user.DefaultInfo{Name: "system:kube-scheduler", Groups: []string{"system:authenticated"}}
 	second := &user.DefaultInfo{Name: "system:serviceaccount:kube-system:volcano-scheduler", Groups: []string{"system:serviceaccounts", "system:authenticated"}}
 	podGVK := schema.GroupVersionKind{Version: "v1", Kind: "Pod"}
-	for _, p := range []*corev1.Pod{pod, relabelled, tolerating, handPlaced} {
+	for _, p := range []*corev1.Pod{pod, relabelled, tolerating, unlabelled, unlabelledTolerating, defaultTolerating, handPlaced} {
 		p.SetGroupVersionKind(podGVK)
 	}
 	binding.SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: "Binding"})
@@ -62,7 +72,11 @@ func placementRequests() []placementRequest {
 		{"pod-create", podAttr(pod, nil, admission.Create, replicaSets), false},
 		{"pod-update", podAttr(relabelled, pod, admission.Update, replicaSets), false},
 		{"scheduler-binding", bindAttr(scheduler), false},
-		{"pod-create-tolerating", podAttr(tolerating, nil, admission.Create, admin), true},
+		{"pod-create-unlabelled", podAttr(unlabelled, nil, admission.Create, replicaSets), false},
+		// a pod that names a pool is judged by the mutating call it makes anyway
+		{"pod-create-tolerating-labelled", podAttr(tolerating, nil, admission.Create, admin), false},
+		{"pod-create-tolerating", podAttr(unlabelledTolerating, nil, admission.Create, admin), true},
+		{"pod-create-tolerating-default", podAttr(defaultTolerating, nil, admission.Create, admin), true},
 		{"pod-create-nodename", podAttr(handPlaced, nil, admission.Create, admin), true},
 		{"second-scheduler-binding", bindAttr(second), true}, // onto an unlisted node: "true" until the controller writes its list
 	}
@@ -103,19 +117,23 @@ func defaultedPod() *corev1.Pod {
 // compiledEntry is a validating webhook entry with its match conditions compiled by
 // the API server's compiler (as webhook/accessors.go does).
 type compiledEntry struct {
-	hook    admissionregistrationv1.ValidatingWebhook
-	matcher matchconditions.Matcher
+	hook     admissionregistrationv1.ValidatingWebhook
+	accessor webhook.WebhookAccessor
+	matcher  matchconditions.Matcher
 }
 
 func compileEntries(hooks []admissionregistrationv1.ValidatingWebhook) []compiledEntry {
 	compiler := celplugin.NewConditionCompiler(environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()))
 	out := make([]compiledEntry, len(hooks))
 	for i, h := range hooks {
+		if h.ObjectSelector == nil { // as the API server defaults it: everything
+			hooks[i].ObjectSelector = &metav1.LabelSelector{}
+		}
 		acc := make([]celplugin.ExpressionAccessor, len(h.MatchConditions))
 		for j, c := range h.MatchConditions {
 			acc[j] = &matchconditions.MatchCondition{Name: c.Name, Expression: c.Expression}
 		}
-		out[i] = compiledEntry{h, matchconditions.NewMatcher(compiler.CompileCondition(acc, celplugin.OptionalVariableDeclarations{HasAuthorizer: true},
+		out[i] = compiledEntry{h, webhook.NewValidatingWebhookAccessor(h.Name, "bench", &hooks[i]), matchconditions.NewMatcher(compiler.CompileCondition(acc, celplugin.OptionalVariableDeclarations{HasAuthorizer: true},
 			environment.StoredExpressions), h.FailurePolicy, "webhook", "validating", h.Name)}
 	}
 	return out
@@ -123,8 +141,9 @@ func compileEntries(hooks []admissionregistrationv1.ValidatingWebhook) []compile
 
 // admit is what the API server's validating dispatcher does with the entries for attr
 // up to calling a webhook (generic/webhook.go, ShouldCallHook; the namespace selector
-// left out): the entries whose rules match convert the request once to its version
-// and evaluate their conditions. It returns whether any entry sends it.
+// left out): the entries whose rules and object selector match convert the request
+// once to its version and evaluate their conditions. It returns whether any entry
+// sends it.
 func admit(tb testing.TB, entries []compiledEntry, attr admission.Attributes) bool {
 	var va *admission.VersionedAttributes
 	sent := false
@@ -137,6 +156,11 @@ func admit(tb testing.TB, entries []compiledEntry, attr admission.Attributes) bo
 			}
 		}
 		if !matched {
+			continue
+		}
+		if ok, err := (&object.Matcher{}).MatchObjectSelector(e.accessor, attr); err != nil {
+			tb.Fatal(err)
+		} else if !ok {
 			continue
 		}
 		if len(e.hook.MatchConditions) == 0 {
@@ -203,5 +227,38 @@ func BenchmarkPlacementConditions(b *testing.B) {
 				admit(b, floor, r.attr)
 			}
 		})
+	}
+}
+
+// TestMayPassIsTheConditionsTwin: for pods the validating create entries see (no pool
+// label, or "default"), their condition sends exactly the pods for which
+// policy.MayPassExclusiveTaint, which the mutating call uses for labelled pods, says P6
+// has something to judge.
+func TestMayPassIsTheConditionsTwin(t *testing.T) {
+	entries := compileEntries(placementConfig(t))
+	admin := &user.DefaultInfo{Name: "kubernetes-admin"}
+	tolerations := map[string][]corev1.Toleration{
+		"none":             nil,
+		"not-ready":        {{Key: "node.kubernetes.io/not-ready", Operator: corev1.TolerationOpExists}},
+		"every-key":        {{Operator: corev1.TolerationOpExists}},
+		"pool-exists":      {{Key: "runwhere.ai/pool", Operator: corev1.TolerationOpExists}},
+		"pool-equal":       {{Key: "runwhere.ai/pool", Operator: corev1.TolerationOpEqual, Value: "train-a100", Effect: corev1.TaintEffectNoSchedule}},
+		"pool-equal-empty": {{Key: "runwhere.ai/pool", Value: "default"}},
+	}
+	for _, label := range []string{"", "default"} {
+		for tname, tol := range tolerations {
+			for _, nodeName := range []string{"", "gpu-node-00001"} {
+				pod := defaultedPod()
+				delete(pod.Labels, "runwhere.ai/pool")
+				if label != "" {
+					pod.Labels["runwhere.ai/pool"] = label
+				}
+				pod.Spec.Tolerations, pod.Spec.NodeName = tol, nodeName
+				pod.SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: "Pod"})
+				attr := admission.NewAttributesRecord(pod, nil, pod.GroupVersionKind(), pod.Namespace, pod.Name,
+					schema.GroupVersionResource{Version: "v1", Resource: "pods"}, "", admission.Create, &metav1.CreateOptions{}, false, admin)
+				require.Equal(t, policy.MayPassExclusiveTaint(pod), admit(t, entries, attr), "label %q, tolerations %s, nodeName %q", label, tname, nodeName)
+			}
+		}
 	}
 }

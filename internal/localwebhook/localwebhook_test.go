@@ -37,6 +37,7 @@ func TestLoadConfigurationsByURL(t *testing.T) {
 		"nodes.runwhere.ai https://127.0.0.1:1234/validate-nodes",
 		"node-departures.runwhere.ai https://127.0.0.1:1234/validate-nodes",
 		"pod-placement.runwhere.ai https://127.0.0.1:1234/validate-pod-placement",
+		"pod-placement-default-label.runwhere.ai https://127.0.0.1:1234/validate-pod-placement",
 		"pod-placement-updates.runwhere.ai https://127.0.0.1:1234/validate-pod-placement",
 		"pod-placement-bindings.runwhere.ai https://127.0.0.1:1234/validate-pod-placement",
 		"pools.runwhere.ai https://127.0.0.1:1234/validate-pools",

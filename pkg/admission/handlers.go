@@ -15,6 +15,7 @@ import (
 	"slices"
 	"time"
 
+	jsonpatch "gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -41,7 +42,7 @@ const (
 // through d; accel says which resources the pod rules judge as accelerators.
 func Register(srv webhook.Server, c Catalog, d *Departures, accel policy.Accelerators) {
 	srv.Register(PathPlacement, &admission.Webhook{Handler: &PlacementHandler{Catalog: c, Live: liveReader(d), DaemonSetControllers: DaemonSetControllers}})
-	srv.Register(PathPods, &admission.Webhook{Handler: &PodHandler{Catalog: c, Accelerators: accel, Live: liveReader(d)}})
+	srv.Register(PathPods, &admission.Webhook{Handler: &PodHandler{Catalog: c, Accelerators: accel, Live: liveReader(d), DaemonSetControllers: DaemonSetControllers}})
 	srv.Register(PathNodes, &admission.Webhook{Handler: &NodeHandler{Catalog: c, Departures: d}})
 	srv.Register(PathPools, &admission.Webhook{Handler: &PoolHandler{Catalog: c}})
 }
@@ -111,6 +112,9 @@ type PodHandler struct {
 	// Live reads a pod's ResourceClaims, their templates and DeviceClasses for P5; nil
 	// leaves claims unjudged.
 	Live client.Reader
+	// DaemonSetControllers are the identities the DaemonSet controller creates pods
+	// as (P6's node agents); nil: policy.DaemonSetControllers.
+	DaemonSetControllers []string
 }
 
 // Handle implements admission.Handler.
@@ -147,16 +151,45 @@ func (h *PodHandler) Handle(ctx context.Context, req admission.Request) admissio
 		claimWarnings, err = h.checkClaims(ctx, &pod, ns, cat)
 		warnings = append(warnings, claimWarnings...)
 	}
+	var ops []jsonpatch.JsonPatchOperation
+	var judged []string // the rules that had something to judge besides P1-P5
+	if err == nil {
+		ops = podPatchOps(&pod, patch) // against the pod as it was sent
+		var placed bool
+		if placed, err = h.checkPlacement(req, &pod, patch, ns, cat); placed {
+			judged = append(judged, "P6")
+		}
+	}
+	if cat.err != nil {
+		return errorf(hookPods, start, http.StatusInternalServerError, "reading the informer cache: %v", cat.err)
+	}
 	if err != nil {
 		return deny(ctx, hookPods, start, err, warnings)
 	}
-	if patch.Empty() {
-		observe(hookPods, nil, OutcomeAllowed, start)
+	if len(ops) == 0 {
+		observe(hookPods, judged, OutcomeAllowed, start)
 		return admission.Allowed("").WithWarnings(warnings...)
 	}
-	observe(hookPods, []string{"P1"}, OutcomeMutated, start)
-	resp := admission.Patched("", podPatchOps(&pod, patch)...)
-	return resp.WithWarnings(warnings...)
+	observe(hookPods, append([]string{"P1"}, judged...), OutcomeMutated, start)
+	return admission.Patched("", ops...).WithWarnings(warnings...)
+}
+
+// checkPlacement judges P6 on a pod this webhook mutates, as it will be stored (pod
+// with patch applied). The pod-placement entry's object selector leaves a pod with a
+// pool label to this call, which the pod makes anyway, so that P6 costs the API server
+// no match condition on it (docs/webhook.md, "P6 on pods that name a pool"); this hook
+// is reinvoked when a later mutation changes the pod. judged says whether the pod could
+// pass an exclusive pool's taint, so that P6 had to look at the pools' members.
+func (h *PodHandler) checkPlacement(req admission.Request, pod *corev1.Pod, patch policy.PodPatch, ns *corev1.Namespace, cat *requestCatalog) (judged bool, err error) {
+	patch.Apply(pod)
+	if !policy.MayPassExclusiveTaint(pod) {
+		return false, nil
+	}
+	members := cat.ExclusiveMembers()
+	if cat.err != nil {
+		return true, nil // the caller answers the cache's error
+	}
+	return true, policy.CheckExclusivePlacement(pod, ns, pod.Spec.NodeName, members, createdAgent(req, pod, h.DaemonSetControllers))
 }
 
 // NodeHandler is the validating node webhook: rules N1-N3 with the audited override.
@@ -408,14 +441,22 @@ func isBinding(req admission.Request) bool {
 // agent is what the request says of the pod being a node agent: only a creation knows
 // who creates the pod; a binding knows only what the pod claims.
 func (h *PlacementHandler) agent(req admission.Request, pod *corev1.Pod) policy.Agent {
-	controllers := h.DaemonSetControllers
+	if isBinding(req) {
+		if policy.ClaimsNodeAgent(pod) {
+			return policy.AgentClaimed
+		}
+		return policy.AgentNone
+	}
+	return createdAgent(req, pod, h.DaemonSetControllers)
+}
+
+// createdAgent is what a pod's creation says of it being a node agent (who creates it
+// is known only then).
+func createdAgent(req admission.Request, pod *corev1.Pod, controllers []string) policy.Agent {
 	if controllers == nil {
 		controllers = policy.DaemonSetControllers
 	}
-	switch {
-	case isBinding(req) && policy.ClaimsNodeAgent(pod):
-		return policy.AgentClaimed
-	case req.Operation == admissionv1.Create && !isBinding(req) && policy.IsNodeAgent(pod, req.UserInfo.Username, controllers):
+	if req.Operation == admissionv1.Create && policy.IsNodeAgent(pod, req.UserInfo.Username, controllers) {
 		return policy.AgentCreated
 	}
 	return policy.AgentNone

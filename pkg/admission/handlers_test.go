@@ -473,3 +473,40 @@ func TestPodHandlersJudgeTheirOwnAccelerators(t *testing.T) {
 		assert.True(t, review(t, h, podRequest(t, gpu)).Allowed, "the known set is judged by both")
 	}
 }
+
+// TestPodHandlerJudgesPlacement (P6 on pods that name a pool): the pod-placement entries'
+// object selectors leave a pod with a pool label to the mutating call, which judges it
+// as it will be stored (its pool's nodeSelector and toleration added).
+func TestPodHandlerJudgesPlacement(t *testing.T) {
+	c := fixture(t)
+	require.NoError(t, c.Reader.(client.Client).Create(context.Background(), testNode("a10-node-9", "A10-24G", "dev-sandbox")))
+	h := &PodHandler{Catalog: c}
+
+	placed := pod("placed", map[string]string{policy.LabelPool: "train-a100"}, nil)
+	placed.Spec.NodeName = "a10-node-9"
+	resp := review(t, h, podRequest(t, placed))
+	assert.False(t, resp.Allowed)
+	assert.Equal(t, `[P6] pod ai-team/placed may not run on node "a10-node-9": it is bound to the node, but the node belongs to exclusive pool "dev-sandbox", which runs only its own pods and node agents (DaemonSet pods that ask for no device), and the pod asks for pool "train-a100"; label the pod runwhere.ai/pool=dev-sandbox from a namespace the pool admits, or keep it off the pool's nodes`, resp.Result.Message)
+
+	t.Run("a pool's own pod bound to its node is admitted", func(t *testing.T) {
+		own := pod("own", nil, nil) // its pool comes from the namespace's default
+		own.Namespace, own.Spec.NodeName = "notebooks", "a10-node-9"
+		assert.True(t, review(t, h, podRequest(t, own)).Allowed)
+	})
+	t.Run("a tolerate-all pod is pinned to its pool by P1's nodeSelector, so admitted", func(t *testing.T) {
+		tolerant := pod("tolerant", map[string]string{policy.LabelPool: "train-a100"}, nil)
+		tolerant.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+		resp := review(t, h, podRequest(t, tolerant))
+		require.True(t, resp.Allowed, resp.Result)
+		assert.Equal(t, map[string]string{policy.LabelPool: "train-a100"}, applied(t, tolerant, resp).Spec.NodeSelector)
+	})
+	t.Run("the DaemonSet controller's device-free pod is a node agent", func(t *testing.T) {
+		agent := placed.DeepCopy()
+		agent.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "exporter", Controller: new(true)}}
+		req := podRequest(t, agent)
+		req.UserInfo.Username = "mallory"
+		assert.False(t, review(t, h, req).Allowed, "an ownerReference is a claim")
+		req.UserInfo.Username = policy.DaemonSetControllers[0]
+		assert.True(t, review(t, h, req).Allowed)
+	})
+}

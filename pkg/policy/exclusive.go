@@ -69,10 +69,12 @@ func CheckExclusivePlacement(pod *corev1.Pod, ns *corev1.Namespace, target strin
 	if agent == AgentCreated {
 		return nil
 	}
-	// The pod's affinity is parsed once, and its tolerations judged once per pool: a
-	// pod's affinity can be large, and a cluster can hold thousands of members.
+	// The pod's affinity is parsed once, and its tolerations and whether it is the
+	// pool's judged once per pool: a pod's affinity can be large, and a cluster can hold
+	// thousands of members.
 	var affinity *nodeaffinity.RequiredNodeAffinity
-	tolerated := map[string]string{}
+	type verdict struct{ tol, why string }
+	verdicts := map[string]verdict{}
 	for _, m := range members {
 		if target != "" {
 			if m.Node.Name != target {
@@ -83,12 +85,14 @@ func CheckExclusivePlacement(pod *corev1.Pod, ns *corev1.Namespace, target strin
 			}
 			return exclusiveDenial(pod, ns, m, "it is bound to the node")
 		}
-		tol, seen := tolerated[m.Pool.Name]
+		v, seen := verdicts[m.Pool.Name]
 		if !seen {
-			tol, _ = toleratesExclusive(pod, m.Pool.Name)
-			tolerated[m.Pool.Name] = tol
+			if v.tol, _ = toleratesExclusive(pod, m.Pool.Name); v.tol != "" {
+				v.why = notThePoolsPod(pod, ns, m.Pool)
+			}
+			verdicts[m.Pool.Name] = v
 		}
-		if tol == "" {
+		if v.why == "" {
 			continue
 		}
 		if affinity == nil {
@@ -96,9 +100,7 @@ func CheckExclusivePlacement(pod *corev1.Pod, ns *corev1.Namespace, target strin
 			affinity = &a
 		}
 		if affinityAllows(affinity, m.Node) {
-			if err := exclusiveDenial(pod, ns, m, fmt.Sprintf("it tolerates the pool's taint (%s) and its node affinity allows the node", tol)); err != nil {
-				return err
-			}
+			return exclusiveViolation(pod, m, fmt.Sprintf("it tolerates the pool's taint (%s) and its node affinity allows the node", v.tol), v.why)
 		}
 	}
 	return nil
@@ -106,21 +108,27 @@ func CheckExclusivePlacement(pod *corev1.Pod, ns *corev1.Namespace, target strin
 
 // exclusiveDenial is P6's denial for pod on member m, or nil when the pod is the pool's.
 func exclusiveDenial(pod *corev1.Pod, ns *corev1.Namespace, m ExclusiveMember, how string) error {
+	if why := notThePoolsPod(pod, ns, m.Pool); why != "" {
+		return exclusiveViolation(pod, m, how, why)
+	}
+	return nil
+}
+
+// notThePoolsPod says why pod is not pool's pod, or "" when it is.
+func notThePoolsPod(pod *corev1.Pod, ns *corev1.Namespace, pool PoolInfo) string {
 	asked, _ := PodPoolName(pod, ns)
-	var why string
 	switch {
 	case asked == "" || asked == DefaultPool:
-		why = "the pod asks for no pool"
-	case asked != m.Pool.Name:
-		why = fmt.Sprintf("the pod asks for pool %q", asked)
-	default:
-		if err := CheckPodNamespace(m.Pool, ns, pod.Namespace); err != nil {
-			why = fmt.Sprintf("pool %q does not admit namespace %q", m.Pool.Name, pod.Namespace)
-		}
+		return "the pod asks for no pool"
+	case asked != pool.Name:
+		return fmt.Sprintf("the pod asks for pool %q", asked)
+	case CheckPodNamespace(pool, ns, pod.Namespace) != nil:
+		return fmt.Sprintf("pool %q does not admit namespace %q", pool.Name, pod.Namespace)
 	}
-	if why == "" {
-		return nil
-	}
+	return ""
+}
+
+func exclusiveViolation(pod *corev1.Pod, m ExclusiveMember, how, why string) error {
 	return Violationf("P6", "pod %s/%s may not run on node %q: %s, but the node belongs to exclusive pool %q, which runs only its own pods and node agents (DaemonSet pods that ask for no device), and %s; label the pod %s=%s from a namespace the pool admits, or keep it off the pool's nodes",
 		pod.Namespace, podName(pod), m.Node.Name, how, m.Pool.Name, why, LabelPool, m.Pool.Name)
 }
@@ -156,6 +164,37 @@ func toleratesExclusive(pod *corev1.Pod, pool string) (string, bool) {
 func affinityAllows(affinity *nodeaffinity.RequiredNodeAffinity, node *corev1.Node) bool {
 	ok, err := affinity.Match(node)
 	return err == nil && ok
+}
+
+// MayPassExclusiveTaint says whether P6 has anything to judge in a pod being created:
+// it is bound to a node already (spec.nodeName), or it tolerates the key
+// runwhere.ai/pool (or every key) otherwise than as its own pool's toleration (operator
+// Equal, the value of its runwhere.ai/pool label, that label not "default"). A pod for
+// which it is false passes CheckExclusivePlacement whatever the members, given P4 (its
+// own pool admits its namespace), which the pod rules judge first. It is the Go twin of
+// the first clause of the pod-placement webhook entry's condition
+// (deploy/webhook/webhooks.yaml): the mutating webhook judges P6 for the pods it
+// mutates, which that entry's object selector leaves out, and reads no pool member
+// when this is false.
+func MayPassExclusiveTaint(pod *corev1.Pod) bool {
+	if pod.Spec.NodeName != "" {
+		return true
+	}
+	own := pod.Labels[LabelPool]
+	for _, t := range pod.Spec.Tolerations {
+		switch {
+		case t.Key == "" && t.Operator == corev1.TolerationOpExists:
+			return true
+		case t.Key == LabelPool && !ownToleration(t, own):
+			return true
+		}
+	}
+	return false
+}
+
+// ownToleration: operator Equal (or unset) with the pod's own pool as the value.
+func ownToleration(t corev1.Toleration, own string) bool {
+	return (t.Operator == "" || t.Operator == corev1.TolerationOpEqual) && own != "" && own != DefaultPool && t.Value == own
 }
 
 // Agent is what P6 knows of a pod being a node agent.

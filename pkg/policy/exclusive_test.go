@@ -159,3 +159,30 @@ func BenchmarkCheckExclusivePlacementLargeAffinity(b *testing.B) {
 		}
 	}
 }
+
+func TestMayPassExclusiveTaint(t *testing.T) {
+	own := corev1.Toleration{Key: LabelPool, Operator: corev1.TolerationOpEqual, Value: "train-a100", Effect: corev1.TaintEffectNoSchedule}
+	other := corev1.Toleration{Key: LabelPool, Value: "dev-sandbox"}
+	for _, c := range []struct {
+		name     string
+		label    string
+		tol      []corev1.Toleration
+		nodeName string
+		want     bool
+	}{
+		{"its own pool's toleration", "train-a100", []corev1.Toleration{own}, "", false},
+		{"no toleration of the key", "train-a100", []corev1.Toleration{{Key: "node.kubernetes.io/not-ready", Operator: corev1.TolerationOpExists}}, "", false},
+		{"bound to a node", "train-a100", []corev1.Toleration{own}, "n1", true},
+		{"another pool's toleration", "train-a100", []corev1.Toleration{own, other}, "", true},
+		{"every key", "train-a100", []corev1.Toleration{{Operator: corev1.TolerationOpExists}}, "", true},
+		{"the key with Exists", "train-a100", []corev1.Toleration{{Key: LabelPool, Operator: corev1.TolerationOpExists}}, "", true},
+		{"a pool's toleration without the label", "", []corev1.Toleration{own}, "", true},
+		{"the default label is no pool", "default", []corev1.Toleration{{Key: LabelPool, Value: "default"}}, "", true},
+	} {
+		pod := &corev1.Pod{Spec: corev1.PodSpec{Tolerations: c.tol, NodeName: c.nodeName}}
+		if c.label != "" {
+			pod.Labels = map[string]string{LabelPool: c.label}
+		}
+		assert.Equal(t, c.want, MayPassExclusiveTaint(pod), c.name)
+	}
+}

@@ -32,6 +32,8 @@ type row struct {
 // matrix is the table, in the order docs/security.md prints it.
 var matrix = []row{
 	{"edit in a namespace", "pod with nodeName on an exclusive node, tolerating everything", "refused (P6); no pod on the node", "", attackNodeName},
+	{"edit in a namespace", "pod labelled with a pool the namespace may use, nodeName on an exclusive node, tolerating everything (the placement entries leave labelled pods to the mutating call)", "refused (P6, judged by the pods.runwhere.ai call); no pod on the node", "30", attackLabelledNodeName},
+	{"edit in a namespace", "the same pod labelled runwhere.ai/pool=default, and labelled with an empty value", "refused (P6: pod-placement-default-label, and the mutating call for the empty value); no pod on the node", "30", attackDefaultLabelNodeName},
 	{"edit in a namespace", "pod whose ownerReferences name the tenant's own DaemonSet (controller: true), nodeName on an exclusive node, 8 GPUs", "refused (P6): ownerReferences are a claim; no pod on the node", "28.1", attackForgedDaemonSetOwner},
 	{"edit in a namespace", "a real DaemonSet tolerating everything whose pods ask for 8 GPUs", "its pods are refused on exclusive nodes (P6: node agents ask for no devices); a DaemonSet without devices still runs there", "28.1", attackDaemonSetWithGPUs},
 	{"edit in a namespace", "pod with a schedulingGate tolerating everything, made while its node was not exclusive; gate removed after", "the gate's removal is refused (P6); the pod never runs on the node", "28.9", attackSchedulingGate},

@@ -49,6 +49,30 @@ func attackNodeName(t *testing.T) {
 	assert.Empty(t, podsOn(t, foreignNS, exclNodes[0]))
 }
 
+// labelledPod is a device-free pod with the pool label value, bound to an exclusive
+// node and tolerating everything.
+func labelledPod(name, pool string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"runwhere.ai/pool": pool}},
+		Spec: corev1.PodSpec{NodeName: exclNodes[2], Tolerations: tolerateAll, Containers: []corev1.Container{{Name: "main", Image: "busybox"}}}}
+}
+
+func attackLabelledNodeName(t *testing.T) {
+	_, err := as(t, tenant).CoreV1().Pods(foreignNS).Create(ctx, labelledPod("labelled", statusPool), metav1.CreateOptions{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `admission webhook "pods.runwhere.ai" denied the request: [P6] pod at-foreign/labelled may not run on node "at-excl-3"`)
+	assert.Empty(t, podsOn(t, foreignNS, exclNodes[2]))
+}
+
+func attackDefaultLabelNodeName(t *testing.T) {
+	_, err := as(t, tenant).CoreV1().Pods(foreignNS).Create(ctx, labelledPod("default-labelled", "default"), metav1.CreateOptions{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `admission webhook "pod-placement-default-label.runwhere.ai" denied the request: [P6] pod at-foreign/default-labelled may not run on node "at-excl-3"`)
+	_, err = as(t, tenant).CoreV1().Pods(foreignNS).Create(ctx, labelledPod("empty-labelled", ""), metav1.CreateOptions{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `[P6] pod at-foreign/empty-labelled may not run on node "at-excl-3"`)
+	assert.Empty(t, podsOn(t, foreignNS, exclNodes[2]))
+}
+
 func attackForgedDaemonSetOwner(t *testing.T) {
 	kube := as(t, tenant)
 	ds := daemonSet("decoy", nil, corev1.ResourceList{})

@@ -67,12 +67,18 @@ func get(url string) (int, string) { return localwebhook.Get(url) }
 // decisions sums litepool_webhook_decisions_total for one webhook from /metrics.
 func (p webhookProc) decisions(t *testing.T, webhook string) int {
 	t.Helper()
+	return p.decisionsOf(t, webhook, "")
+}
+
+// decisionsOf counts the webhook's decisions that name rule ("": every rule).
+func (p webhookProc) decisionsOf(t *testing.T, webhook, rule string) int {
+	t.Helper()
 	code, body := get("http://" + p.Metrics + "/metrics")
 	require.Equal(t, http.StatusOK, code, body)
 	re := regexp.MustCompile(`(?m)^litepool_webhook_decisions_total\{([^}]*)\} (\d+)`)
 	total := 0
 	for _, m := range re.FindAllStringSubmatch(body, -1) {
-		if strings.Contains(m[1], `webhook="`+webhook+`"`) {
+		if strings.Contains(m[1], `webhook="`+webhook+`"`) && (rule == "" || strings.Contains(m[1], `rule="`+rule+`"`)) {
 			n, _ := strconv.Atoi(m[2])
 			total += n
 		}
@@ -87,7 +93,7 @@ func registerWebhooks(t *testing.T, kube kubernetes.Interface, addr string, caPE
 	cfgs, err := localwebhook.LoadConfigurations(filepath.Join(framework.Root, "deploy", "webhook", "webhooks.yaml"))
 	require.NoError(t, err)
 	require.Len(t, cfgs.Mutating.Webhooks, 2)
-	require.Len(t, cfgs.Validating.Webhooks, 7)
+	require.Len(t, cfgs.Validating.Webhooks, 8)
 	cfgs.ByURL(addr, caPEM)
 	t.Cleanup(func() { // leave the cluster usable, whatever the test did to the process
 		_ = cfgs.Unregister(context.Background(), kube)

@@ -99,19 +99,21 @@ func TestExclusivePoolSideDoors(t *testing.T) {
 
 		// Which of the pool's pods P6 is sent, counted on pods nobody binds (a binding
 		// would be a request of its own).
-		before := proc.decisions(t, "placement")
+		before, beforeP6 := proc.decisions(t, "placement"), proc.decisionsOf(t, "pods", "P6")
 		unbound := newPod("own-unbound", map[string]string{policy.LabelPool: sdPool, policy.LabelWorkloadType: "development"}, nil)
 		unbound.Spec.SchedulerName = "no-such-scheduler"
 		created, err := createPod(kube, sdNS, unbound)
 		require.NoError(t, err)
 		require.Contains(t, created.Spec.Tolerations, policy.ExclusivePoolToleration(sdPool), "P1 gave it the pool's toleration")
-		assert.Equal(t, before, proc.decisions(t, "placement"), "a pod created with its pool's label and only that pool's toleration is not sent to P6")
+		assert.Equal(t, before, proc.decisions(t, "placement"), "a pod created with a pool label is never sent to P6's validating entries")
+		assert.Equal(t, beforeP6, proc.decisionsOf(t, "pods", "P6"), "with only its pool's toleration it cannot pass another pool's taint: P6 reads no member")
 		all := newPod("own-tolerates-all", map[string]string{policy.LabelPool: sdPool, policy.LabelWorkloadType: "development"}, nil)
 		all.Spec.SchedulerName = "no-such-scheduler"
 		all.Spec.Tolerations = []corev1.Toleration{{Key: policy.LabelPool, Operator: corev1.TolerationOpExists}}
 		_, err = createPod(kube, sdNS, all)
 		require.NoError(t, err, "admitted: its pool's nodeSelector keeps it on its pool")
-		assert.Equal(t, before+1, proc.decisions(t, "placement"), "a runwhere.ai/pool Exists toleration is judged by P6")
+		assert.Equal(t, before, proc.decisions(t, "placement"), "a pod created with a pool label is never sent to P6's validating entries")
+		assert.Equal(t, beforeP6+1, proc.decisionsOf(t, "pods", "P6"), "a runwhere.ai/pool Exists toleration is judged by P6, in the mutating call")
 		for _, name := range []string{unbound.Name, all.Name} {
 			require.NoError(t, kube.CoreV1().Pods(sdNS).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}))
 		}
