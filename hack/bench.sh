@@ -82,7 +82,7 @@ awk -v sizes="$sizes" '
               "webhook.creates-max|pod create: litepool / trivial, highest round|-;" \
               "webhook.creates-cpu|pod create: API server + etcd CPU, litepool / trivial, median|-;" \
               "webhook.creates-p6|pod create: litepool / trivial with P6 config|-;" \
-              "webhook.creates-gogc100|pod create: litepool at GOGC=100 / trivial|-;" \
+              "webhook.creates-gogc25|pod create: litepool at GOGC=25 / trivial|-;" \
               "webhook.denial|handler: P2 denial / allowed P1 request|<= 10", row, ";")
   }
   { v[$1, $2] = $3 }

@@ -11,8 +11,8 @@
 //     own configurations, called by URL) beside the same run without it, a trivial
 //     webhook (one mutating configuration: P1's selectors, no CEL), the trivial webhook
 //     with P6's configuration beside it (what the API server's match conditions cost),
-//     litepool without P6's placement webhook, and litepool at GOGC=100 instead of its
-//     default 25 (what its smaller heap costs), alternated, each round starting one
+//     litepool without P6's placement webhook, and litepool at GOGC=25 instead of its
+//     paced default (what a heap held at 1.25x the live one costs), alternated, each round starting one
 //     setup later. Beside creates/s, figures that contention moves less: the API
 //     server's and etcd's CPU time per create, and the API server's own time in match
 //     conditions. --setups picks setups; --p6-variant adds the trivial webhook with
