@@ -185,7 +185,7 @@ func (h *PodHandler) checkPlacement(req admission.Request, pod *corev1.Pod, patc
 	if !policy.MayPassExclusiveTaint(pod) {
 		return false, nil
 	}
-	members := cat.ExclusiveMembers()
+	members := cat.ExclusiveMembersFor(pod.Spec.NodeName)
 	if cat.err != nil {
 		return true, nil // the caller answers the cache's error
 	}
@@ -421,7 +421,7 @@ func (h *PlacementHandler) Handle(ctx context.Context, req admission.Request) ad
 		return errorf(hookPlacement, start, http.StatusBadRequest, "%v", err)
 	}
 	ns := cat.Namespace(pod.Namespace)
-	members := cat.ExclusiveMembers()
+	members := cat.ExclusiveMembersFor(target)
 	if cat.err != nil {
 		return errorf(hookPlacement, start, http.StatusInternalServerError, "reading the informer cache: %v", cat.err)
 	}
