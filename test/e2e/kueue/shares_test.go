@@ -97,6 +97,8 @@ func TestPoolSharesGiveNamespacesTheirPart(t *testing.T) {
 		st := getPool(t, pool).Status.Queue
 		return st != nil && len(st.Shares) == 2 && st.Shares[0].Used == 16 && st.Used == 24, nil
 	}), "status.queue should show a's 16 (8 borrowed) and 24 in all: %+v", getPool(t, pool).Status.Queue)
+	desc := framework.C.MustLitepool(t, "describe", "pool", pool)
+	assert.Contains(t, desc, "Queue Shares:     q-share-a 8 (16 used, ClusterQueue qshare-q-share-a), q-share-b 8 (8 used, ClusterQueue qshare-q-share-b)\n")
 	waitWaiting(t, b, "b-beyond", "insufficient")
 
 	// A LocalQueue of a's own, pointing at the pool's queue: a cannot pass its share so.
