@@ -156,3 +156,18 @@ func TestAdmittedShares(t *testing.T) {
 func resources(cq *unstructured.Unstructured) []any {
 	return field(cq, "spec", "resourceGroups").([]any)[0].(map[string]any)["flavors"].([]any)[0].(map[string]any)["resources"].([]any)
 }
+
+// A pool that admits every namespace has no LocalQueue of its own; a share's namespace
+// still gets one, pointing at its share, and the pool's queue admits every namespace but
+// the shares'.
+func TestKueueSharesOfAPoolThatAdmitsAll(t *testing.T) {
+	c := kueueClient(true)
+	pool := sharePool()
+	pool.Spec.Namespaces = nil
+	_, err := Kueue{Client: c}.Sync(context.Background(), pool, capacity24, nil, true)
+	require.NoError(t, err)
+	assert.Equal(t, []any{map[string]any{"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": []any{"team-a", "team-b"}}},
+		field(get(t, c, KueueClusterQueue, "", "train"), "spec", "namespaceSelector", "matchExpressions"))
+	assert.Equal(t, "train-team-a", field(get(t, c, KueueLocalQueue, "team-a", "train"), "spec", "clusterQueue"))
+	assert.Equal(t, "train-team-b", field(get(t, c, KueueLocalQueue, "team-b", "train"), "spec", "clusterQueue"))
+}

@@ -134,6 +134,7 @@ const QueueKueue QueueScheduler = "Kueue"
 // QueueSpec is how a pool feeds a scheduler's queue. The quota is computed by the
 // controller from the members' nodes, never taken from this spec: the spec only lowers
 // it (headroom) or says which resources it covers.
+// +kubebuilder:validation:XValidation:rule="(has(self.cohort) && self.cohort.size() > 0) || (has(self.shares) && self.shares.size() > 0) || (!has(self.borrowingLimit) && !has(self.lendingLimit) && (!has(self.devices) || (!has(self.devices.borrowingLimit) && !has(self.devices.lendingLimit))))",message="borrowingLimit and lendingLimit (and devices') need a cohort to borrow from and lend to: set spec.queue.cohort (or shares, whose cohort is the pool's), or leave the limits out"
 type QueueSpec struct {
 	// Scheduler is the queueing system the pool feeds.
 	// +kubebuilder:default=Kueue

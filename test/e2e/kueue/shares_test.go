@@ -57,6 +57,11 @@ func TestPoolSharesGiveNamespacesTheirPart(t *testing.T) {
 		`{"spec":{"queue":{"shares":[{"namespace":"`+a+`","accelerators":8},{"namespace":"`+b+`","accelerators":8,"borrowingLimit":0}]}}}`)
 	require.Equal(t, 0, patch.ExitCode, patch.Stderr)
 	qa, qb := queue.ShareQueueName(pool, a), queue.ShareQueueName(pool, b)
+	// Limits with nothing to borrow from: Kueue would refuse the ClusterQueue; the CRD
+	// refuses the Pool first.
+	bad := framework.C.Kubectl(t, "", "patch", "pools.runwhere.ai", pool, "--type", "merge", "-p", `{"spec":{"queue":{"shares":null,"lendingLimit":4}}}`)
+	assert.NotEqual(t, 0, bad.ExitCode)
+	assert.Contains(t, bad.Stderr, "need a cohort to borrow from and lend to")
 	waitQuota(t, pool, "8")
 	waitQuota(t, qa, "8")
 	waitQuota(t, qb, "8")
