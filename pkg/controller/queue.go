@@ -268,10 +268,17 @@ func (r *QueueReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 		return reconcile.Result{}, err
 	}
 	namespaces, all := queue.AdmittedNamespaces(&pool, nss.Items)
+	// The adapter sees only the shares it can write; the Pool keeps what was asked.
+	target := &pool
+	shares, skipped := queue.AdmittedShares(&pool, namespaces, all, nss.Items)
+	if len(skipped) > 0 {
+		target = pool.DeepCopy()
+		target.Spec.Queue.Shares = shares
+	}
 
-	st, err := adapter.Sync(ctx, &pool, capacity, namespaces, all)
+	st, err := adapter.Sync(ctx, target, capacity, namespaces, all)
 	cond := metav1.Condition{Type: ConditionQueue, Status: metav1.ConditionTrue, Reason: ReasonQueueSynced,
-		Message: queueMessage(&pool, sched, capacity, len(members))}
+		Message: queueMessage(target, sched, capacity, len(members), skipped)}
 	after := QueueResync
 	switch {
 	case queue.IsNotInstalled(err):
@@ -319,7 +326,7 @@ func (r *QueueReconciler) recordQuotaMove(pool *v1alpha1.Pool, st *v1alpha1.Queu
 		st.Scheduler, st.ClusterQueue, moved, st.SchedulableNodes, held)
 }
 
-func queueMessage(pool *v1alpha1.Pool, sched v1alpha1.QueueScheduler, c policy.Capacity, members int) string {
+func queueMessage(pool *v1alpha1.Pool, sched v1alpha1.QueueScheduler, c policy.Capacity, members int, skipped []string) string {
 	quota := fmt.Sprintf("%d %s", c.Accelerators, c.Resource)
 	switch {
 	case c.DeviceResource != "" && c.Resource == "":
@@ -333,6 +340,19 @@ func queueMessage(pool *v1alpha1.Pool, sched v1alpha1.QueueScheduler, c policy.C
 	}
 	if out := len(c.Out); out > 0 {
 		msg += fmt.Sprintf(" (%d held out: not Ready, cordoned, quarantined or upgrading)", out)
+	}
+	if shares, _ := queue.Split(pool, c); len(shares) > 0 {
+		var parts []string
+		for _, s := range shares {
+			parts = append(parts, fmt.Sprintf("%s %d", s.Namespace, s.Accelerators))
+		}
+		msg += fmt.Sprintf("; shares (ClusterQueues in cohort %s): %s", queue.Cohort(pool), strings.Join(parts, ", "))
+		if asked, got := sumShares(pool), sumSplit(shares); got < asked {
+			msg += fmt.Sprintf(" (asked %d, capacity %d: each share shrunk in proportion)", asked, c.Accelerators)
+		}
+	}
+	if len(skipped) > 0 {
+		msg += fmt.Sprintf("; no share for %s: the namespace does not exist or the pool does not admit it", strings.Join(skipped, ", "))
 	}
 	return msg
 }
@@ -395,4 +415,18 @@ func forgetQueueGauges(pool string) {
 	for _, g := range []*prometheus.GaugeVec{queueQuota, queueWorkloads} {
 		g.DeletePartialMatch(prometheus.Labels{"pool": pool})
 	}
+}
+
+func sumShares(pool *v1alpha1.Pool) (n int64) {
+	for _, s := range pool.Spec.Queue.Shares {
+		n += s.Accelerators
+	}
+	return n
+}
+
+func sumSplit(shares []queue.Share) (n int64) {
+	for _, s := range shares {
+		n += s.Accelerators
+	}
+	return n
 }

@@ -118,18 +118,44 @@ func ExclusivePoolToleration(pool string) corev1.Toleration {
 	return corev1.Toleration{Key: t.Key, Operator: corev1.TolerationOpEqual, Value: t.Value, Effect: t.Effect}
 }
 
-// PodPoolName is the pool a pod asks for: its runwhere.ai/pool label, else the default
-// pool its namespace names with the same label. fromNamespace says which. An empty
-// label value names no pool, so it counts as absent: `runwhere.ai/pool: ""` does not
-// escape the namespace's default pool (and P1 then sets the label to that pool).
+// PoolOrigin says where a pod's pool comes from.
+type PoolOrigin int
+
+const (
+	// PoolFromLabel: the pod's runwhere.ai/pool label.
+	PoolFromLabel PoolOrigin = iota
+	// PoolFromNamespace: the default pool its namespace names (label runwhere.ai/pool).
+	PoolFromNamespace
+	// PoolFromNodeSelector: its nodeSelector runwhere.ai/pool=<pool>, as Kueue's
+	// ResourceFlavor of a pool's queue sets it on the pods it admits.
+	PoolFromNodeSelector
+)
+
+// PodPoolName is the pool a pod asks for (PodPoolOrigin); fromNamespace says it is its
+// namespace's default pool.
 func PodPoolName(pod *corev1.Pod, ns *corev1.Namespace) (name string, fromNamespace bool) {
+	name, origin := PodPoolOrigin(pod, ns)
+	return name, origin == PoolFromNamespace
+}
+
+// PodPoolOrigin is the pool a pod asks for: its runwhere.ai/pool label, else the default
+// pool its namespace names with the same label, else the pool its nodeSelector pins it
+// to (a pod so pinned runs only on that pool's nodes: it is the pool's pod, and is judged
+// as one). An empty label value names no pool, so it counts as absent:
+// `runwhere.ai/pool: ""` does not escape the namespace's default pool (and P1 then sets
+// the label to that pool). A namespace's default pool comes before the nodeSelector, so
+// a pod pinned to another pool clashes with P1 there, as a labelled one would.
+func PodPoolOrigin(pod *corev1.Pod, ns *corev1.Namespace) (string, PoolOrigin) {
 	if v := pod.Labels[LabelPool]; v != "" {
-		return v, false
+		return v, PoolFromLabel
 	}
 	if ns != nil && ns.Labels[LabelPool] != "" {
-		return ns.Labels[LabelPool], true
+		return ns.Labels[LabelPool], PoolFromNamespace
 	}
-	return "", false
+	if v := pod.Spec.NodeSelector[LabelPool]; v != "" {
+		return v, PoolFromNodeSelector
+	}
+	return "", PoolFromLabel
 }
 
 // MutatePod runs the pod rules P1-P5 on a pod being created in namespace ns (nil when
@@ -147,18 +173,18 @@ func PodPoolName(pod *corev1.Pod, ns *corev1.Namespace) (name string, fromNamesp
 // node to a pool that may not hold that node, and it could never be scheduled).
 func MutatePod(pod *corev1.Pod, ns *corev1.Namespace, pools PoolCatalog, accel Accelerators) (PodPatch, []string, error) {
 	var patch PodPatch
-	name, fromNS := PodPoolName(pod, ns)
-	if name == "" || name == DefaultPool || (fromNS && isDaemonSetPod(pod)) {
+	name, origin := PodPoolOrigin(pod, ns)
+	if name == "" || name == DefaultPool || (origin != PoolFromLabel && isDaemonSetPod(pod)) {
 		return patch, nil, nil
 	}
 	info, ok := pools.Pool(name)
 	if !ok {
-		return patch, nil, poolMissing(name, fromNS, ns, pools.PoolNames())
+		return patch, nil, poolMissing(name, origin, ns, pools.PoolNames())
 	}
 	var warnings []string
 	errs := []error{
 		checkNodePool(pod, info),
-		CheckPodNamespace(info, ns, pod.Namespace),
+		podNamespace(info, ns, pod.Namespace, origin),
 	}
 	warn, werr := CheckPodWorkload(pod, info)
 	errs = append(errs, werr)
@@ -166,7 +192,7 @@ func MutatePod(pod *corev1.Pod, ns *corev1.Namespace, pools PoolCatalog, accel A
 		warnings = append(warnings, warn)
 	}
 	errs = append(errs, CheckPodAccelerator(pod, info, accel))
-	patch, p1 := podPlacement(pod, info, fromNS)
+	patch, p1 := podPlacement(pod, info, origin != PoolFromLabel)
 	errs = append(errs, p1)
 	if err := errors.Join(errs...); err != nil {
 		return PodPatch{}, warnings, err
@@ -176,11 +202,14 @@ func MutatePod(pod *corev1.Pod, ns *corev1.Namespace, pools PoolCatalog, accel A
 
 // poolMissing is rule P2's denial. It names no other pool: the requester may not be
 // allowed to list Pools, and the pools and their namespaces are other teams' business.
-func poolMissing(name string, fromNS bool, ns *corev1.Namespace, existing []string) error {
+func poolMissing(name string, from PoolOrigin, ns *corev1.Namespace, existing []string) error {
 	origin, fix := fmt.Sprintf("label %s", LabelPool), "remove the label"
-	if fromNS && ns != nil {
+	switch {
+	case from == PoolFromNamespace && ns != nil:
 		origin = fmt.Sprintf("the default pool of namespace %q", ns.Name)
 		fix = fmt.Sprintf("have the namespace's label %s corrected", LabelPool)
+	case from == PoolFromNodeSelector:
+		origin, fix = fmt.Sprintf("nodeSelector %s", LabelPool), "remove it from the nodeSelector"
 	}
 	if len(existing) == 0 {
 		return Violationf("P2", "pool %q (%s) does not exist, and no pools exist yet: create it (kubectl litepool create -f pool.yaml) or %s", name, origin, fix)
@@ -204,6 +233,18 @@ func checkNodePool(pod *corev1.Pod, info PoolInfo) error {
 	}
 	return Violationf("P2", "node pool %q (label %s) does not exist in pool %q: its node pools are %s",
 		np, LabelNodePool, info.Name, strings.Join(names, ", "))
+}
+
+// podNamespace is P4 for the pod's pool; a pod pinned by nodeSelector is told so, since
+// it may not know it asked for a pool (Kueue's flavor put it there).
+func podNamespace(info PoolInfo, ns *corev1.Namespace, namespace string, origin PoolOrigin) error {
+	err := CheckPodNamespace(info, ns, namespace)
+	var v *Violation
+	if err == nil || origin != PoolFromNodeSelector || !errors.As(err, &v) {
+		return err
+	}
+	return Violationf(v.Rule, "the pod's nodeSelector %s=%s pins it to pool %q (for a Kueue Job: the pool's ResourceFlavor sets it on the pods it admits), so it is judged as the pool's pod: %s",
+		LabelPool, info.Name, info.Name, v.Message)
 }
 
 // CheckPodNamespace is rule P4: the namespace must be allowed to use the pool. A pool

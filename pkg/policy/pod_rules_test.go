@@ -290,3 +290,49 @@ func TestMutatePodDaemonSet(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, map[string]string{LabelPool: "train-a100"}, patch.NodeSelector, "other pods of the namespace are pinned as before")
 }
+
+// A pod with no pool label that a nodeSelector pins to a pool (Kueue's ResourceFlavor of
+// the pool's queue sets it on the pods it admits) is the pool's pod: it is labelled with
+// the pool and judged by every pool rule; a namespace the pool does not admit is refused
+// with the reason it was judged.
+func TestMutatePodPinnedByNodeSelector(t *testing.T) {
+	cat := testCatalog()
+	kueue := []podOpt{inNamespace("notebooks"), nodeSelector(LabelPool, "dev-sandbox"), podLabels(LabelWorkloadType, "development")}
+	patch, _, err := MutatePod(testPod(kueue...), ns("notebooks"), cat, Accelerators{})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{LabelPool: "dev-sandbox"}, patch.Labels, "labelled with the pool")
+	assert.Empty(t, patch.NodeSelector, "it has it already")
+	assert.Equal(t, []corev1.Toleration{ExclusivePoolToleration("dev-sandbox")}, patch.Tolerations)
+	pod := testPod(kueue...)
+	patch.Apply(pod)
+	again, _, err := MutatePod(pod, ns("notebooks"), cat, Accelerators{})
+	require.NoError(t, err)
+	assert.True(t, again.Empty(), "idempotent: %+v", again)
+
+	// The toleration and the nodeSelector do not let another namespace in.
+	sneak := testPod(nodeSelector(LabelPool, "dev-sandbox"), func(p *corev1.Pod) {
+		p.Spec.Tolerations = []corev1.Toleration{ExclusivePoolToleration("dev-sandbox")}
+	})
+	_, _, err = MutatePod(sneak, ns("ai-team"), cat, Accelerators{})
+	require.Error(t, err)
+	assert.Equal(t, []string{"P4"}, Rules(err))
+	assert.Contains(t, err.Error(), `nodeSelector runwhere.ai/pool=dev-sandbox pins it to pool "dev-sandbox"`)
+	assert.Contains(t, err.Error(), `namespace "ai-team" may not use pool "dev-sandbox"`)
+
+	_, _, err = MutatePod(testPod(nodeSelector(LabelPool, "nowhere")), ns("ai-team"), cat, Accelerators{})
+	assert.Equal(t, []string{"P2"}, Rules(err))
+	assert.Contains(t, err.Error(), "nodeSelector runwhere.ai/pool")
+
+	// A namespace's default pool comes first: a pod pinned to another clashes (P1).
+	_, _, err = MutatePod(testPod(nodeSelector(LabelPool, "dev-sandbox")), ns("ai-team", LabelPool, "train-a100"), cat, Accelerators{})
+	assert.Equal(t, []string{"P1"}, Rules(err))
+
+	// A DaemonSet's pod pinned to a pool is placed node by node, as before.
+	patch, _, err = MutatePod(testPod(ownedBy("DaemonSet"), nodeSelector(LabelPool, "dev-sandbox")), ns("ai-team"), cat, Accelerators{})
+	require.NoError(t, err)
+	assert.True(t, patch.Empty())
+
+	name, origin := PodPoolOrigin(testPod(nodeSelector(LabelPool, "dev-sandbox")), nil)
+	assert.Equal(t, "dev-sandbox", name)
+	assert.Equal(t, PoolFromNodeSelector, origin)
+}

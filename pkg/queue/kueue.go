@@ -62,26 +62,50 @@ func KueueFlavorFor(pool *v1alpha1.Pool) *unstructured.Unstructured {
 }
 
 // KueueClusterQueueFor is the pool's ClusterQueue: one flavor (the pool's), whose
-// nominal quota is the capacity, for the accelerator, the DRA devices' logical resource
-// and the resources spec.queue asks for; the cohort and limits as the Pool says; open to the namespaces the pool admits.
+// nominal quota is the capacity less the namespaces' shares (Split), for the
+// accelerator, the DRA devices' logical resource and the resources spec.queue asks for;
+// the cohort and limits as the Pool says; open to the namespaces the pool admits, but
+// those with a share, whose workloads go through the share's ClusterQueue.
 func KueueClusterQueueFor(pool *v1alpha1.Pool, c policy.Capacity, namespaces []string, all bool) *unstructured.Unstructured {
+	q := pool.Spec.Queue
+	shares, rest := Split(pool, c)
+	lim := limits{accBorrow: q.BorrowingLimit, accLend: q.LendingLimit}
+	if q.Devices != nil {
+		lim.devBorrow, lim.devLend = q.Devices.BorrowingLimit, q.Devices.LendingLimit
+	}
+	var shared []string
+	for _, s := range shares {
+		shared = append(shared, s.Namespace)
+	}
+	return clusterQueue(pool, pool.Name, rest, lim, namespaceSelector(namespaces, all, shared))
+}
+
+// KueueShareQueueFor is the ClusterQueue of one namespace's share: the pool's flavor
+// with the share's quota of each resource the pool's queue covers, in the pool's cohort
+// (it borrows what the pool and the other shares do not use, up to its borrowingLimit,
+// and lends what it does not), open to its namespace only.
+func KueueShareQueueFor(pool *v1alpha1.Pool, c policy.Capacity, s Share) *unstructured.Unstructured {
+	sc := c
+	sc.Accelerators, sc.Devices, sc.CPU, sc.Memory = s.Accelerators, s.Devices, s.CPU, s.Memory
+	lim := limits{accBorrow: s.BorrowingLimit, devBorrow: s.BorrowingLimit}
+	return clusterQueue(pool, s.ClusterQueue, sc, lim, namespaceSelector([]string{s.Namespace}, false, nil))
+}
+
+// limits are a ClusterQueue's borrowing and lending limits of the accelerator and of
+// the devices (nil: none).
+type limits struct{ accBorrow, accLend, devBorrow, devLend *int64 }
+
+func clusterQueue(pool *v1alpha1.Pool, name string, c policy.Capacity, lim limits, selector map[string]any) *unstructured.Unstructured {
 	q := pool.Spec.Queue
 	var covered, quotas []any
 	if c.Resource != "" {
-		gpu := map[string]any{"name": string(c.Resource), "nominalQuota": count(c.Accelerators)}
-		if q.BorrowingLimit != nil {
-			gpu["borrowingLimit"] = count(*q.BorrowingLimit)
-		}
-		if q.LendingLimit != nil {
-			gpu["lendingLimit"] = count(*q.LendingLimit)
-		}
-		covered, quotas = append(covered, string(c.Resource)), append(quotas, gpu)
+		covered, quotas = append(covered, string(c.Resource)), append(quotas, quota(c.Resource, count(c.Accelerators), lim.accBorrow, lim.accLend))
 	}
 	if c.DeviceResource != "" && c.DeviceResource != c.Resource {
 		// Kueue charges a workload's ResourceClaimTemplates of the mapped DeviceClasses
 		// to this logical resource (its deviceClassMappings).
 		covered = append(covered, string(c.DeviceResource))
-		quotas = append(quotas, map[string]any{"name": string(c.DeviceResource), "nominalQuota": count(c.Devices)})
+		quotas = append(quotas, quota(c.DeviceResource, count(c.Devices), lim.devBorrow, lim.devLend))
 	}
 	for _, r := range q.Resources {
 		amount := c.CPU
@@ -91,15 +115,28 @@ func KueueClusterQueueFor(pool *v1alpha1.Pool, c policy.Capacity, namespaces []s
 		covered = append(covered, string(r))
 		quotas = append(quotas, map[string]any{"name": string(r), "nominalQuota": amount.String()})
 	}
-	spec := map[string]any{"namespaceSelector": namespaceSelector(namespaces, all)}
+	spec := map[string]any{"namespaceSelector": selector}
 	if len(covered) > 0 {
 		spec["resourceGroups"] = []any{map[string]any{"coveredResources": covered,
 			"flavors": []any{map[string]any{"name": pool.Name, "resources": quotas}}}}
 	}
-	if q.Cohort != "" {
-		spec["cohortName"] = q.Cohort
+	if cohort := Cohort(pool); cohort != "" {
+		spec["cohortName"] = cohort
 	}
-	return object(KueueClusterQueue, "", pool, spec)
+	u := object(KueueClusterQueue, "", pool, spec)
+	u.SetName(name)
+	return u
+}
+
+func quota(r corev1.ResourceName, nominal string, borrow, lend *int64) map[string]any {
+	m := map[string]any{"name": string(r), "nominalQuota": nominal}
+	if borrow != nil {
+		m["borrowingLimit"] = count(*borrow)
+	}
+	if lend != nil {
+		m["lendingLimit"] = count(*lend)
+	}
+	return m
 }
 
 // count is n as the API server writes a quantity back (1000 is "1k"), so that what
@@ -109,24 +146,39 @@ func count(n int64) string { return resource.NewQuantity(n, resource.DecimalSI).
 // namespaceSelector admits what the pool admits, by the namespace's name label (set by
 // the API server, so no namespace can claim another's): a LocalQueue someone else made
 // in another namespace gets no workload admitted through the pool's queue.
-func namespaceSelector(namespaces []string, all bool) map[string]any {
+// Namespaces with a share of their own (except) are left out: their workloads are
+// admitted through the share's ClusterQueue only, so that a LocalQueue of their own
+// pointing at the pool's cannot pass their share.
+func namespaceSelector(namespaces []string, all bool, except []string) map[string]any {
 	const key = "kubernetes.io/metadata.name"
+	namespaces = slices.DeleteFunc(slices.Clone(namespaces), func(n string) bool { return slices.Contains(except, n) })
 	switch {
+	case all && len(except) > 0:
+		return map[string]any{"matchExpressions": []any{map[string]any{"key": key, "operator": "NotIn", "values": anys(except)}}}
 	case all:
 		return map[string]any{}
 	case len(namespaces) == 0:
 		return map[string]any{"matchExpressions": []any{map[string]any{"key": key, "operator": "DoesNotExist"}}}
 	}
-	values := make([]any, len(namespaces))
-	for i, n := range namespaces {
-		values[i] = n
-	}
-	return map[string]any{"matchExpressions": []any{map[string]any{"key": key, "operator": "In", "values": values}}}
+	return map[string]any{"matchExpressions": []any{map[string]any{"key": key, "operator": "In", "values": anys(namespaces)}}}
 }
 
-// KueueLocalQueueFor is the pool's LocalQueue in namespace.
+func anys(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
+// KueueLocalQueueFor is the pool's LocalQueue in namespace: it points at the pool's
+// ClusterQueue, or at the namespace's share's.
 func KueueLocalQueueFor(pool *v1alpha1.Pool, namespace string) *unstructured.Unstructured {
-	return object(KueueLocalQueue, namespace, pool, map[string]any{"clusterQueue": pool.Name})
+	cq := pool.Name
+	if slices.ContainsFunc(pool.Spec.Queue.Shares, func(s v1alpha1.QueueShare) bool { return s.Namespace == namespace }) {
+		cq = ShareQueueName(pool.Name, namespace)
+	}
+	return object(KueueLocalQueue, namespace, pool, map[string]any{"clusterQueue": cq})
 }
 
 // object is a Kueue object named after pool, labelled with it (for listing; not proof)
@@ -168,8 +220,27 @@ func (k Kueue) Sync(ctx context.Context, pool *v1alpha1.Pool, c policy.Capacity,
 	if err := note(k.apply(ctx, pool, cq, clusterQueueFields)); err != nil {
 		return nil, err
 	}
+	shares, _ := Split(pool, c)
+	queues, namespaces := []string{pool.Name}, slices.Clone(namespaces)
+	for _, sh := range shares {
+		if err := note(k.apply(ctx, pool, KueueShareQueueFor(pool, c, sh), clusterQueueFields)); err != nil {
+			return nil, err
+		}
+		queues = append(queues, sh.ClusterQueue)
+		if !slices.Contains(namespaces, sh.Namespace) {
+			namespaces = append(namespaces, sh.Namespace) // the pool admits every namespace
+		}
+	}
+	if err := k.pruneShareQueues(ctx, pool, queues); err != nil {
+		return nil, err
+	}
+	slices.Sort(namespaces)
 	st := &v1alpha1.QueueStatus{Scheduler: v1alpha1.QueueKueue, ClusterQueue: pool.Name, Resource: c.Resource,
 		Quota: c.Accelerators, SchedulableNodes: int32(len(c.Nodes)), DeviceResource: c.DeviceResource, DeviceQuota: c.Devices}
+	for _, sh := range shares {
+		st.Shares = append(st.Shares, v1alpha1.QueueShareStatus{Namespace: sh.Namespace, ClusterQueue: sh.ClusterQueue,
+			Quota: sh.Accelerators, DeviceQuota: sh.Devices})
+	}
 	for _, ns := range namespaces {
 		err := note(k.apply(ctx, pool, KueueLocalQueueFor(pool, ns), localQueueFields))
 		if err != nil {
@@ -184,8 +255,10 @@ func (k Kueue) Sync(ctx context.Context, pool *v1alpha1.Pool, c policy.Capacity,
 			st.Namespaces = append(st.Namespaces, ns)
 		}
 	}
-	if err := k.readStatus(ctx, pool, st); err != nil {
-		return nil, err
+	for _, name := range queues {
+		if err := k.readStatus(ctx, pool, name, st); err != nil {
+			return nil, err
+		}
 	}
 	return st, errors.Join(conflicts...)
 }
@@ -219,6 +292,14 @@ func (k Kueue) apply(ctx context.Context, pool *v1alpha1.Pool, want *unstructure
 	}
 	if sameFields(have, want, fields) {
 		return nil
+	}
+	if want.GetKind() == KueueLocalQueue.Kind && !sameFields(have, want, []string{"clusterQueue"}) {
+		// Kueue makes a LocalQueue's clusterQueue immutable: a namespace given a share
+		// (or losing it) gets its LocalQueue anew; its pending workloads wait for it.
+		if err := k.Client.Delete(ctx, have); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+		return k.Client.Create(ctx, want)
 	}
 	have.Object["spec"] = want.Object["spec"]
 	have.SetLabels(mergeLabels(have.GetLabels(), want.GetLabels()))
@@ -283,12 +364,33 @@ func (k Kueue) pruneLocalQueues(ctx context.Context, pool *v1alpha1.Pool, keep [
 	return nil
 }
 
-// readStatus copies what Kueue reports of the ClusterQueue: its admitted and pending
-// workloads and what they use of the pool's accelerator and DRA devices.
-func (k Kueue) readStatus(ctx context.Context, pool *v1alpha1.Pool, st *v1alpha1.QueueStatus) error {
+// pruneShareQueues deletes the pool's own share ClusterQueues not in keep (a share
+// taken out of spec.queue.shares, or a namespace the pool no longer admits).
+func (k Kueue) pruneShareQueues(ctx context.Context, pool *v1alpha1.Pool, keep []string) error {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(KueueClusterQueue.GroupVersion().WithKind("ClusterQueueList"))
+	if err := k.Client.List(ctx, list, client.MatchingLabels{policy.LabelPool: pool.Name}); err != nil {
+		return err
+	}
+	for i := range list.Items {
+		cq := &list.Items[i]
+		if !OwnedBy(cq, pool) || slices.Contains(keep, cq.GetName()) {
+			continue
+		}
+		if err := k.Client.Delete(ctx, cq); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readStatus adds what Kueue reports of one of the pool's ClusterQueues (its own, or a
+// share's): its admitted and pending workloads and what they use of the pool's
+// accelerator and DRA devices.
+func (k Kueue) readStatus(ctx context.Context, pool *v1alpha1.Pool, name string, st *v1alpha1.QueueStatus) error {
 	cq := &unstructured.Unstructured{}
 	cq.SetGroupVersionKind(KueueClusterQueue)
-	if err := k.Client.Get(ctx, client.ObjectKey{Name: pool.Name}, cq); err != nil {
+	if err := k.Client.Get(ctx, client.ObjectKey{Name: name}, cq); err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	if !OwnedBy(cq, pool) {
@@ -296,7 +398,8 @@ func (k Kueue) readStatus(ctx context.Context, pool *v1alpha1.Pool, st *v1alpha1
 	}
 	admitted, _, _ := unstructured.NestedInt64(cq.Object, "status", "admittedWorkloads")
 	pending, _, _ := unstructured.NestedInt64(cq.Object, "status", "pendingWorkloads")
-	st.Admitted, st.Pending = int32(admitted), int32(pending)
+	st.Admitted, st.Pending = st.Admitted+int32(admitted), st.Pending+int32(pending)
+	var used int64
 	usage, _, _ := unstructured.NestedSlice(cq.Object, "status", "flavorsUsage")
 	for _, f := range usage {
 		fm, _ := f.(map[string]any)
@@ -308,10 +411,16 @@ func (k Kueue) readStatus(ctx context.Context, pool *v1alpha1.Pool, st *v1alpha1
 			rm, _ := r.(map[string]any)
 			switch {
 			case st.Resource != "" && rm["name"] == string(st.Resource):
-				st.Used = total(rm)
+				used = total(rm)
+				st.Used += used
 			case st.DeviceResource != "" && rm["name"] == string(st.DeviceResource):
-				st.DeviceUsed = total(rm)
+				st.DeviceUsed += total(rm)
 			}
+		}
+	}
+	for i := range st.Shares {
+		if st.Shares[i].ClusterQueue == name {
+			st.Shares[i].Used = used
 		}
 	}
 	return nil
@@ -329,13 +438,17 @@ func total(rm map[string]any) int64 {
 	return 0
 }
 
-// Remove deletes the pool's own LocalQueues, ClusterQueue and flavor. Kueue keeps a
+// Remove deletes the pool's own LocalQueues, ClusterQueues (its own and its shares')
+// and flavor. Kueue keeps a
 // ClusterQueue or flavor that admitted workloads still use until they finish.
 func (k Kueue) Remove(ctx context.Context, pool *v1alpha1.Pool) error {
 	if err := k.pruneLocalQueues(ctx, pool, nil); err != nil {
 		if apimeta.IsNoMatchError(err) {
 			return nil
 		}
+		return err
+	}
+	if err := k.pruneShareQueues(ctx, pool, []string{pool.Name}); err != nil {
 		return err
 	}
 	for _, gvk := range []schema.GroupVersionKind{KueueClusterQueue, KueueFlavor} {

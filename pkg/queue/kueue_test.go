@@ -158,6 +158,11 @@ func TestKueueDeviceQuota(t *testing.T) {
 	c.Resource = "" // a pool of DRA devices only
 	rg = field(KueueClusterQueueFor(pool, c, nil, true), "spec", "resourceGroups").([]any)[0].(map[string]any)
 	assert.Equal(t, []any{"example.com/gpu"}, rg["coveredResources"])
+
+	// The devices' own limits, apart from the accelerator's.
+	pool.Spec.Queue.Devices.BorrowingLimit, pool.Spec.Queue.Devices.LendingLimit = ptr.To[int64](8), ptr.To[int64](0)
+	res = field(KueueClusterQueueFor(pool, c, nil, true), "spec", "resourceGroups").([]any)[0].(map[string]any)["flavors"].([]any)[0].(map[string]any)["resources"].([]any)
+	assert.Equal(t, map[string]any{"name": "example.com/gpu", "nominalQuota": "24", "borrowingLimit": "8", "lendingLimit": "0"}, res[0])
 }
 
 // An object of the queue's name that the pool does not control is never touched, even

@@ -86,3 +86,23 @@ func AdmittedNamespaces(pool *v1alpha1.Pool, namespaces []corev1.Namespace) (nam
 	slices.Sort(names)
 	return names, false
 }
+
+// AdmittedShares are pool's shares (spec.queue.shares) of namespaces that exist and
+// that the pool admits; skipped names the others, which get no share and take nothing
+// from the pool's queue.
+func AdmittedShares(pool *v1alpha1.Pool, admitted []string, all bool, namespaces []corev1.Namespace) (kept []v1alpha1.QueueShare, skipped []string) {
+	exists := map[string]bool{}
+	for i := range namespaces {
+		if namespaces[i].DeletionTimestamp == nil {
+			exists[namespaces[i].Name] = true
+		}
+	}
+	for _, s := range pool.Spec.Queue.Shares {
+		if exists[s.Namespace] && (all || slices.Contains(admitted, s.Namespace)) {
+			kept = append(kept, s)
+		} else {
+			skipped = append(skipped, s.Namespace)
+		}
+	}
+	return kept, skipped
+}

@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -133,6 +134,7 @@ const QueueKueue QueueScheduler = "Kueue"
 // QueueSpec is how a pool feeds a scheduler's queue. The quota is computed by the
 // controller from the members' nodes, never taken from this spec: the spec only lowers
 // it (headroom) or says which resources it covers.
+// +kubebuilder:validation:XValidation:rule="(has(self.cohort) && self.cohort.size() > 0) || (has(self.shares) && self.shares.size() > 0) || (!has(self.borrowingLimit) && !has(self.lendingLimit) && (!has(self.devices) || (!has(self.devices.borrowingLimit) && !has(self.devices.lendingLimit))))",message="borrowingLimit and lendingLimit (and devices') need a cohort to borrow from and lend to: set spec.queue.cohort (or shares, whose cohort is the pool's), or leave the limits out"
 type QueueSpec struct {
 	// Scheduler is the queueing system the pool feeds.
 	// +kubebuilder:default=Kueue
@@ -151,7 +153,7 @@ type QueueSpec struct {
 	Resources []QueueResource `json:"resources,omitempty"`
 	// Cohort puts the pool's queue into a Kueue cohort: it may borrow the unused quota of
 	// the cohort's other queues and lend its own. Written as given, never changed by
-	// litepool.
+	// litepool; absent, a pool with shares puts its queues in a cohort of its name.
 	// +optional
 	Cohort string `json:"cohort,omitempty"`
 	// BorrowingLimit caps the accelerators the queue borrows from its cohort (absent:
@@ -169,6 +171,45 @@ type QueueSpec struct {
 	// deviceClassMappings entry of the same name counts a workload's claims.
 	// +optional
 	Devices *QueueDevices `json:"devices,omitempty"`
+	// Shares give namespaces a share of the pool (gpuctl's kind: quota, per namespace):
+	// each is a ClusterQueue of its own in the pool's cohort, and the namespace's
+	// LocalQueue points at it. The pool's own ClusterQueue keeps the capacity less the
+	// shares; when the capacity drops below their sum, each share shrinks in proportion.
+	// +listType=map
+	// +listMapKey=namespace
+	// +kubebuilder:validation:MaxItems=64
+	// +optional
+	Shares []QueueShare `json:"shares,omitempty"`
+}
+
+// QueueShare is one namespace's share of a pool's queue.
+type QueueShare struct {
+	// Namespace is the namespace the share is for; a namespace the pool does not admit
+	// gets no share (the Queue condition names it).
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Namespace string `json:"namespace"`
+	// Accelerators is the share's quota of the pool's accelerator (gpuctl's gpu).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Accelerators int64 `json:"accelerators,omitempty"`
+	// Devices is the share's quota of the DRA devices' logical resource
+	// (spec.queue.devices).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Devices int64 `json:"devices,omitempty"`
+	// CPU and Memory are the share's quota of cpu and memory, when spec.queue.resources
+	// covers them (gpuctl's cpu and memory).
+	// +optional
+	CPU *resource.Quantity `json:"cpu,omitempty"`
+	// +optional
+	Memory *resource.Quantity `json:"memory,omitempty"`
+	// BorrowingLimit caps what the share borrows from the cohort, in the accelerators
+	// and devices it has (0: a hard ceiling, as gpuctl's ResourceQuota is; absent: it
+	// may borrow whatever the cohort lends).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	BorrowingLimit *int64 `json:"borrowingLimit,omitempty"`
 }
 
 // QueueDevices is one logical resource of DRA devices in a pool's queue. It repeats an
@@ -183,6 +224,15 @@ type QueueDevices struct {
 	// +kubebuilder:validation:MinItems=1
 	// +listType=set
 	DeviceClassNames []string `json:"deviceClassNames"`
+	// BorrowingLimit and LendingLimit are spec.queue's limits for the devices: the
+	// devices the queue may borrow from its cohort (absent: no cap) and lend of its
+	// quota (absent: all it does not use).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	BorrowingLimit *int64 `json:"borrowingLimit,omitempty"`
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	LendingLimit *int64 `json:"lendingLimit,omitempty"`
 }
 
 // QueueResource is a resource a queue's quota covers beside the accelerator.
@@ -224,6 +274,27 @@ type QueueStatus struct {
 	// +listType=set
 	// +optional
 	Namespaces []string `json:"namespaces,omitempty"`
+	// Shares are the namespaces' shares as written (spec.queue.shares), after any
+	// shrinking to the capacity; Quota and Used above are the whole pool's.
+	// +listType=map
+	// +listMapKey=namespace
+	// +optional
+	Shares []QueueShareStatus `json:"shares,omitempty"`
+}
+
+// QueueShareStatus is one share's queue as written and read.
+type QueueShareStatus struct {
+	Namespace string `json:"namespace"`
+	// ClusterQueue is the share's ClusterQueue (<pool>-<namespace>).
+	ClusterQueue string `json:"clusterQueue"`
+	// Quota and DeviceQuota are what was written: the share, or less when the
+	// capacity is below the sum of the shares.
+	Quota int64 `json:"quota"`
+	// +optional
+	DeviceQuota int64 `json:"deviceQuota,omitempty"`
+	// Used is the accelerators its admitted workloads use (borrowed ones included).
+	// +optional
+	Used int64 `json:"used"`
 }
 
 // AcceleratorSpec names the accelerator model of a pool.

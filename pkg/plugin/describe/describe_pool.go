@@ -218,6 +218,13 @@ func describePoolQueue(w prefixWriter, pool *v1alpha1.Pool) {
 	}
 	w.Write(level0, "Queue Workloads:\t%d admitted (%d %s used), %d pending\n", st.Admitted, st.Used, st.Resource, st.Pending)
 	w.Write(level0, "Local Queues:\t%s\n", kit.JoinOrNone(st.Namespaces))
+	if len(st.Shares) > 0 {
+		var shares []string
+		for _, sh := range st.Shares {
+			shares = append(shares, fmt.Sprintf("%s %d (%d used, ClusterQueue %s)", sh.Namespace, sh.Quota, sh.Used, sh.ClusterQueue))
+		}
+		w.Write(level0, "Queue Shares:\t%s\n", strings.Join(shares, ", "))
+	}
 	if cond != nil && cond.Status != metav1.ConditionTrue {
 		w.Write(level0, "Queue Problem:\t%s\n", cond.Message)
 	}

@@ -42,4 +42,8 @@ Queue Problem:    LocalQueue team-c/train exists and is not pool "train"'s
 	pool.Status.Queue.DeviceResource, pool.Status.Queue.DeviceQuota = "example.com/gpu", 24
 	pool.Status.Conditions = nil
 	assert.Contains(t, describeQueue(t, pool), "Queue Devices:    quota 24 example.com/gpu (DRA devices of DeviceClasses gpu.example.com)\n")
+
+	pool.Status.Queue.Shares = []v1alpha1.QueueShareStatus{{Namespace: "team-a", ClusterQueue: "train-team-a", Quota: 8, Used: 16},
+		{Namespace: "team-b", ClusterQueue: "train-team-b", Quota: 4}}
+	assert.Contains(t, describeQueue(t, pool), "Queue Shares:     team-a 8 (16 used, ClusterQueue train-team-a), team-b 4 (0 used, ClusterQueue train-team-b)\n")
 }

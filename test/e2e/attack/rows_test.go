@@ -497,3 +497,29 @@ func waitHealth(t *testing.T, state v1alpha1.NodeHealthState, out bool) {
 	})
 	require.NoError(t, err, "node %s: wanted entry %q and out=%v; last %s", healthNode, state, out, last)
 }
+
+// attackPinnedByNodeSelector: a pod that names no pool by label, pinned to an exclusive
+// pool by its nodeSelector and tolerating its taint (what Kueue's flavor writes on the
+// Jobs it admits), from a namespace the pool does not admit.
+func attackPinnedByNodeSelector(t *testing.T) {
+	kube := as(t, tenant)
+	p := gpuPod("pinned-by-selector", "8")
+	p.Labels = map[string]string{policy.LabelWorkloadType: "development"}
+	p.Spec.NodeSelector = map[string]string{policy.LabelPool: exclPool}
+	p.Spec.Tolerations = []corev1.Toleration{policy.ExclusivePoolToleration(exclPool)}
+	_, err := kube.CoreV1().Pods(foreignNS).Create(ctx, p, metav1.CreateOptions{})
+	require.Error(t, err)
+	t.Log(err)
+	assert.Contains(t, err.Error(), `admission webhook "pods-node-selector.runwhere.ai" denied the request: [P4] the pod's nodeSelector runwhere.ai/pool=at-excl pins it to pool "at-excl"`)
+	assert.Contains(t, err.Error(), `namespace "at-foreign" may not use pool "at-excl"`)
+
+	// Labelled "default" (no pool), it skips the pod rules; P6 still keeps it out.
+	p.Name, p.Labels[policy.LabelPool] = "pinned-default-label", policy.DefaultPool
+	_, err = kube.CoreV1().Pods(foreignNS).Create(ctx, p, metav1.CreateOptions{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "[P6]")
+	for _, name := range []string{"pinned-by-selector", "pinned-default-label"} {
+		_, err := framework.C.Kube.CoreV1().Pods(foreignNS).Get(ctx, name, metav1.GetOptions{})
+		assert.True(t, apierrors.IsNotFound(err), "pod %s was made: %v", name, err)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
@@ -221,6 +222,31 @@ func TestPoolQueueCountsDRADevices(t *testing.T) {
 	// A slice the driver withdraws takes its node's devices out.
 	require.NoError(t, framework.C.Kube.ResourceV1().ResourceSlices().Delete(ctx, nodes[2]+"-"+draDriver, metav1.DeleteOptions{}))
 	waitQuotaOf(t, pool, draResource, "16")
+
+	// The devices' own borrowing and lending limits, in a cohort: Kueue takes them.
+	patch := framework.C.Kubectl(t, "", "patch", "pools.runwhere.ai", pool, "--type", "merge", "-p",
+		`{"spec":{"queue":{"cohort":"qdra-cohort","devices":{"borrowingLimit":8,"lendingLimit":0}}}}`)
+	require.Equal(t, 0, patch.ExitCode, patch.Stderr)
+	var limits map[string]any
+	require.NoError(t, wait.PollUntilContextTimeout(ctx, waitInterval, waitTimeout, true, func(ctx context.Context) (bool, error) {
+		cq, err := dyn(clusterQueues, "").Get(ctx, pool, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		groups, _, _ := unstructured.NestedSlice(cq.Object, "spec", "resourceGroups")
+		for _, g := range groups {
+			for _, f := range g.(map[string]any)["flavors"].([]any) {
+				for _, r := range f.(map[string]any)["resources"].([]any) {
+					if rm := r.(map[string]any); rm["name"] == string(draResource) {
+						limits = rm
+					}
+				}
+			}
+		}
+		return limits["borrowingLimit"] == "8" && limits["lendingLimit"] == "0", nil
+	}), "the device resource's limits: %v", limits)
+	cond = waitQueueCondition(t, pool)
+	assert.Equal(t, metav1.ConditionTrue, cond.Status, cond.Message)
 }
 
 // taintDevice puts (on) or takes away a NoSchedule taint on the first device of a slice,

@@ -98,6 +98,25 @@ func TestExclusivePool(t *testing.T) {
 		require.NoError(t, err)
 		waitRunningOn(t, kube, exclNS, func(p *corev1.Pod) bool { return p.Name == "notebook" })
 	})
+	t.Run("a pod pinned by nodeSelector alone is labelled with the pool and runs on its node", func(t *testing.T) {
+		// What a Kueue Job admitted to the pool's queue looks like: no pool label, the
+		// flavor's nodeSelector and toleration.
+		p := newPod("pinned", map[string]string{policy.LabelWorkloadType: "development"}, nil)
+		p.Spec.NodeSelector = map[string]string{policy.LabelPool: exclPool}
+		p.Spec.Tolerations = []corev1.Toleration{policy.ExclusivePoolToleration(exclPool)}
+		got, err := createPod(kube, exclNS, p)
+		require.NoError(t, err)
+		assert.Equal(t, exclPool, got.Labels[policy.LabelPool], "labelled with the pool it is pinned to")
+		waitRunningOn(t, kube, exclNS, func(p *corev1.Pod) bool { return p.Name == "pinned" })
+
+		p = newPod("pinned-elsewhere", map[string]string{policy.LabelWorkloadType: "development"}, nil)
+		p.Spec.NodeSelector = map[string]string{policy.LabelPool: exclPool}
+		p.Spec.Tolerations = []corev1.Toleration{policy.ExclusivePoolToleration(exclPool)}
+		_, err = createPod(kube, ns, p)
+		require.Error(t, err)
+		assert.Equal(t, denied("pods-node-selector.runwhere.ai", `[P4] the pod's nodeSelector runwhere.ai/pool=excl-dev pins it to pool "excl-dev" (for a Kueue Job: the pool's ResourceFlavor sets it on the pods it admits), so it is judged as the pool's pod: namespace "ai-team" may not use pool "excl-dev": the pool admits only the namespaces its spec.namespaces lists or its spec.namespaceSelector selects, and "ai-team" is not among them; use a pool that admits it, or have "ai-team" added to spec.namespaces of pool "excl-dev"`), err.Error())
+		assertNoPod(t, kube, ns, "pinned-elsewhere")
+	})
 	t.Run("a DaemonSet pod runs on the node", func(t *testing.T) {
 		ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "node-agent"}, Spec: appsv1.DaemonSetSpec{
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "node-agent"}},
