@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
@@ -26,11 +27,16 @@ func TestQuotaFollowsADriverRollout(t *testing.T) {
 	npu := corev1.ResourceName("huawei.com/Ascend910")
 	nodes := framework.AscendPool(t, pool, 2, "23.0.6", v1alpha1.SoftwareSpec{})
 	pools := poolclient.New(framework.C.Dynamic)
-	p, err := pools.Get(ctx, pool)
-	require.NoError(t, err)
-	p.Spec.Queue = &v1alpha1.QueueSpec{Scheduler: v1alpha1.QueueKueue}
-	_, err = pools.Update(ctx, p, metav1.UpdateOptions{})
-	require.NoError(t, err)
+	// The status controller writes the new Pool's status meanwhile: read again on a conflict.
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		p, err := pools.Get(ctx, pool)
+		if err != nil {
+			return err
+		}
+		p.Spec.Queue = &v1alpha1.QueueSpec{Scheduler: v1alpha1.QueueKueue}
+		_, err = pools.Update(ctx, p, metav1.UpdateOptions{})
+		return err
+	}))
 	waitQuotaOf := func(want string) {
 		t.Helper()
 		require.NoError(t, wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, waitTimeout, true, func(context.Context) (bool, error) {
