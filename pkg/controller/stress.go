@@ -60,6 +60,5 @@ func (r *StressReconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // Reconcile takes one run a step on.
 func (r *StressReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	after, err := r.runs.Reconcile(ctx, req.Name)
-	return reconcile.Result{RequeueAfter: after}, err
+	return r.runs.Reconcile(ctx, req)
 }

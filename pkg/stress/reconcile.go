@@ -8,16 +8,17 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/events"
+	"github.com/runwhere-ai/litepool/pkg/pass"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
@@ -57,15 +58,20 @@ type Reconciler struct {
 	StandIn bool
 }
 
-// Reconcile takes the run named name one step on: start it (one run per pool), create
-// the next pod of each node, read finished pods, judge nodes, clean up, finish. It
-// returns how soon it wants to look again (0: when something changes).
-func (r *Reconciler) Reconcile(ctx context.Context, name string) (time.Duration, error) {
-	var run v1alpha1.StressRun
-	if err := r.Client.Get(ctx, client.ObjectKey{Name: name}, &run); err != nil {
-		return 0, client.IgnoreNotFound(err)
-	}
-	st := run.Status.DeepCopy()
+// Reconcile takes the run req names one step on (pass.Pass): start it (one run per
+// pool), create the next pod of each node, read finished pods, judge nodes; then, once
+// that status is stored, label the judged nodes and clean up. It asks to be called
+// again when its pods' deadlines want a look (else when something changes).
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	p := pass.Pass[*v1alpha1.StressRun]{Client: r.Client, New: func() *v1alpha1.StressRun { return &v1alpha1.StressRun{} }, Decide: r.decide}
+	return p.Reconcile(ctx, req)
+}
+
+// decide sets run's status to its next step and says what is owed once it is stored:
+// the labels of the nodes judged and not yet recorded, and the pods whose results
+// are stored and not to be kept.
+func (r *Reconciler) decide(ctx context.Context, run *v1alpha1.StressRun) (pass.Decision, error) {
+	st := &run.Status
 	if !r.StandIn {
 		st.ObservedGeneration = run.Generation
 	}
@@ -75,45 +81,48 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (time.Duration,
 	if st.Namespace == "" {
 		st.Namespace = r.Namespace
 	}
-	var requeue time.Duration
+	var d pass.Decision
 	var err error
 	switch {
 	case st.Phase.Finished():
-		err = r.cleanUp(ctx, &run)
 	case run.Spec.Abort:
-		err = r.abort(ctx, &run, st, "Aborted", "spec.abort is set")
+		err = r.abort(ctx, run, st, "Aborted", "spec.abort is set")
 	case st.Phase == v1alpha1.StressRunPending:
-		requeue, err = r.start(ctx, &run, st)
+		d.Requeue, err = r.start(ctx, run, st)
 	default:
-		requeue, err = r.step(ctx, &run, st)
+		d.Requeue, err = r.step(ctx, run, st)
 	}
 	if err != nil {
-		return 0, err
+		return d, err
 	}
-	if err := r.writeStatus(ctx, &run, st); err != nil {
-		return 0, err
+	d.Effects, d.Paid = r.owed(run)
+	if st.Phase.Finished() {
+		d.Requeue = 0
+		d.Effects = append(d.Effects, func(ctx context.Context) error { return r.cleanUp(ctx, run) })
 	}
-	if st.Phase.Finished() { // the results are stored: the pods not kept may go now
-		return 0, r.cleanUp(ctx, &run)
-	}
-	return requeue, nil
+	return d, nil
 }
 
-// writeStatus stores st unless nothing changed; an update (not a patch), so a status
-// written meanwhile by another reconciler is a conflict, not lost.
-func (r *Reconciler) writeStatus(ctx context.Context, run *v1alpha1.StressRun, st *v1alpha1.StressRunStatus) error {
-	if equalStatus(&run.Status, st) {
-		return nil
+// owed are the judged nodes whose label, annotation and Event are not recorded yet,
+// each an effect, and the mark that records them.
+func (r *Reconciler) owed(run *v1alpha1.StressRun) ([]pass.Effect, func()) {
+	var effects []pass.Effect
+	var owed []int
+	for i, j := range run.Status.Judged {
+		if j.Recorded {
+			continue
+		}
+		owed = append(owed, i)
+		effects = append(effects, func(ctx context.Context) error {
+			return RecordNode(ctx, r.Kube, r.Recorder, j.Node, run.Name, j.Summary, j.Health == policy.HealthDegraded)
+		})
 	}
-	run.Status = *st
-	if err := r.Client.Status().Update(ctx, run); err != nil {
-		return client.IgnoreNotFound(err)
+	return effects, func() {
+		for _, i := range owed {
+			run.Status.Judged[i].Recorded = true
+		}
 	}
-	run.Status = *st // as stored: the update refreshed run from the server's answer
-	return nil
 }
-
-func equalStatus(a, b *v1alpha1.StressRunStatus) bool { return equality.Semantic.DeepEqual(a, b) }
 
 func (r *Reconciler) now() metav1.Time {
 	if r.Clock == nil {
@@ -298,7 +307,7 @@ func (r *Reconciler) stepNode(ctx context.Context, run *v1alpha1.StressRun, st *
 			}
 		}
 		if nodeDone(st.Results, idx) {
-			return 0, r.judge(ctx, run, st, node, idx)
+			return 0, r.judge(run, st, node, idx)
 		}
 	}
 }
@@ -394,9 +403,10 @@ func (r *Reconciler) finish(run *v1alpha1.StressRun, st *v1alpha1.StressRunStatu
 	setCondition(st, run.Generation, ConditionComplete, metav1.ConditionTrue, reason, msg)
 }
 
-// judge labels a node whose tests are all final: degraded when one failed, healthy
-// when all passed; a node with an aborted test is not judged.
-func (r *Reconciler) judge(ctx context.Context, run *v1alpha1.StressRun, st *v1alpha1.StressRunStatus, node string, idx []int) error {
+// judge records the verdict of a node whose tests are all final: degraded when one
+// failed, healthy when all passed; a node with an aborted test is not judged. The
+// node is labelled once the verdict is stored (owed).
+func (r *Reconciler) judge(run *v1alpha1.StressRun, st *v1alpha1.StressRunStatus, node string, idx []int) error {
 	var tests []string
 	failed, detail := false, "exit 0"
 	for _, i := range idx {
@@ -409,12 +419,18 @@ func (r *Reconciler) judge(ctx context.Context, run *v1alpha1.StressRun, st *v1a
 			failed, detail = true, string(res.Test)+": "+res.Message
 		}
 	}
-	result := "passed"
+	for _, j := range st.Judged {
+		if j.Node == node {
+			return nil
+		}
+	}
+	result, health := "passed", policy.HealthHealthy
 	if failed {
-		result = "failed"
+		result, health = "failed", policy.HealthDegraded
 	}
 	summary := fmt.Sprintf("%s %s at %s %s: %s", strings.Join(tests, ","), result, r.now().UTC().Format(time.RFC3339), RunMark(run.Name), detail)
-	return RecordNode(ctx, r.Kube, r.Recorder, node, run.Name, summary, failed)
+	st.Judged = append(st.Judged, v1alpha1.StressJudgement{Node: node, Health: health, Summary: summary})
+	return nil
 }
 
 // count fills the node counts.
