@@ -113,16 +113,16 @@ func healthFactsChanged(old, new *corev1.Node) bool {
 // Reconcile takes one pool a step on, then sets the pool's health gauges from its
 // status (the status write brings the pool back here, so they follow it).
 func (r *HealthReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	after, err := r.Reconciler.Reconcile(ctx, req.Name)
+	res, err := r.Reconciler.Reconcile(ctx, req)
 	var pool v1alpha1.Pool
 	if getErr := r.Client.Get(ctx, client.ObjectKey{Name: req.Name}, &pool); getErr != nil || pool.Spec.Health == nil {
 		for _, g := range []*prometheus.GaugeVec{quarantinedNodes, healthBreakerTripped, healthHeldOut} {
 			g.DeletePartialMatch(prometheus.Labels{"pool": req.Name})
 		}
-		return reconcile.Result{RequeueAfter: after}, err
+		return res, err
 	}
 	recordHealth(&pool)
-	return reconcile.Result{RequeueAfter: after}, err
+	return res, err
 }
 
 // heldOutReasons are the reasons a node is held out until released by hand; each has

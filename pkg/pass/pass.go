@@ -16,6 +16,7 @@ package pass
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -41,7 +42,7 @@ type Decision struct {
 	// its entry calls for) needs none.
 	Paid func()
 	// Err is an error of a step Decide took: the status is stored (it records the
-	// steps that went), no effect runs, and Err is returned.
+	// steps that went), the effects it owes run, and Err is returned.
 	Err error
 }
 
@@ -74,13 +75,13 @@ func (p *Pass[T]) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	if gone, err := p.store(ctx, before, obj); gone || err != nil {
 		return reconcile.Result{}, err
 	}
-	if d.Err != nil {
-		return reconcile.Result{}, d.Err
-	}
 	for _, e := range d.Effects {
 		if err := e(ctx); err != nil {
-			return reconcile.Result{}, err
+			return reconcile.Result{}, errors.Join(err, d.Err)
 		}
+	}
+	if d.Err != nil {
+		return reconcile.Result{}, d.Err
 	}
 	if d.Paid != nil && len(d.Effects) > 0 {
 		before = obj.DeepCopyObject()
