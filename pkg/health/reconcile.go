@@ -368,7 +368,11 @@ func (r *Reconciler) apply(ctx context.Context, pool *v1alpha1.Pool, s policy.He
 	e := st.Entry
 	switch st.Action {
 	case policy.ActionDrain:
-		return r.drain(ctx, st.Node)
+		refused, err := r.drain(ctx, st.Node)
+		if refused {
+			st.Requeue = RefusedRetry
+		}
+		return err
 	case policy.ActionRemediate:
 		if e.Job != "" {
 			return nil
@@ -514,16 +518,22 @@ func (r *Reconciler) workloadPods(ctx context.Context, node string) ([]corev1.Po
 	return out, nil
 }
 
+// RefusedRetry is how soon a drain asks again for an eviction a disruption budget
+// refused: what frees the budget (a pod elsewhere becoming ready) sends the loop no
+// event.
+const RefusedRetry = 2 * time.Second
+
 // drain is one pass of litepool's drain (nodeops.DrainStep): the Eviction API moves
-// each pod; a PodDisruptionBudget that says no (429) is honoured, and the next pass
-// asks again.
-func (r *Reconciler) drain(ctx context.Context, node string) error {
+// each pod; a PodDisruptionBudget that says no (429) is honoured, and refused says the
+// drain asks again after RefusedRetry. The pods that go wake the loop (the controller
+// watches the pods on quarantined nodes).
+func (r *Reconciler) drain(ctx context.Context, node string) (refused bool, err error) {
 	res, err := nodeops.DrainStep(ctx, r.Kube, node, r.drainOptions())
 	for _, p := range res.Evicted {
 		_ = r.Recorder.Normal(ctx, events.Ref{Kind: "Pod", Namespace: p.Namespace, Name: p.Name, APIVersion: "v1", UID: string(p.UID)},
 			"HealthDrain", "evicted from node %s, quarantined by litepool's health loop", node)
 	}
-	return err
+	return len(res.Refused) > 0, err
 }
 
 // checkHolding: a node Holding has passed its re-check, which is a run this pool
