@@ -69,6 +69,6 @@ func SetupIn(mgr ctrl.Manager, accel policy.Accelerators, namespace string, pods
 	if err := queues.SetupWithManager(mgr); err != nil {
 		return err
 	}
-	runs := &StressReconciler{Kube: kube, Recorder: &events.Recorder{Client: kube}, Namespace: namespace, Accelerators: accel}
+	runs := &StressReconciler{Kube: kube, Recorder: &events.Recorder{Client: kube}, Namespace: namespace, Accelerators: accel, Work: work}
 	return runs.SetupWithManager(mgr)
 }

@@ -2,6 +2,7 @@ package stress
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/events"
+	"github.com/runwhere-ai/litepool/pkg/nodejob"
 	"github.com/runwhere-ai/litepool/pkg/pass"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
@@ -327,8 +329,9 @@ func (r *Reconciler) createPod(ctx context.Context, run *v1alpha1.StressRun, res
 	if err != nil {
 		return err
 	}
-	pod := TestPod(run, r.Namespace, node, string(res.Test), r.Accelerators)
-	if _, err := r.Kube.CoreV1().Pods(r.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	runner := &nodejob.Runner{Kube: r.Kube, Namespace: r.Namespace}
+	pod, err := runner.EnsurePod(ctx, TestSpec(run, node, string(res.Test), r.Accelerators))
+	if err != nil {
 		return err
 	}
 	if res.Outcome == v1alpha1.StressOutcomePending {
@@ -341,7 +344,8 @@ func (r *Reconciler) createPod(ctx context.Context, run *v1alpha1.StressRun, res
 // isPermanent: an error that trying again does not cure (the namespace is missing,
 // the pod is refused).
 func isPermanent(err error) bool {
-	return apierrors.IsNotFound(err) || apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err)
+	var foreign *nodejob.ForeignError
+	return errors.As(err, &foreign) || nodejob.IsNotApproved(err) || apierrors.IsNotFound(err) || apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err)
 }
 
 func (r *Reconciler) deletePod(ctx context.Context, name string) error {
