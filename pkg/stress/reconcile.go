@@ -30,6 +30,11 @@ const (
 	ConditionComplete = "Complete"
 )
 
+// PoolBusyRecheck is how soon a run waiting for its pool is looked at again when
+// nothing wakes it: the controller wakes it when a run of its pool ends, is aborted or
+// is deleted, so this only bounds what a missed event costs.
+const PoolBusyRecheck = 5 * time.Minute
+
 // runningRecheck is how often a running run is looked at even when no pod changed: its
 // pods' deadlines are judged by the clock.
 const runningRecheck = 30 * time.Second
@@ -156,7 +161,7 @@ func (r *Reconciler) start(ctx context.Context, run *v1alpha1.StressRun, st *v1a
 	} else if holder != "" {
 		setCondition(st, run.Generation, ConditionStarted, metav1.ConditionFalse, "PoolBusy",
 			fmt.Sprintf("stress run %s holds pool %s: this one starts when it ends", holder, run.Spec.Pool))
-		return 10 * time.Second, nil
+		return PoolBusyRecheck, nil
 	}
 	targets, err := Plan(ctx, r.Kube, r.Namespace, run.Spec.Pool, run.Spec.Nodes)
 	if err != nil {

@@ -189,7 +189,7 @@ func TestReconcileHoldsASecondRunOfThePool(t *testing.T) {
 	second := first.DeepCopy()
 	second.Name = "pool-a-2"
 	f.create(second)
-	assert.Equal(t, 10*time.Second, f.reconcile("pool-a-2"))
+	assert.Equal(t, PoolBusyRecheck, f.reconcile("pool-a-2"))
 	run := f.run("pool-a-2")
 	assert.Equal(t, v1alpha1.StressRunPending, run.Status.Phase)
 	assert.Equal(t, "PoolBusy", run.Status.Conditions[0].Reason)
