@@ -80,15 +80,15 @@ func (p *Pass[T]) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 			return reconcile.Result{}, errors.Join(err, d.Err)
 		}
 	}
-	if d.Err != nil {
-		return reconcile.Result{}, d.Err
-	}
 	if d.Paid != nil && len(d.Effects) > 0 {
 		before = obj.DeepCopyObject()
 		d.Paid()
 		if gone, err := p.store(ctx, before, obj); gone || err != nil {
-			return reconcile.Result{}, err
+			return reconcile.Result{}, errors.Join(err, d.Err)
 		}
+	}
+	if d.Err != nil {
+		return reconcile.Result{}, d.Err
 	}
 	return reconcile.Result{RequeueAfter: d.Requeue}, nil
 }
