@@ -103,9 +103,9 @@ func (r *Reconciler) decide(ctx context.Context, run *v1alpha1.StressRun) (pass.
 		return d, err
 	}
 	d.Effects, d.Paid = r.owed(run)
+	d.Effects = append(d.Effects, func(ctx context.Context) error { return r.cleanUp(ctx, run) })
 	if st.Phase.Finished() {
 		d.Requeue = 0
-		d.Effects = append(d.Effects, func(ctx context.Context) error { return r.cleanUp(ctx, run) })
 	}
 	return d, nil
 }
@@ -228,9 +228,6 @@ func before(a, b *v1alpha1.StressRun) bool {
 // its pod's end is read (a failure ends the node's run), or its deadline is judged.
 // A node whose tests are all final is judged; when every node is, the run ends.
 func (r *Reconciler) step(ctx context.Context, run *v1alpha1.StressRun, st *v1alpha1.StressRunStatus) (time.Duration, error) {
-	if err := r.cleanUp(ctx, run); err != nil {
-		return 0, err
-	}
 	requeue := runningRecheck
 	for _, node := range nodesOf(st.Results) {
 		idx := indexesOf(st.Results, node)
@@ -301,9 +298,6 @@ func (r *Reconciler) stepNode(ctx context.Context, run *v1alpha1.StressRun, st *
 				return left, nil
 			} else {
 				res.Outcome, res.Message, res.FinishTime = v1alpha1.StressOutcomeFailed, fmt.Sprintf("did not finish within %s", Timeout(run)), &now
-				if err := r.deletePod(ctx, res.Pod); err != nil {
-					return 0, err
-				}
 			}
 		}
 		if res.Outcome == v1alpha1.StressOutcomeFailed {
@@ -361,14 +355,15 @@ func (r *Reconciler) deletePod(ctx context.Context, name string) error {
 	return err
 }
 
-// cleanUp deletes the pods whose result is recorded and not to be kept: passed tests
-// (unless keepPods) and aborted ones. Failed tests' pods stay for their logs. It runs
-// only on what the status already holds, so a pod is never deleted before its result
-// is stored.
+// cleanUp deletes the pods whose result is stored and not to be kept: passed tests
+// (unless keepPods), aborted ones, and failed ones still running (judged by the clock).
+// A failed test's ended pod stays for its logs. It runs once the status is stored
+// (an effect), on what it holds: a pod is never deleted before its result is stored,
+// so a pass whose write is lost has killed no test that its retry would run again.
 func (r *Reconciler) cleanUp(ctx context.Context, run *v1alpha1.StressRun) error {
 	for _, res := range run.Status.Results {
 		drop := res.Outcome == v1alpha1.StressOutcomeAborted || res.Outcome == v1alpha1.StressOutcomePassed && !run.Spec.KeepPods
-		if res.Pod == "" || !drop {
+		if res.Pod == "" || !drop && res.Outcome != v1alpha1.StressOutcomeFailed {
 			continue
 		}
 		var pod corev1.Pod
@@ -379,6 +374,9 @@ func (r *Reconciler) cleanUp(ctx context.Context, run *v1alpha1.StressRun) error
 		if err != nil {
 			return err
 		}
+		if !drop && (pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed) {
+			continue
+		}
 		if err := r.deletePod(ctx, res.Pod); err != nil {
 			return err
 		}
@@ -386,8 +384,8 @@ func (r *Reconciler) cleanUp(ctx context.Context, run *v1alpha1.StressRun) error
 	return nil
 }
 
-// abort ends the run: tests not final are Aborted (their pods deleted on the next
-// call, once that is recorded); nodes are not judged on them.
+// abort ends the run: tests not final are Aborted (their pods deleted once that is
+// stored); nodes are not judged on them.
 func (r *Reconciler) abort(ctx context.Context, run *v1alpha1.StressRun, st *v1alpha1.StressRunStatus, reason, msg string) error {
 	for i := range st.Results {
 		if !st.Results[i].Outcome.Final() {

@@ -404,3 +404,35 @@ func TestARecordedMarkLostIsNotRecordedTwice(t *testing.T) {
 	assert.True(t, f.run("pool-a-1").Status.Judged[0].Recorded)
 	assert.Equal(t, map[string]int{"StressTestFailed": 1}, f.events())
 }
+
+// A test judged failed by the clock is killed only once that is stored: a pass whose
+// write is lost leaves the pod running (its retry would otherwise run the test again),
+// and the retry kills it and makes no new one.
+func TestATimedOutTestIsKilledOnlyOnceItsFailureIsStored(t *testing.T) {
+	f := newFixture(t, readyNode("n1"))
+	run := testRun()
+	run.Spec.Tests = []v1alpha1.StressTest{"npu"}
+	f.create(run)
+	f.reconcile("pool-a-1")
+	f.reconcile("pool-a-1")
+	require.Equal(t, []string{ns + "/pool-a-1-n1-npu"}, f.pods())
+	f.clock.Step(2 * time.Minute)
+	writes := f.writes
+	f.statusWrite = func(n int) error {
+		if n == writes+1 {
+			return apierrors.NewConflict(v1alpha1.GroupVersion.WithResource("stressruns").GroupResource(), "pool-a-1", assert.AnError)
+		}
+		return nil
+	}
+	_, err := f.r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKey{Name: "pool-a-1"}})
+	require.True(t, apierrors.IsConflict(err), "got %v", err)
+	assert.Equal(t, []string{ns + "/pool-a-1-n1-npu"}, f.pods(), "not killed: the failure is not stored")
+
+	f.reconcile("pool-a-1")
+	assert.Empty(t, f.pods(), "killed once the failure is stored")
+	got := f.run("pool-a-1")
+	assert.Equal(t, v1alpha1.StressRunFailed, got.Status.Phase)
+	assert.Equal(t, "did not finish within 1m0s", got.Status.Results[0].Message)
+	f.reconcile("pool-a-1")
+	assert.Empty(t, f.pods(), "and not made again")
+}
