@@ -17,9 +17,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/health"
+	"github.com/runwhere-ai/litepool/pkg/podindex"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
@@ -41,6 +43,9 @@ type HealthReconciler struct {
 	// Work is the node-work cache (NodeWorkCache): remediation Jobs are read and
 	// watched there.
 	Work cache.Cache
+	// Pods is the pod index: a change of a pod on a quarantined node wakes its pool, so
+	// a drain goes on when its pods go.
+	Pods *podindex.Index
 }
 
 // SetupWithManager registers the controller; it runs on the leader only.
@@ -65,6 +70,9 @@ func (r *HealthReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		r.Jobs = r.Work
 		b = b.WatchesRawSource(jobsOwnedBy(mgr, r.Work, &v1alpha1.Pool{}))
 	}
+	if r.Pods != nil {
+		b = b.WatchesRawSource(&source.Informer{Informer: r.Pods.Informer(), Handler: handler.EnqueueRequestsFromMapFunc(r.poolOfPod)})
+	}
 	if r.DRA {
 		b = b.Watches(&resourcev1.ResourceSlice{}, handler.EnqueueRequestsFromMapFunc(r.poolOfSliceNode),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{}))
@@ -85,6 +93,25 @@ func (r *HealthReconciler) poolOfSliceNode(ctx context.Context, o client.Object)
 		return nil
 	}
 	return poolOfNode(ctx, &node)
+}
+
+// poolOfPod is the pool of the pod's node when the node is quarantined: only there
+// does the loop wait for pods (a drain); elsewhere a pod's change is none of its news.
+func (r *HealthReconciler) poolOfPod(ctx context.Context, o client.Object) []reconcile.Request {
+	e, ok := o.(*podindex.Entry)
+	if !ok || e.NodeName == "" {
+		return nil
+	}
+	var node corev1.Node
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: e.NodeName}, &node); err != nil {
+		return nil
+	}
+	for _, t := range node.Spec.Taints {
+		if t.Key == policy.TaintQuarantine {
+			return poolOfNode(ctx, &node)
+		}
+	}
+	return nil
 }
 
 func poolOfNode(_ context.Context, o client.Object) []reconcile.Request {
@@ -113,16 +140,16 @@ func healthFactsChanged(old, new *corev1.Node) bool {
 // Reconcile takes one pool a step on, then sets the pool's health gauges from its
 // status (the status write brings the pool back here, so they follow it).
 func (r *HealthReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	after, err := r.Reconciler.Reconcile(ctx, req.Name)
+	res, err := r.Reconciler.Reconcile(ctx, req)
 	var pool v1alpha1.Pool
 	if getErr := r.Client.Get(ctx, client.ObjectKey{Name: req.Name}, &pool); getErr != nil || pool.Spec.Health == nil {
 		for _, g := range []*prometheus.GaugeVec{quarantinedNodes, healthBreakerTripped, healthHeldOut} {
 			g.DeletePartialMatch(prometheus.Labels{"pool": req.Name})
 		}
-		return reconcile.Result{RequeueAfter: after}, err
+		return res, err
 	}
 	recordHealth(&pool)
-	return reconcile.Result{RequeueAfter: after}, err
+	return res, err
 }
 
 // heldOutReasons are the reasons a node is held out until released by hand; each has

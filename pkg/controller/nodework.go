@@ -16,9 +16,10 @@ import (
 )
 
 // NodeWorkCache is the controllers' cache of litepool's node work: the Jobs (driver
-// installers, remediations) and their pods in litepool's namespace, labelled as
-// litepool's, kept whole. Rollouts and the health loop read their Jobs here and watch
-// them, so a Job's end wakes its owner rather than a timer. It is limited to the one
+// installers, remediations) and their pods, and stress runs' test pods, in litepool's
+// namespace, labelled as litepool's, kept whole. Rollouts, the health loop and stress
+// runs read their work here and watch it, so its end wakes its owner rather than a
+// timer. It is limited to the one
 // namespace the controller's Role reaches (list and watch of Jobs and pods there).
 func NodeWorkCache(mgr ctrl.Manager, namespace string) (cache.Cache, error) {
 	c, err := cache.New(mgr.GetConfig(), cache.Options{

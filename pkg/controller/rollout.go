@@ -56,6 +56,7 @@ func (r *RolloutReconciler) SetupWithManager(mgr ctrl.Manager) error {
 				return rolloutFactsChanged(e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node))
 			},
 		}))
+	r.Nodes = mgr.GetClient()
 	if r.Work != nil {
 		r.Jobs, r.Watched = r.Work, r.Pods != nil
 		b = b.WatchesRawSource(jobsOwnedBy(mgr, r.Work, &v1alpha1.DriverRollout{}))

@@ -61,7 +61,7 @@ func SetupIn(mgr ctrl.Manager, accel policy.Accelerators, namespace string, pods
 	}
 	if err := (&HealthReconciler{Reconciler: health.Reconciler{Client: mgr.GetClient(), Kube: kube, Recorder: &events.Recorder{Client: kube},
 		Namespace: namespace, Accelerators: accel, Images: HealthImages, Definitions: HealthDefinitions, DRA: status.DRA},
-		Work: work}).SetupWithManager(mgr); err != nil {
+		Work: work, Pods: pods}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	queues := &QueueReconciler{Client: mgr.GetClient(), Accelerators: accel, Recorder: mgr.GetEventRecorder(Name), DRA: status.DRA,
@@ -69,6 +69,6 @@ func SetupIn(mgr ctrl.Manager, accel policy.Accelerators, namespace string, pods
 	if err := queues.SetupWithManager(mgr); err != nil {
 		return err
 	}
-	runs := &StressReconciler{Kube: kube, Recorder: &events.Recorder{Client: kube}, Namespace: namespace, Accelerators: accel}
+	runs := &StressReconciler{Kube: kube, Recorder: &events.Recorder{Client: kube}, Namespace: namespace, Accelerators: accel, Work: work}
 	return runs.SetupWithManager(mgr)
 }

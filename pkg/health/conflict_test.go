@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/events"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
@@ -53,7 +54,7 @@ func TestOneConflictLeavesOneRunAndNothingAfterReturn(t *testing.T) {
 		}}).Build()
 	kube := kubefake.NewClientset(kobjs...)
 	clock := now
-	r := &Reconciler{Client: c, Kube: kube, Namespace: "litepool-system", Images: []string{"registry.example.com/"}, Now: func() time.Time { return clock },
+	r := &Reconciler{Client: c, Kube: kube, Recorder: &events.Recorder{Client: kube}, Namespace: "litepool-system", Images: []string{"registry.example.com/"}, Now: func() time.Time { return clock },
 		Definitions: map[string]Definition{"reset": {Image: "registry.example.com/reset@sha256:" + strings.Repeat("a", 64), Command: []string{"/reset"}}}}
 	ctx := context.Background()
 	pass := func(conflict bool) {
@@ -62,9 +63,25 @@ func TestOneConflictLeavesOneRunAndNothingAfterReturn(t *testing.T) {
 			conflicts.Store(1)
 		}
 		clock = clock.Add(time.Second)
-		_, err := r.Reconcile(ctx, "p1")
-		require.NoError(t, err)
+		_, err := r.Reconcile(ctx, poolP1)
+		if conflict {
+			require.True(t, apierrors.IsConflict(err), "a lost write is returned for the rate limiter, got %v", err)
+		} else {
+			require.NoError(t, err)
+		}
 		assert.Zero(t, conflicts.Load(), "the injected conflict was met")
+	}
+	told := func() (taint bool, events int) {
+		t.Helper()
+		n, err := kube.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+		require.NoError(t, err)
+		for _, tn := range n.Spec.Taints {
+			taint = taint || tn.Key == policy.TaintQuarantine
+		}
+		for _, a := range kube.Actions() {
+			events += map[bool]int{true: 1}[a.GetVerb() == "create" && a.GetResource().Resource == "events"]
+		}
+		return taint, events
 	}
 	entry := func() v1alpha1.NodeHealthStatus {
 		t.Helper()
@@ -98,7 +115,13 @@ func TestOneConflictLeavesOneRunAndNothingAfterReturn(t *testing.T) {
 
 	// Quarantined, and the remediation Job made, with the write of both lost once.
 	pass(true)
+	taint, events := told()
+	assert.False(t, taint, "no taint for an entry not stored")
+	assert.Zero(t, events, "no Event for an entry not stored")
 	pass(false)
+	taint, events = told()
+	assert.True(t, taint)
+	assert.Equal(t, 1, events, "one Event for the one move stored")
 	require.Equal(t, v1alpha1.NodeHealthRemediating, entry().State)
 	require.Len(t, jobNames(), 1, "one remediation Job after one lost status write")
 	job := jobs()[0]

@@ -52,7 +52,7 @@ func TestRemediationRunsOnlyTheOperatorsDefinition(t *testing.T) {
 			require.NoError(t, r.Client.Get(ctx, client.ObjectKey{Name: "p1"}, &pool))
 			pool.Spec.Health.Remediation = &tc.spec
 			require.NoError(t, r.Client.Update(ctx, &pool))
-			_, err := r.Reconcile(ctx, "p1")
+			_, err := r.Reconcile(ctx, poolP1)
 			require.NoError(t, err)
 			require.NoError(t, r.Client.Get(ctx, client.ObjectKey{Name: "p1"}, &pool))
 			e := pool.Status.NodeHealth[0]

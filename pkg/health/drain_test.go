@@ -9,11 +9,14 @@ import (
 	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/nodejob"
+	"github.com/runwhere-ai/litepool/pkg/policy"
 	"github.com/runwhere-ai/litepool/pkg/upgrade"
 )
 
@@ -44,15 +47,44 @@ func TestHealthDrainLeavesTheInstallerRunning(t *testing.T) {
 	}
 	require.True(t, nodejob.IsNodeWork(installer, r.Namespace))
 
-	require.NoError(t, r.drain(ctx, "n1"))
+	refused, err := r.drain(ctx, "n1")
+	require.NoError(t, err)
+	assert.False(t, refused)
 	var evicted []string
+	var left []corev1.Pod
 	for _, a := range kube.Actions() {
 		if c, ok := a.(k8stesting.CreateAction); ok && a.GetSubresource() == "eviction" {
 			evicted = append(evicted, c.GetNamespace()+"/"+c.GetObject().(metav1.Object).GetName())
 		}
 	}
 	assert.ElementsMatch(t, []string{"tenant/looks-like-an-installer", "tenant/train"}, evicted)
-	left, err := r.workloadPods(ctx, "n1")
+	left, err = r.workloadPods(ctx, "n1")
 	require.NoError(t, err)
 	assert.Len(t, left, 2, "the installer is not a workload the drain waits for")
+}
+
+// A drain a disruption budget refuses asks again after RefusedRetry (nothing that frees
+// the budget wakes the loop); one whose evictions went waits for its pods' changes.
+func TestARefusedHealthDrainAsksAgainSoon(t *testing.T) {
+	r, kube := setup(t, nil, member("n1", "8"))
+	ctx := context.Background()
+	train := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "tenant"},
+		Spec: corev1.PodSpec{NodeName: "n1"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	_, err := kube.CoreV1().Pods("tenant").Create(ctx, train, metav1.CreateOptions{})
+	require.NoError(t, err)
+	kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "eviction" {
+			return false, nil, nil
+		}
+		return true, nil, apierrors.NewTooManyRequests("the budget allows no disruption", 0)
+	})
+	st := &Step{Node: "n1", HealthStep: policy.HealthStep{Entry: &v1alpha1.NodeHealthStatus{Node: "n1"}, Taint: true,
+		Action: policy.ActionDrain, Requeue: policy.DrainRecheck}}
+	require.NoError(t, r.apply(ctx, &v1alpha1.Pool{}, policy.HealthSettings{Enabled: true, Drain: true}, st))
+	assert.Equal(t, RefusedRetry, st.Requeue)
+
+	kube.ReactionChain = kube.ReactionChain[1:]
+	st.Requeue = policy.DrainRecheck
+	require.NoError(t, r.apply(ctx, &v1alpha1.Pool{}, policy.HealthSettings{Enabled: true, Drain: true}, st))
+	assert.Equal(t, policy.DrainRecheck, st.Requeue, "an eviction that went: the pod's going wakes the loop")
 }

@@ -58,7 +58,7 @@ func TestAForgedFatalEntryDrainsNothing(t *testing.T) {
 				Reason: "Condition/SysLogsXIDError", FaultedAt: &metav1.Time{Time: now}}}
 			require.NoError(t, r.Client.Status().Update(ctx, &pool))
 
-			_, err = r.Reconcile(ctx, "p1")
+			_, err = r.Reconcile(ctx, poolP1)
 			require.NoError(t, err)
 			evictions := 0
 			for _, a := range kube.Actions() {
@@ -96,7 +96,7 @@ func TestAForgedEntryDeletesNothingItDoesNotOwn(t *testing.T) {
 		Job: installer.Name, StressRun: theirs.Name}}
 	require.NoError(t, r.Client.Status().Update(ctx, &pool))
 
-	_, err = r.Reconcile(ctx, "p1")
+	_, err = r.Reconcile(ctx, poolP1)
 	require.NoError(t, err)
 	_, err = kube.BatchV1().Jobs(r.Namespace).Get(ctx, installer.Name, metav1.GetOptions{})
 	assert.NoError(t, err, "a rollout's installer Job is not deleted for a status entry")
@@ -127,7 +127,7 @@ func TestAForgedEntryRunsNoRemediation(t *testing.T) {
 				Reason: policy.SignalDeviceUnhealthy, Since: metav1.Time{Time: now}, FaultedAt: &metav1.Time{Time: now}}}
 			require.NoError(t, r.Client.Status().Update(ctx, &pool))
 
-			_, err := r.Reconcile(ctx, "p1")
+			_, err := r.Reconcile(ctx, poolP1)
 			require.NoError(t, err)
 			jobs, err := kube.BatchV1().Jobs("").List(ctx, metav1.ListOptions{})
 			require.NoError(t, err)
@@ -190,7 +190,7 @@ func TestAStatusWriterCannotReturnANode(t *testing.T) {
 			pool.Status.NodeHealth = tc.forged
 			require.NoError(t, r.Client.Status().Update(ctx, &pool))
 
-			_, err := r.Reconcile(ctx, "p1")
+			_, err := r.Reconcile(ctx, poolP1)
 			require.NoError(t, err)
 			node, err := kube.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
 			require.NoError(t, err)

@@ -17,7 +17,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -25,12 +24,14 @@ import (
 	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/events"
 	"github.com/runwhere-ai/litepool/pkg/inventory"
 	"github.com/runwhere-ai/litepool/pkg/nodejob"
 	"github.com/runwhere-ai/litepool/pkg/nodeops"
+	"github.com/runwhere-ai/litepool/pkg/pass"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
@@ -98,59 +99,58 @@ type Step struct {
 	image string
 }
 
-// Reconcile takes pool a step on and returns how soon it wants to look again (0:
-// when something changes).
-func (r *Reconciler) Reconcile(ctx context.Context, name string) (time.Duration, error) {
-	var pool v1alpha1.Pool
-	if err := r.Client.Get(ctx, client.ObjectKey{Name: name}, &pool); err != nil {
-		return 0, client.IgnoreNotFound(err)
-	}
-	s := policy.HealthSettingsOf(&pool)
-	members, err := r.members(ctx, name)
-	if err != nil {
-		return 0, err
-	}
+// Reconcile takes the pool req names a step on (pass.Pass): what of each member's step
+// comes first (a taint off, a drain), the entries stored in the Pool's status, then
+// what they call for (a taint on, a remediation Job, a re-check run, deletions of what
+// they no longer name) and the Events. It asks to be called again when time is what a
+// step waits for.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	p := pass.Pass[*v1alpha1.Pool]{Client: r.Client, New: func() *v1alpha1.Pool { return &v1alpha1.Pool{} }, Decide: r.decide}
+	return p.Reconcile(ctx, req)
+}
+
+func (r *Reconciler) decide(ctx context.Context, pool *v1alpha1.Pool) (pass.Decision, error) {
+	s := policy.HealthSettingsOf(pool)
 	if !s.Enabled {
-		return 0, r.turnOff(ctx, &pool, members)
+		return pass.Decision{}, r.turnOff(ctx, pool)
 	}
-	steps, err := r.Plan(ctx, &pool, members)
+	members, err := r.members(ctx, pool.Name)
 	if err != nil {
-		return 0, err
+		return pass.Decision{}, err
 	}
-	want := pool.DeepCopy()
-	want.Status.NodeHealth = nil
-	var requeue time.Duration
+	steps, err := r.Plan(ctx, pool, members)
+	if err != nil {
+		return pass.Decision{}, err
+	}
+	var d pass.Decision
+	var entries []v1alpha1.NodeHealthStatus
 	for i := range steps {
 		st := &steps[i]
 		if !s.DryRun {
-			if err := r.apply(ctx, &pool, s, st); err != nil {
-				return 0, err
+			if err := r.apply(ctx, pool, s, st); err != nil {
+				return pass.Decision{}, err
 			}
 		}
 		if st.Entry != nil {
-			want.Status.NodeHealth = append(want.Status.NodeHealth, *st.Entry)
+			entries = append(entries, *st.Entry)
 		}
-		if st.Requeue > 0 && (requeue == 0 || st.Requeue < requeue) {
-			requeue = st.Requeue
-		}
-	}
-	setCounts(want)
-	if !equality.Semantic.DeepEqual(want.Status, pool.Status) {
-		if err := r.Client.Status().Update(ctx, want); err != nil {
-			if apierrors.IsConflict(err) {
-				// The status controller wrote meanwhile; the next pass reads its write.
-				return conflictRetry, nil
-			}
-			return 0, fmt.Errorf("pool %s: writing node health: %w", name, err)
+		if st.Requeue > 0 && (d.Requeue == 0 || st.Requeue < d.Requeue) {
+			d.Requeue = st.Requeue
 		}
 	}
+	pool.Status.NodeHealth = entries
+	setCounts(pool)
 	for i := range steps {
-		if err := r.follow(ctx, &pool, s, &steps[i]); err != nil {
-			return 0, err
-		}
-		r.record(ctx, &pool, s, &steps[i])
+		st := &steps[i]
+		d.Effects = append(d.Effects, func(ctx context.Context) error {
+			if err := r.follow(ctx, pool, s, st); err != nil {
+				return err
+			}
+			r.record(ctx, pool, s, st)
+			return nil
+		})
 	}
-	return requeue, nil
+	return d, nil
 }
 
 func setCounts(p *v1alpha1.Pool) {
@@ -331,9 +331,6 @@ func (r *Reconciler) readLive(ctx context.Context, pool string, n *corev1.Node) 
 	return nil, node, nil
 }
 
-// conflictRetry is how soon a pass whose status write lost a race runs again.
-const conflictRetry = 500 * time.Millisecond
-
 // untilGrace is how long until a NotReady node's grace period ends (0: it is Ready or
 // past it).
 func untilGrace(n *corev1.Node, s policy.HealthSettings, now time.Time) time.Duration {
@@ -371,7 +368,11 @@ func (r *Reconciler) apply(ctx context.Context, pool *v1alpha1.Pool, s policy.He
 	e := st.Entry
 	switch st.Action {
 	case policy.ActionDrain:
-		return r.drain(ctx, st.Node)
+		refused, err := r.drain(ctx, st.Node)
+		if refused {
+			st.Requeue = RefusedRetry
+		}
+		return err
 	case policy.ActionRemediate:
 		if e.Job != "" {
 			return nil
@@ -517,16 +518,22 @@ func (r *Reconciler) workloadPods(ctx context.Context, node string) ([]corev1.Po
 	return out, nil
 }
 
+// RefusedRetry is how soon a drain asks again for an eviction a disruption budget
+// refused: what frees the budget (a pod elsewhere becoming ready) sends the loop no
+// event.
+const RefusedRetry = 2 * time.Second
+
 // drain is one pass of litepool's drain (nodeops.DrainStep): the Eviction API moves
-// each pod; a PodDisruptionBudget that says no (429) is honoured, and the next pass
-// asks again.
-func (r *Reconciler) drain(ctx context.Context, node string) error {
+// each pod; a PodDisruptionBudget that says no (429) is honoured, and refused says the
+// drain asks again after RefusedRetry. The pods that go wake the loop (the controller
+// watches the pods on quarantined nodes).
+func (r *Reconciler) drain(ctx context.Context, node string) (refused bool, err error) {
 	res, err := nodeops.DrainStep(ctx, r.Kube, node, r.drainOptions())
 	for _, p := range res.Evicted {
 		_ = r.Recorder.Normal(ctx, events.Ref{Kind: "Pod", Namespace: p.Namespace, Name: p.Name, APIVersion: "v1", UID: string(p.UID)},
 			"HealthDrain", "evicted from node %s, quarantined by litepool's health loop", node)
 	}
-	return err
+	return len(res.Refused) > 0, err
 }
 
 // checkHolding: a node Holding has passed its re-check, which is a run this pool
@@ -706,18 +713,14 @@ func (r *Reconciler) deleteJob(ctx context.Context, pool *v1alpha1.Pool, name st
 
 // turnOff is a pool whose spec.health went away: its nodes lose the quarantine taint
 // and the loop forgets them.
-func (r *Reconciler) turnOff(ctx context.Context, pool *v1alpha1.Pool, members []corev1.Node) error {
-	if len(pool.Status.NodeHealth) == 0 && pool.Status.QuarantinedNodes == 0 && !pool.Status.BreakerTripped {
-		return nil
-	}
+func (r *Reconciler) turnOff(ctx context.Context, pool *v1alpha1.Pool) error {
 	for _, e := range pool.Status.NodeHealth {
 		if err := r.setTaint(ctx, e.Node, false, ""); err != nil {
 			return err
 		}
 	}
-	want := pool.DeepCopy()
-	want.Status.NodeHealth, want.Status.QuarantinedNodes, want.Status.BreakerTripped = nil, 0, false
-	return r.Client.Status().Update(ctx, want)
+	pool.Status.NodeHealth, pool.Status.QuarantinedNodes, pool.Status.BreakerTripped = nil, 0, false
+	return nil
 }
 
 // record writes the Event of a step that moved.

@@ -17,6 +17,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/nodejob"
@@ -24,6 +25,9 @@ import (
 )
 
 var now = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+
+// poolP1 is the request of pool p1.
+var poolP1 = reconcile.Request{NamespacedName: client.ObjectKey{Name: "p1"}}
 
 func member(name string, alloc string) *corev1.Node {
 	capacity := corev1.ResourceList{"huawei.com/Ascend910": resource.MustParse("8")}
@@ -52,7 +56,7 @@ func setup(t *testing.T, images []string, nodes ...*corev1.Node) (*Reconciler, *
 func TestReconcileQuarantinesThenRechecks(t *testing.T) {
 	r, kube := setup(t, []string{"registry.example.com/"}, member("n1", "7"), member("n2", "8"), member("n3", "8"), member("n4", "8"))
 	ctx := context.Background()
-	_, err := r.Reconcile(ctx, "p1")
+	_, err := r.Reconcile(ctx, poolP1)
 	require.NoError(t, err)
 	var pool v1alpha1.Pool
 	require.NoError(t, r.Client.Get(ctx, client.ObjectKey{Name: "p1"}, &pool))
@@ -70,7 +74,7 @@ func TestReconcileQuarantinesThenRechecks(t *testing.T) {
 	require.NoError(t, r.Client.Get(ctx, client.ObjectKey{Name: "n1"}, &node))
 	node.Status.Allocatable["huawei.com/Ascend910"] = resource.MustParse("8")
 	require.NoError(t, r.Client.Status().Update(ctx, &node))
-	_, err = r.Reconcile(ctx, "p1")
+	_, err = r.Reconcile(ctx, poolP1)
 	require.NoError(t, err)
 	require.NoError(t, r.Client.Get(ctx, client.ObjectKey{Name: "p1"}, &pool))
 	e := pool.Status.NodeHealth[0]
@@ -89,7 +93,7 @@ func TestReconcileHoldsOutWhenTheImageIsNotApproved(t *testing.T) {
 	require.NoError(t, r.Client.Get(ctx, client.ObjectKey{Name: "p1"}, &pool))
 	pool.Status.NodeHealth = []v1alpha1.NodeHealthStatus{{Node: "n1", State: v1alpha1.NodeHealthQuarantined, Reason: policy.SignalDeviceUnhealthy}}
 	require.NoError(t, r.Client.Status().Update(ctx, &pool))
-	_, err := r.Reconcile(ctx, "p1")
+	_, err := r.Reconcile(ctx, poolP1)
 	require.NoError(t, err)
 	require.NoError(t, r.Client.Get(ctx, client.ObjectKey{Name: "p1"}, &pool))
 	e := pool.Status.NodeHealth[0]
@@ -127,7 +131,7 @@ func TestReconcileQuarantinesOnDRADeviceTaint(t *testing.T) {
 		require.NoError(t, r.Client.Create(ctx, &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "n1-gpu"},
 			Spec: resourcev1.ResourceSliceSpec{Driver: "gpu.nvidia.com", NodeName: &n1, Pool: resourcev1.ResourcePool{Name: "n1", ResourceSliceCount: 1},
 				Devices: []resourcev1.Device{{Name: "gpu-3", Taints: []resourcev1.DeviceTaint{{Key: "gpu.nvidia.com/xid", Value: "79", Effect: resourcev1.DeviceTaintEffectNoExecute}}}}}}))
-		_, err := r.Reconcile(ctx, "p1")
+		_, err := r.Reconcile(ctx, poolP1)
 		require.NoError(t, err)
 		var pool v1alpha1.Pool
 		require.NoError(t, r.Client.Get(ctx, client.ObjectKey{Name: "p1"}, &pool))

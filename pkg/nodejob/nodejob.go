@@ -1,11 +1,14 @@
 // Package nodejob is the one way litepool runs work on a node: a driver installer of a
-// rollout, a remediation of the health loop. A Spec says what runs (owner, node,
-// purpose, key, image, command, environment, host access, accelerators held, timeout);
-// Job builds the Job, Runner.Ensure makes it once (its name is fixed by the owner's uid,
-// the node, the purpose and the key, so a second reconcile, a new leader or the
-// plugin finds it rather than making another) after checking the operator approved its
-// image, Runner.Outcome reads how it went, and IsNodeWork tells its pods from
-// everybody else's in every busy, workload and drain decision.
+// rollout, a remediation of the health loop, a test of a stress run. A Spec says what
+// runs (owner, node, purpose, key, image, command, environment, host access,
+// accelerators held, timeout); Job builds the Job and Pod the bare pod (a stress run
+// reads each test's pod itself), both from one pod template, the only place litepool
+// builds a pod that runs on a node, privileged or not. Runner.Ensure and
+// Runner.EnsurePod make them once (the name is fixed by the owner's uid, the node, the
+// purpose and the key, so a second reconcile, a new leader or the plugin finds it
+// rather than making another) after checking the image is approved, Runner.Outcome
+// reads how a Job went, and IsNodeWork tells its pods from everybody else's in every
+// busy, workload and drain decision.
 //
 // Every Job it makes runs in litepool's own namespace, is controlled by its owner (so
 // deleting the owner deletes it), is deleted a while after it finishes
@@ -82,8 +85,14 @@ type Spec struct {
 	// the refusal.
 	Approved   []string
 	ApprovedBy string
-	// Annotations are added to the Job's (for people and older readers).
+	// Annotations are added to the Job's or pod's (for people and older readers).
 	Annotations map[string]string
+	// Labels are added to the pod's (a stress test's run, which its readers select).
+	Labels map[string]string
+	// Name, when set, names a bare pod (Pod): one its owner already names from what
+	// identifies it (a StressRun's run, node and test, which its status shows), unique
+	// for the owner as Name(s) is.
+	Name string
 }
 
 var nonName = regexp.MustCompile(`[^a-z0-9-]+`)
@@ -113,14 +122,15 @@ func BoundedName(prefix, node string, sum uint64) string {
 	return fmt.Sprintf("%s%s-%012x", prefix, base, sum&0xffffffffffff)
 }
 
-// Job is the Job of s in namespace: pinned to the node by nodeName (a cordoned or
-// quarantined node is still reached), tolerating every taint.
-func Job(s Spec, namespace string, ttl time.Duration) *batchv1.Job {
-	labels := map[string]string{LabelManagedBy: ManagedBy, LabelComponent: s.Purpose}
-	annotations := map[string]string{AnnotationNode: s.Node, AnnotationKey: s.Key}
-	for k, v := range s.Annotations {
-		annotations[k] = v
+// template is the pod of s: pinned to the node by nodeName (a cordoned or quarantined
+// node is still reached), tolerating every taint, no service-account token, the
+// accelerators s holds in its limits, and host access only when s asks for it.
+func template(s Spec) corev1.PodTemplateSpec {
+	labels := map[string]string{}
+	for k, v := range s.Labels {
+		labels[k] = v
 	}
+	labels[LabelManagedBy], labels[LabelComponent] = ManagedBy, s.Purpose
 	c := corev1.Container{Name: s.Purpose, Image: s.Image, Command: s.Command,
 		Env: append(append([]corev1.EnvVar{}, s.Env...), corev1.EnvVar{Name: "NODE_NAME", Value: s.Node})}
 	if len(s.Accelerators) > 0 {
@@ -139,22 +149,54 @@ func Job(s Spec, namespace string, ttl time.Duration) *batchv1.Job {
 		pod.Volumes = []corev1.Volume{{Name: "host", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}}}
 	}
 	pod.Containers = []corev1.Container{c}
+	return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{AnnotationNode: s.Node}}, Spec: pod}
+}
+
+func annotations(s Spec) map[string]string {
+	out := map[string]string{AnnotationNode: s.Node, AnnotationKey: s.Key}
+	for k, v := range s.Annotations {
+		out[k] = v
+	}
+	return out
+}
+
+// Job is the Job of s in namespace.
+func Job(s Spec, namespace string, ttl time.Duration) *batchv1.Job {
+	t := template(s)
 	job := &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: Name(s), Namespace: namespace, Labels: labels, Annotations: annotations,
+		ObjectMeta: metav1.ObjectMeta{Name: Name(s), Namespace: namespace,
+			Labels:          map[string]string{LabelManagedBy: ManagedBy, LabelComponent: s.Purpose},
+			Annotations:     annotations(s),
 			OwnerReferences: []metav1.OwnerReference{ControllerRef(s.Owner, s.OwnerKind)}},
 		Spec: batchv1.JobSpec{
 			BackoffLimit:            ptr.To[int32](0),
 			TTLSecondsAfterFinished: ptr.To(int32(ttl.Seconds())),
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{AnnotationNode: s.Node}},
-				Spec:       pod,
-			},
+			Template:                t,
 		},
 	}
 	if s.Timeout > 0 {
 		job.Spec.ActiveDeadlineSeconds = ptr.To(int64(s.Timeout.Seconds()))
 	}
 	return job
+}
+
+// Pod is the bare pod of s in namespace, controlled by its owner (deleting the owner
+// deletes it; the owner deletes it once it has read it), named s.Name or Name(s).
+func Pod(s Spec, namespace string) *corev1.Pod {
+	t := template(s)
+	name := s.Name
+	if name == "" {
+		name = Name(s)
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: t.Labels, Annotations: annotations(s),
+			OwnerReferences: []metav1.OwnerReference{ControllerRef(s.Owner, s.OwnerKind)}},
+		Spec: t.Spec,
+	}
+	if s.Timeout > 0 {
+		pod.Spec.ActiveDeadlineSeconds = ptr.To(int64(s.Timeout.Seconds()))
+	}
+	return pod
 }
 
 // ControllerRef is a controller reference to owner that does not block the owner's
@@ -196,11 +238,17 @@ func IsNotApproved(err error) bool {
 
 // ForeignError is a Job of the expected name that another owner controls.
 type ForeignError struct {
+	// Kind is job (when empty) or pod.
+	Kind                   string
 	Namespace, Name, Owner string
 }
 
 func (e *ForeignError) Error() string {
-	return fmt.Sprintf("job %s/%s exists and belongs to %s: delete it, then retry", e.Namespace, e.Name, e.Owner)
+	kind := e.Kind
+	if kind == "" {
+		kind = "job"
+	}
+	return fmt.Sprintf("%s %s/%s exists and belongs to %s: delete it, then retry", kind, e.Namespace, e.Name, e.Owner)
 }
 
 // Runner makes and reads node Jobs in litepool's namespace.
@@ -278,6 +326,34 @@ func (r *Runner) Ensure(ctx context.Context, s Spec) (*batchv1.Job, error) {
 		return nil, &ForeignError{Namespace: job.Namespace, Name: job.Name, Owner: owner}
 	}
 	return job, nil
+}
+
+// EnsurePod makes s's bare pod unless it exists (the same name is the same work) and
+// returns it, after the same approval as Ensure.
+func (r *Runner) EnsurePod(ctx context.Context, s Spec) (*corev1.Pod, error) {
+	if err := Approve(s); err != nil {
+		return nil, err
+	}
+	if r.Namespace == "" {
+		return nil, fmt.Errorf("no namespace for %s pods", s.Purpose)
+	}
+	want := Pod(s, r.Namespace)
+	pods := r.Kube.CoreV1().Pods(r.Namespace)
+	pod, err := pods.Create(ctx, want, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		pod, err = pods.Get(ctx, want.Name, metav1.GetOptions{})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s pod %s/%s: %w", s.Purpose, r.Namespace, want.Name, err)
+	}
+	if ref := metav1.GetControllerOf(pod); ref == nil || ref.UID != s.Owner.GetUID() {
+		owner := "no owner"
+		if ref != nil {
+			owner = fmt.Sprintf("%s %s (uid %s)", ref.Kind, ref.Name, ref.UID)
+		}
+		return nil, &ForeignError{Kind: "pod", Namespace: pod.Namespace, Name: pod.Name, Owner: owner}
+	}
+	return pod, nil
 }
 
 // Phase is where a node Job is.

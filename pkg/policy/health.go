@@ -397,6 +397,11 @@ func NextHealth(in HealthInput) HealthStep {
 }
 
 // advance takes a node that is out through drain and remediation to the re-check.
+// DrainRecheck is how soon a drain under way is looked at again when nothing wakes it:
+// the controller is woken by the changes of the pods on a quarantined node, so this
+// only bounds what a missed event costs.
+const DrainRecheck = time.Minute
+
 func advance(st HealthStep, in HealthInput) HealthStep {
 	s, e := in.Settings, st.Entry
 	faulty := len(in.Signals) > 0
@@ -419,7 +424,7 @@ func advance(st HealthStep, in HealthInput) HealthStep {
 		} else {
 			set(v1alpha1.NodeHealthDraining, e.Reason, e.Message)
 			st.Action = ActionDrain
-			st.Requeue = 2 * time.Second
+			st.Requeue = DrainRecheck
 			return st
 		}
 	}

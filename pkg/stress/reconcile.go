@@ -2,22 +2,25 @@ package stress
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/events"
+	"github.com/runwhere-ai/litepool/pkg/nodejob"
+	"github.com/runwhere-ai/litepool/pkg/pass"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
@@ -26,6 +29,11 @@ const (
 	ConditionStarted  = "Started"
 	ConditionComplete = "Complete"
 )
+
+// PoolBusyRecheck is how soon a run waiting for its pool is looked at again when
+// nothing wakes it: the controller wakes it when a run of its pool ends, is aborted or
+// is deleted, so this only bounds what a missed event costs.
+const PoolBusyRecheck = 5 * time.Minute
 
 // runningRecheck is how often a running run is looked at even when no pod changed: its
 // pods' deadlines are judged by the clock.
@@ -57,15 +65,20 @@ type Reconciler struct {
 	StandIn bool
 }
 
-// Reconcile takes the run named name one step on: start it (one run per pool), create
-// the next pod of each node, read finished pods, judge nodes, clean up, finish. It
-// returns how soon it wants to look again (0: when something changes).
-func (r *Reconciler) Reconcile(ctx context.Context, name string) (time.Duration, error) {
-	var run v1alpha1.StressRun
-	if err := r.Client.Get(ctx, client.ObjectKey{Name: name}, &run); err != nil {
-		return 0, client.IgnoreNotFound(err)
-	}
-	st := run.Status.DeepCopy()
+// Reconcile takes the run req names one step on (pass.Pass): start it (one run per
+// pool), create the next pod of each node, read finished pods, judge nodes; then, once
+// that status is stored, label the judged nodes and clean up. It asks to be called
+// again when its pods' deadlines want a look (else when something changes).
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	p := pass.Pass[*v1alpha1.StressRun]{Client: r.Client, New: func() *v1alpha1.StressRun { return &v1alpha1.StressRun{} }, Decide: r.decide}
+	return p.Reconcile(ctx, req)
+}
+
+// decide sets run's status to its next step and says what is owed once it is stored:
+// the labels of the nodes judged and not yet recorded, and the pods whose results
+// are stored and not to be kept.
+func (r *Reconciler) decide(ctx context.Context, run *v1alpha1.StressRun) (pass.Decision, error) {
+	st := &run.Status
 	if !r.StandIn {
 		st.ObservedGeneration = run.Generation
 	}
@@ -75,45 +88,48 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (time.Duration,
 	if st.Namespace == "" {
 		st.Namespace = r.Namespace
 	}
-	var requeue time.Duration
+	var d pass.Decision
 	var err error
 	switch {
 	case st.Phase.Finished():
-		err = r.cleanUp(ctx, &run)
 	case run.Spec.Abort:
-		err = r.abort(ctx, &run, st, "Aborted", "spec.abort is set")
+		err = r.abort(ctx, run, st, "Aborted", "spec.abort is set")
 	case st.Phase == v1alpha1.StressRunPending:
-		requeue, err = r.start(ctx, &run, st)
+		d.Requeue, err = r.start(ctx, run, st)
 	default:
-		requeue, err = r.step(ctx, &run, st)
+		d.Requeue, err = r.step(ctx, run, st)
 	}
 	if err != nil {
-		return 0, err
+		return d, err
 	}
-	if err := r.writeStatus(ctx, &run, st); err != nil {
-		return 0, err
+	d.Effects, d.Paid = r.owed(run)
+	d.Effects = append(d.Effects, func(ctx context.Context) error { return r.cleanUp(ctx, run) })
+	if st.Phase.Finished() {
+		d.Requeue = 0
 	}
-	if st.Phase.Finished() { // the results are stored: the pods not kept may go now
-		return 0, r.cleanUp(ctx, &run)
-	}
-	return requeue, nil
+	return d, nil
 }
 
-// writeStatus stores st unless nothing changed; an update (not a patch), so a status
-// written meanwhile by another reconciler is a conflict, not lost.
-func (r *Reconciler) writeStatus(ctx context.Context, run *v1alpha1.StressRun, st *v1alpha1.StressRunStatus) error {
-	if equalStatus(&run.Status, st) {
-		return nil
+// owed are the judged nodes whose label, annotation and Event are not recorded yet,
+// each an effect, and the mark that records them.
+func (r *Reconciler) owed(run *v1alpha1.StressRun) ([]pass.Effect, func()) {
+	var effects []pass.Effect
+	var owed []int
+	for i, j := range run.Status.Judged {
+		if j.Recorded {
+			continue
+		}
+		owed = append(owed, i)
+		effects = append(effects, func(ctx context.Context) error {
+			return RecordNode(ctx, r.Kube, r.Recorder, j.Node, run.Name, j.Summary, j.Health == policy.HealthDegraded)
+		})
 	}
-	run.Status = *st
-	if err := r.Client.Status().Update(ctx, run); err != nil {
-		return client.IgnoreNotFound(err)
+	return effects, func() {
+		for _, i := range owed {
+			run.Status.Judged[i].Recorded = true
+		}
 	}
-	run.Status = *st // as stored: the update refreshed run from the server's answer
-	return nil
 }
-
-func equalStatus(a, b *v1alpha1.StressRunStatus) bool { return equality.Semantic.DeepEqual(a, b) }
 
 func (r *Reconciler) now() metav1.Time {
 	if r.Clock == nil {
@@ -145,7 +161,7 @@ func (r *Reconciler) start(ctx context.Context, run *v1alpha1.StressRun, st *v1a
 	} else if holder != "" {
 		setCondition(st, run.Generation, ConditionStarted, metav1.ConditionFalse, "PoolBusy",
 			fmt.Sprintf("stress run %s holds pool %s: this one starts when it ends", holder, run.Spec.Pool))
-		return 10 * time.Second, nil
+		return PoolBusyRecheck, nil
 	}
 	targets, err := Plan(ctx, r.Kube, r.Namespace, run.Spec.Pool, run.Spec.Nodes)
 	if err != nil {
@@ -212,9 +228,6 @@ func before(a, b *v1alpha1.StressRun) bool {
 // its pod's end is read (a failure ends the node's run), or its deadline is judged.
 // A node whose tests are all final is judged; when every node is, the run ends.
 func (r *Reconciler) step(ctx context.Context, run *v1alpha1.StressRun, st *v1alpha1.StressRunStatus) (time.Duration, error) {
-	if err := r.cleanUp(ctx, run); err != nil {
-		return 0, err
-	}
 	requeue := runningRecheck
 	for _, node := range nodesOf(st.Results) {
 		idx := indexesOf(st.Results, node)
@@ -285,9 +298,6 @@ func (r *Reconciler) stepNode(ctx context.Context, run *v1alpha1.StressRun, st *
 				return left, nil
 			} else {
 				res.Outcome, res.Message, res.FinishTime = v1alpha1.StressOutcomeFailed, fmt.Sprintf("did not finish within %s", Timeout(run)), &now
-				if err := r.deletePod(ctx, res.Pod); err != nil {
-					return 0, err
-				}
 			}
 		}
 		if res.Outcome == v1alpha1.StressOutcomeFailed {
@@ -298,7 +308,7 @@ func (r *Reconciler) stepNode(ctx context.Context, run *v1alpha1.StressRun, st *
 			}
 		}
 		if nodeDone(st.Results, idx) {
-			return 0, r.judge(ctx, run, st, node, idx)
+			return 0, r.judge(run, st, node, idx)
 		}
 	}
 }
@@ -318,8 +328,9 @@ func (r *Reconciler) createPod(ctx context.Context, run *v1alpha1.StressRun, res
 	if err != nil {
 		return err
 	}
-	pod := TestPod(run, r.Namespace, node, string(res.Test), r.Accelerators)
-	if _, err := r.Kube.CoreV1().Pods(r.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	runner := &nodejob.Runner{Kube: r.Kube, Namespace: r.Namespace}
+	pod, err := runner.EnsurePod(ctx, TestSpec(run, node, string(res.Test), r.Accelerators))
+	if err != nil {
 		return err
 	}
 	if res.Outcome == v1alpha1.StressOutcomePending {
@@ -332,7 +343,8 @@ func (r *Reconciler) createPod(ctx context.Context, run *v1alpha1.StressRun, res
 // isPermanent: an error that trying again does not cure (the namespace is missing,
 // the pod is refused).
 func isPermanent(err error) bool {
-	return apierrors.IsNotFound(err) || apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err)
+	var foreign *nodejob.ForeignError
+	return errors.As(err, &foreign) || nodejob.IsNotApproved(err) || apierrors.IsNotFound(err) || apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err)
 }
 
 func (r *Reconciler) deletePod(ctx context.Context, name string) error {
@@ -343,14 +355,15 @@ func (r *Reconciler) deletePod(ctx context.Context, name string) error {
 	return err
 }
 
-// cleanUp deletes the pods whose result is recorded and not to be kept: passed tests
-// (unless keepPods) and aborted ones. Failed tests' pods stay for their logs. It runs
-// only on what the status already holds, so a pod is never deleted before its result
-// is stored.
+// cleanUp deletes the pods whose result is stored and not to be kept: passed tests
+// (unless keepPods), aborted ones, and failed ones still running (judged by the clock).
+// A failed test's ended pod stays for its logs. It runs once the status is stored
+// (an effect), on what it holds: a pod is never deleted before its result is stored,
+// so a pass whose write is lost has killed no test that its retry would run again.
 func (r *Reconciler) cleanUp(ctx context.Context, run *v1alpha1.StressRun) error {
 	for _, res := range run.Status.Results {
 		drop := res.Outcome == v1alpha1.StressOutcomeAborted || res.Outcome == v1alpha1.StressOutcomePassed && !run.Spec.KeepPods
-		if res.Pod == "" || !drop {
+		if res.Pod == "" || !drop && res.Outcome != v1alpha1.StressOutcomeFailed {
 			continue
 		}
 		var pod corev1.Pod
@@ -361,6 +374,9 @@ func (r *Reconciler) cleanUp(ctx context.Context, run *v1alpha1.StressRun) error
 		if err != nil {
 			return err
 		}
+		if !drop && (pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed) {
+			continue
+		}
 		if err := r.deletePod(ctx, res.Pod); err != nil {
 			return err
 		}
@@ -368,8 +384,8 @@ func (r *Reconciler) cleanUp(ctx context.Context, run *v1alpha1.StressRun) error
 	return nil
 }
 
-// abort ends the run: tests not final are Aborted (their pods deleted on the next
-// call, once that is recorded); nodes are not judged on them.
+// abort ends the run: tests not final are Aborted (their pods deleted once that is
+// stored); nodes are not judged on them.
 func (r *Reconciler) abort(ctx context.Context, run *v1alpha1.StressRun, st *v1alpha1.StressRunStatus, reason, msg string) error {
 	for i := range st.Results {
 		if !st.Results[i].Outcome.Final() {
@@ -394,9 +410,10 @@ func (r *Reconciler) finish(run *v1alpha1.StressRun, st *v1alpha1.StressRunStatu
 	setCondition(st, run.Generation, ConditionComplete, metav1.ConditionTrue, reason, msg)
 }
 
-// judge labels a node whose tests are all final: degraded when one failed, healthy
-// when all passed; a node with an aborted test is not judged.
-func (r *Reconciler) judge(ctx context.Context, run *v1alpha1.StressRun, st *v1alpha1.StressRunStatus, node string, idx []int) error {
+// judge records the verdict of a node whose tests are all final: degraded when one
+// failed, healthy when all passed; a node with an aborted test is not judged. The
+// node is labelled once the verdict is stored (owed).
+func (r *Reconciler) judge(run *v1alpha1.StressRun, st *v1alpha1.StressRunStatus, node string, idx []int) error {
 	var tests []string
 	failed, detail := false, "exit 0"
 	for _, i := range idx {
@@ -409,12 +426,18 @@ func (r *Reconciler) judge(ctx context.Context, run *v1alpha1.StressRun, st *v1a
 			failed, detail = true, string(res.Test)+": "+res.Message
 		}
 	}
-	result := "passed"
+	for _, j := range st.Judged {
+		if j.Node == node {
+			return nil
+		}
+	}
+	result, health := "passed", policy.HealthHealthy
 	if failed {
-		result = "failed"
+		result, health = "failed", policy.HealthDegraded
 	}
 	summary := fmt.Sprintf("%s %s at %s %s: %s", strings.Join(tests, ","), result, r.now().UTC().Format(time.RFC3339), RunMark(run.Name), detail)
-	return RecordNode(ctx, r.Kube, r.Recorder, node, run.Name, summary, failed)
+	st.Judged = append(st.Judged, v1alpha1.StressJudgement{Node: node, Health: health, Summary: summary})
+	return nil
 }
 
 // count fills the node counts.

@@ -17,6 +17,8 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/events"
@@ -26,11 +28,14 @@ import (
 const ns = "litepool-system"
 
 type fixture struct {
-	t     *testing.T
-	r     *Reconciler
-	kube  *fake.Clientset
-	cr    client.Client
-	clock *clocktesting.FakeClock
+	// statusWrite, when set, may refuse the status write it is given (by number, from 1).
+	statusWrite func(n int) error
+	writes      int
+	t           *testing.T
+	r           *Reconciler
+	kube        *fake.Clientset
+	cr          client.Client
+	clock       *clocktesting.FakeClock
 }
 
 func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
@@ -38,11 +43,21 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	require.NoError(t, clientgoscheme.AddToScheme(scheme))
 	require.NoError(t, v1alpha1.AddToScheme(scheme))
 	kube := fake.NewClientset(objs...)
-	cr := crfake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&v1alpha1.StressRun{}).Build()
-	clock := clocktesting.NewFakeClock(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
-	r := &Reconciler{Client: cr, Live: cr, Pods: PodsOf(kube), Kube: kube, Recorder: &events.Recorder{Client: kube},
-		Namespace: ns, Clock: clock}
-	return &fixture{t: t, r: r, kube: kube, cr: cr, clock: clock}
+	f := &fixture{t: t, kube: kube}
+	f.cr = crfake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&v1alpha1.StressRun{}).
+		WithInterceptorFuncs(interceptor.Funcs{SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			f.writes++
+			if f.statusWrite != nil {
+				if err := f.statusWrite(f.writes); err != nil {
+					return err
+				}
+			}
+			return c.SubResource(sub).Update(ctx, obj, opts...)
+		}}).Build()
+	f.clock = clocktesting.NewFakeClock(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
+	f.r = &Reconciler{Client: f.cr, Live: f.cr, Pods: PodsOf(kube), Kube: kube, Recorder: &events.Recorder{Client: kube},
+		Namespace: ns, Clock: f.clock}
+	return f
 }
 
 func (f *fixture) create(run *v1alpha1.StressRun) {
@@ -54,9 +69,9 @@ func (f *fixture) create(run *v1alpha1.StressRun) {
 
 func (f *fixture) reconcile(name string) time.Duration {
 	f.t.Helper()
-	after, err := f.r.Reconcile(context.Background(), name)
+	res, err := f.r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKey{Name: name}})
 	require.NoError(f.t, err)
-	return after
+	return res.RequeueAfter
 }
 
 func (f *fixture) run(name string) *v1alpha1.StressRun {
@@ -174,7 +189,7 @@ func TestReconcileHoldsASecondRunOfThePool(t *testing.T) {
 	second := first.DeepCopy()
 	second.Name = "pool-a-2"
 	f.create(second)
-	assert.Equal(t, 10*time.Second, f.reconcile("pool-a-2"))
+	assert.Equal(t, PoolBusyRecheck, f.reconcile("pool-a-2"))
 	run := f.run("pool-a-2")
 	assert.Equal(t, v1alpha1.StressRunPending, run.Status.Phase)
 	assert.Equal(t, "PoolBusy", run.Status.Conditions[0].Reason)
@@ -287,4 +302,137 @@ func TestStandInLeavesObservedGenerationAlone(t *testing.T) {
 			assert.Equal(t, got.Generation, got.Status.ObservedGeneration)
 		}
 	}
+}
+
+// events counts the Events created, by reason.
+func (f *fixture) events() map[string]int {
+	out := map[string]int{}
+	for _, a := range f.kube.Actions() {
+		if c, ok := a.(k8stesting.CreateAction); ok && a.GetResource().Resource == "events" {
+			out[c.GetObject().(*corev1.Event).Reason]++
+		}
+	}
+	return out
+}
+
+// oneFailedTest is a run of one test on n1 whose pod has failed: the next pass judges
+// n1.
+func oneFailedTest(t *testing.T) *fixture {
+	f := newFixture(t, readyNode("n1"))
+	run := testRun()
+	run.Spec.Tests = []v1alpha1.StressTest{"npu"}
+	f.create(run)
+	f.reconcile("pool-a-1")
+	f.reconcile("pool-a-1")
+	f.end("pool-a-1-n1-npu", "npu 3 ecc errors")
+	return f
+}
+
+// A pass whose status write loses a race has told nobody: the node is not labelled
+// and no Event says it failed. The retry judges it again and records it once.
+func TestAJudgementLostToAConflictIsNotPublished(t *testing.T) {
+	f := oneFailedTest(t)
+	writes := f.writes
+	f.statusWrite = func(n int) error {
+		if n == writes+1 {
+			return apierrors.NewConflict(v1alpha1.GroupVersion.WithResource("stressruns").GroupResource(), "pool-a-1", assert.AnError)
+		}
+		return nil
+	}
+	_, err := f.r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKey{Name: "pool-a-1"}})
+	require.True(t, apierrors.IsConflict(err), "a conflict is returned for the rate limiter, got %v", err)
+	assert.NotContains(t, f.node("n1").Labels, policy.LabelHealth)
+	assert.Empty(t, f.events())
+	assert.Empty(t, f.run("pool-a-1").Status.Judged)
+
+	f.reconcile("pool-a-1")
+	f.reconcile("pool-a-1")
+	assert.Equal(t, policy.HealthDegraded, f.node("n1").Labels[policy.LabelHealth])
+	assert.Equal(t, map[string]int{"StressTestFailed": 1}, f.events())
+	run := f.run("pool-a-1")
+	assert.Equal(t, v1alpha1.StressRunFailed, run.Status.Phase)
+	require.Len(t, run.Status.Judged, 1)
+	assert.Equal(t, v1alpha1.StressJudgement{Node: "n1", Health: policy.HealthDegraded, Recorded: true,
+		Summary: "npu failed at 2026-11-22T12:00:00Z (stress run pool-a-1): npu: exit 1 (Error): npu 3 ecc errors"}, run.Status.Judged[0])
+}
+
+// A pass that ends between its status write and the node's label (here the label's
+// patch fails) leaves the verdict owed in the status; the next pass labels the node,
+// even though the run has ended, and records it once.
+func TestAJudgementStoredIsLabelledOnTheNextPass(t *testing.T) {
+	f := oneFailedTest(t)
+	failed := false
+	f.kube.PrependReactor("patch", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if failed {
+			return false, nil, nil
+		}
+		failed = true
+		return true, nil, apierrors.NewServiceUnavailable("etcd is away")
+	})
+	_, err := f.r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKey{Name: "pool-a-1"}})
+	require.Error(t, err)
+	run := f.run("pool-a-1")
+	assert.Equal(t, v1alpha1.StressRunFailed, run.Status.Phase, "the verdict is stored")
+	require.Len(t, run.Status.Judged, 1)
+	assert.False(t, run.Status.Judged[0].Recorded)
+	assert.NotContains(t, f.node("n1").Labels, policy.LabelHealth)
+	assert.Empty(t, f.events())
+
+	f.reconcile("pool-a-1")
+	assert.Equal(t, policy.HealthDegraded, f.node("n1").Labels[policy.LabelHealth])
+	assert.True(t, f.run("pool-a-1").Status.Judged[0].Recorded)
+	f.reconcile("pool-a-1")
+	assert.Equal(t, map[string]int{"StressTestFailed": 1}, f.events())
+}
+
+// A node labelled whose "recorded" mark was not stored (that write lost a race) is
+// found labelled by the next pass, which records no second Event.
+func TestARecordedMarkLostIsNotRecordedTwice(t *testing.T) {
+	f := oneFailedTest(t)
+	writes := f.writes
+	f.statusWrite = func(n int) error {
+		if n == writes+2 {
+			return apierrors.NewConflict(v1alpha1.GroupVersion.WithResource("stressruns").GroupResource(), "pool-a-1", assert.AnError)
+		}
+		return nil
+	}
+	_, err := f.r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKey{Name: "pool-a-1"}})
+	require.True(t, apierrors.IsConflict(err), "got %v", err)
+	assert.Equal(t, policy.HealthDegraded, f.node("n1").Labels[policy.LabelHealth])
+	assert.False(t, f.run("pool-a-1").Status.Judged[0].Recorded)
+	f.reconcile("pool-a-1")
+	assert.True(t, f.run("pool-a-1").Status.Judged[0].Recorded)
+	assert.Equal(t, map[string]int{"StressTestFailed": 1}, f.events())
+}
+
+// A test judged failed by the clock is killed only once that is stored: a pass whose
+// write is lost leaves the pod running (its retry would otherwise run the test again),
+// and the retry kills it and makes no new one.
+func TestATimedOutTestIsKilledOnlyOnceItsFailureIsStored(t *testing.T) {
+	f := newFixture(t, readyNode("n1"))
+	run := testRun()
+	run.Spec.Tests = []v1alpha1.StressTest{"npu"}
+	f.create(run)
+	f.reconcile("pool-a-1")
+	f.reconcile("pool-a-1")
+	require.Equal(t, []string{ns + "/pool-a-1-n1-npu"}, f.pods())
+	f.clock.Step(2 * time.Minute)
+	writes := f.writes
+	f.statusWrite = func(n int) error {
+		if n == writes+1 {
+			return apierrors.NewConflict(v1alpha1.GroupVersion.WithResource("stressruns").GroupResource(), "pool-a-1", assert.AnError)
+		}
+		return nil
+	}
+	_, err := f.r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKey{Name: "pool-a-1"}})
+	require.True(t, apierrors.IsConflict(err), "got %v", err)
+	assert.Equal(t, []string{ns + "/pool-a-1-n1-npu"}, f.pods(), "not killed: the failure is not stored")
+
+	f.reconcile("pool-a-1")
+	assert.Empty(t, f.pods(), "killed once the failure is stored")
+	got := f.run("pool-a-1")
+	assert.Equal(t, v1alpha1.StressRunFailed, got.Status.Phase)
+	assert.Equal(t, "did not finish within 1m0s", got.Status.Results[0].Message)
+	f.reconcile("pool-a-1")
+	assert.Empty(t, f.pods(), "and not made again")
 }

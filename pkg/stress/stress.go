@@ -141,41 +141,29 @@ func PodName(run, node, test string) string {
 	return strings.TrimRight(name[:54], "-.") + fmt.Sprintf("-%08x", h.Sum32())
 }
 
-// TestPod is the pod of one test on one node, in namespace: pinned to the node,
-// tolerating its taints, holding every accelerator it has, told the test in
-// STRESS_TESTS, controlled by the run (deleting the run deletes its pods).
+// TestPod is the pod of one test on one node, in namespace (nodejob.Pod): pinned to
+// the node, tolerating its taints, holding every accelerator it has, told the test in
+// STRESS_TESTS, controlled by the run (deleting the run deletes its pods), with no
+// host access.
 func TestPod(run *v1alpha1.StressRun, namespace string, n *corev1.Node, test string, accel policy.Accelerators) *corev1.Pod {
+	return nodejob.Pod(TestSpec(run, n, test, accel), namespace)
+}
+
+// TestSpec is the node work of one test on one node. Its image is the run's: whoever
+// may create StressRuns chooses it, as whoever may create DriverRollouts chooses an
+// installer's.
+func TestSpec(run *v1alpha1.StressRun, n *corev1.Node, test string, accel policy.Accelerators) nodejob.Spec {
 	limits := corev1.ResourceList{}
 	if rn, count := accel.NodeAccelerators(n); count > 0 {
 		limits[rn] = *resource.NewQuantity(n.Status.Allocatable.Name(rn, resource.DecimalSI).Value(), resource.DecimalSI)
 	}
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:        PodName(run.Name, n.Name, test),
-			Namespace:   namespace,
-			Labels:      map[string]string{LabelManagedBy: "litepool", LabelComponent: Component, LabelInstance: run.Name},
-			Annotations: map[string]string{AnnotationNode: n.Name, AnnotationTest: test},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "StressRun",
-				Name: run.Name, UID: run.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}},
-		},
-		Spec: corev1.PodSpec{
-			NodeName:      n.Name,
-			RestartPolicy: corev1.RestartPolicyNever,
-			// A stress test reads nothing from the API (issue 28 item 8).
-			AutomountServiceAccountToken: ptr.To(false),
-			ActiveDeadlineSeconds:        ptr.To(int64(Timeout(run).Seconds())),
-			Tolerations:                  []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
-			Containers: []corev1.Container{{
-				Name: "stress", Image: run.Spec.Image, Command: run.Spec.Command,
-				Env: []corev1.EnvVar{
-					{Name: "STRESS_TESTS", Value: test},
-					{Name: "NODE_NAME", Value: n.Name},
-					{Name: "POOL", Value: run.Spec.Pool},
-				},
-				Resources: corev1.ResourceRequirements{Limits: limits},
-			}},
-		},
-	}
+	return nodejob.Spec{Owner: run, OwnerKind: v1alpha1.GroupVersion.WithKind("StressRun"), Node: n.Name,
+		Purpose: Component, Key: test, Name: PodName(run.Name, n.Name, test),
+		Image: run.Spec.Image, Command: run.Spec.Command,
+		Env:          []corev1.EnvVar{{Name: "STRESS_TESTS", Value: test}, {Name: "POOL", Value: run.Spec.Pool}},
+		Accelerators: limits, Timeout: Timeout(run),
+		Approved: []string{run.Spec.Image}, ApprovedBy: "StressRun " + run.Name,
+		Labels: map[string]string{LabelInstance: run.Name}, Annotations: map[string]string{AnnotationTest: test}}
 }
 
 // Timeout is how long one test pod of run may run.

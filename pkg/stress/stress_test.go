@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/nodejob"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
@@ -83,4 +84,17 @@ func TestPodOutcome(t *testing.T) {
 	assert.Equal(t, "DeadlineExceeded Pod was active on the node longer than the specified deadline", msg)
 	o, _, _ = PodOutcome(&corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodRunning}})
 	assert.Equal(t, v1alpha1.StressOutcomeRunning, o)
+}
+
+// A test pod is node work built by nodejob: litepool's (so no drain or busy count
+// takes it for a tenant's), with no host access and no token, whatever the run says.
+func TestATestPodIsNodeWorkWithoutHostAccess(t *testing.T) {
+	p := TestPod(testRun(), "litepool-system", readyNode("node-1"), "npu", policy.Accelerators{})
+	assert.True(t, nodejob.IsNodeWork(p, "litepool-system"))
+	assert.False(t, p.Spec.HostPID)
+	assert.Empty(t, p.Spec.Volumes)
+	assert.Nil(t, p.Spec.Containers[0].SecurityContext)
+	assert.False(t, *p.Spec.AutomountServiceAccountToken)
+	assert.Equal(t, "npu", p.Annotations[AnnotationTest])
+	assert.Equal(t, "node-1", p.Annotations[AnnotationNode])
 }

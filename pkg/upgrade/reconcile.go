@@ -11,7 +11,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,6 +25,7 @@ import (
 	"github.com/runwhere-ai/litepool/pkg/events"
 	"github.com/runwhere-ai/litepool/pkg/inventory"
 	"github.com/runwhere-ai/litepool/pkg/nodejob"
+	"github.com/runwhere-ai/litepool/pkg/pass"
 	"github.com/runwhere-ai/litepool/pkg/podindex"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
@@ -57,6 +57,9 @@ type Reconciler struct {
 	Client client.Client
 	// Kube does the steps.
 	Kube kubernetes.Interface
+	// Nodes, when set (the controller's cache, whose node watch wakes a rollout), is
+	// where a pass first reads the nodes it counts; without it they are read live.
+	Nodes client.Reader
 	// Pods, when set (the controller's pod index), says which pending nodes are busy;
 	// without it (the plugin's stand-in) the pods of the pending nodes are listed.
 	Pods     *podindex.Index
@@ -106,7 +109,7 @@ type transition struct {
 	msg      string
 }
 
-type pass struct {
+type passState struct {
 	now         metav1.Time
 	transitions []transition
 	started     []string
@@ -115,48 +118,41 @@ type pass struct {
 	retry bool
 }
 
-func (p *pass) move(n *v1alpha1.DriverRolloutNode, to policy.UpgradeState, msg string) {
+func (p *passState) move(n *v1alpha1.DriverRolloutNode, to policy.UpgradeState, msg string) {
 	from := policy.UpgradeState(n.State)
 	p.transitions = append(p.transitions, transition{node: n.Name, from: from, to: to, msg: msg})
 	n.State, n.Message, n.Since = string(to), msg, p.now.DeepCopy()
 }
 
-// Reconcile is one pass over one rollout.
+// Reconcile is one pass over one rollout (pass.Pass): its steps, recorded in its
+// status; once that is stored, the moves are published.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	var ro v1alpha1.DriverRollout
-	if err := r.Client.Get(ctx, req.NamespacedName, &ro); err != nil {
-		return reconcile.Result{}, client.IgnoreNotFound(err)
-	}
+	p := pass.Pass[*v1alpha1.DriverRollout]{Client: r.Client, New: func() *v1alpha1.DriverRollout { return &v1alpha1.DriverRollout{} }, Decide: r.decide}
+	return p.Reconcile(ctx, req)
+}
+
+// decide takes the rollout's steps and says how soon to look again; an error of a step
+// is returned after the status records the steps that went.
+func (r *Reconciler) decide(ctx context.Context, ro *v1alpha1.DriverRollout) (pass.Decision, error) {
 	if r.Namespace == "" {
-		return reconcile.Result{}, fmt.Errorf("no namespace for installer Jobs: litepool's own namespace is needed")
+		return pass.Decision{}, fmt.Errorf("no namespace for installer Jobs: litepool's own namespace is needed")
 	}
-	before := ro.Status.DeepCopy()
-	p := &pass{now: metav1.NewTime(r.now()).Rfc3339Copy()}
-	stepErr := r.reconcile(ctx, &ro, p)
+	p := &passState{now: metav1.NewTime(r.now()).Rfc3339Copy()}
+	d := pass.Decision{Err: r.reconcile(ctx, ro, p)}
 	if !r.StandIn {
 		ro.Status.ObservedGeneration = ro.Generation
 	}
-	if !equality.Semantic.DeepEqual(before, &ro.Status) {
-		if err := r.Client.Status().Update(ctx, &ro); err != nil {
-			if apierrors.IsConflict(err) {
-				// Another process recorded a step first: redo from its state. What this
-				// pass did is idempotent and is found again.
-				return reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
-			}
-			return reconcile.Result{}, err
-		}
-		r.publish(ctx, &ro, p.transitions)
+	if len(p.transitions) > 0 {
+		d.Effects = []pass.Effect{func(ctx context.Context) error { r.publish(ctx, ro, p.transitions); return nil }}
 	}
-	if stepErr != nil {
-		return reconcile.Result{}, stepErr
+	switch {
+	case !Active(ro):
+	case !r.Watched || p.retry:
+		d.Requeue = r.recheck()
+	default:
+		d.Requeue = untilTimeout(ro, p.now.Time)
 	}
-	if !Active(&ro) {
-		return reconcile.Result{}, nil
-	}
-	if !r.Watched || p.retry {
-		return reconcile.Result{RequeueAfter: r.recheck()}, nil
-	}
-	return reconcile.Result{RequeueAfter: untilTimeout(&ro, p.now.Time)}, nil
+	return d, nil
 }
 
 // untilTimeout is how long until the first timeout of a node's present state ends (0:
@@ -193,7 +189,7 @@ func Final(ro *v1alpha1.DriverRollout) bool {
 	return ro.Status.Phase == v1alpha1.RolloutSucceeded || ro.Status.Phase == v1alpha1.RolloutAborted
 }
 
-func (r *Reconciler) reconcile(ctx context.Context, ro *v1alpha1.DriverRollout, p *pass) error {
+func (r *Reconciler) reconcile(ctx context.Context, ro *v1alpha1.DriverRollout, p *passState) error {
 	st := &ro.Status
 	if Final(ro) {
 		return nil
@@ -228,7 +224,7 @@ func (r *Reconciler) reconcile(ctx context.Context, ro *v1alpha1.DriverRollout, 
 			}
 		}
 	}
-	scope, err := r.scope(ctx, ro)
+	scope, err := r.scope(ctx, ro, r.Nodes)
 	if err != nil {
 		return err
 	}
@@ -243,7 +239,7 @@ func (r *Reconciler) reconcile(ctx context.Context, ro *v1alpha1.DriverRollout, 
 	// The steps above changed nodes (cordons, uncordons): plan over the cluster as it is
 	// now, or a node just uncordoned would still hold a slot.
 	if len(p.transitions) > 0 {
-		if scope, err = r.scope(ctx, ro); err != nil {
+		if scope, err = r.scope(ctx, ro, nil); err != nil {
 			return err
 		}
 	}
@@ -266,7 +262,7 @@ func (r *Reconciler) reconcile(ctx context.Context, ro *v1alpha1.DriverRollout, 
 
 // start fixes the rollout's nodes: those of its target whose driver is not at the
 // version. It returns why the rollout cannot start, if it cannot.
-func (r *Reconciler) start(ctx context.Context, ro *v1alpha1.DriverRollout, p *pass) (string, error) {
+func (r *Reconciler) start(ctx context.Context, ro *v1alpha1.DriverRollout, p *passState) (string, error) {
 	spec := &ro.Spec
 	if err := policy.ValidateDriverVersion(spec.Version); err != nil {
 		return err.Error(), nil
@@ -345,11 +341,30 @@ func Holds(rollouts []v1alpha1.DriverRollout, uid types.UID) []policy.RolloutHol
 }
 
 // scope reads the nodes that count for the rollout: every member of its pool (they
-// all count for maxUnavailable), or its named nodes.
-func (r *Reconciler) scope(ctx context.Context, ro *v1alpha1.DriverRollout) (map[string]*corev1.Node, error) {
+// all count for maxUnavailable), or its named nodes. They are read from nodes (the
+// controller's cache, whose node watch wakes the rollout when they change), or live
+// when nodes is nil: after this pass's own steps, which the cache may not show yet.
+func (r *Reconciler) scope(ctx context.Context, ro *v1alpha1.DriverRollout, nodes client.Reader) (map[string]*corev1.Node, error) {
+	get := func(name string) (*corev1.Node, error) {
+		if nodes == nil {
+			return r.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		}
+		var n corev1.Node
+		return &n, nodes.Get(ctx, client.ObjectKey{Name: name}, &n)
+	}
 	out := map[string]*corev1.Node{}
 	if ro.Spec.Pool != "" {
-		list, err := r.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: labels.Set{policy.LabelPool: ro.Spec.Pool}.String()})
+		var list corev1.NodeList
+		var err error
+		if nodes == nil {
+			var live *corev1.NodeList
+			live, err = r.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: labels.Set{policy.LabelPool: ro.Spec.Pool}.String()})
+			if live != nil {
+				list = *live
+			}
+		} else {
+			err = nodes.List(ctx, &list, client.MatchingLabels{policy.LabelPool: ro.Spec.Pool})
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -371,7 +386,7 @@ func (r *Reconciler) scope(ctx context.Context, ro *v1alpha1.DriverRollout) (map
 		if _, ok := out[name]; ok {
 			continue
 		}
-		node, err := r.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		node, err := get(name)
 		if apierrors.IsNotFound(err) {
 			continue
 		}
@@ -388,11 +403,11 @@ func (r *Reconciler) scope(ctx context.Context, ro *v1alpha1.DriverRollout) (map
 // a node count: what --dry-run shows.
 func Predict(ctx context.Context, kube kubernetes.Interface, ro *v1alpha1.DriverRollout) (waves [][]string, waiting []string, maxU int, err error) {
 	r := &Reconciler{Kube: kube}
-	scope, err := r.scope(ctx, ro)
+	scope, err := r.scope(ctx, ro, nil)
 	if err != nil {
 		return nil, nil, 0, err
 	}
-	p := &pass{}
+	p := &passState{}
 	if _, err := r.plan(ctx, ro, scope, p); err != nil {
 		return nil, nil, 0, err
 	}
@@ -406,7 +421,7 @@ func Predict(ctx context.Context, kube kubernetes.Interface, ro *v1alpha1.Driver
 
 // drive takes one node as far as it goes now: step after step while each finishes at
 // once, stopping at the first that waits, and at done or failed.
-func (r *Reconciler) drive(ctx context.Context, ro *v1alpha1.DriverRollout, n *v1alpha1.DriverRolloutNode, scope map[string]*corev1.Node, p *pass) error {
+func (r *Reconciler) drive(ctx context.Context, ro *v1alpha1.DriverRollout, n *v1alpha1.DriverRolloutNode, scope map[string]*corev1.Node, p *passState) error {
 	s := &Stepper{Kube: r.Kube, Jobs: r.Jobs, Namespace: r.Namespace}
 	node := scope[n.Name]
 	for range len(policy.UpgradeStates()) {
@@ -452,7 +467,7 @@ func (r *Reconciler) drive(ctx context.Context, ro *v1alpha1.DriverRollout, n *v
 }
 
 // plan is rule U2 over the rollout's scope as it is after this pass's steps.
-func (r *Reconciler) plan(ctx context.Context, ro *v1alpha1.DriverRollout, scope map[string]*corev1.Node, p *pass) (policy.WavePlan, error) {
+func (r *Reconciler) plan(ctx context.Context, ro *v1alpha1.DriverRollout, scope map[string]*corev1.Node, p *passState) (policy.WavePlan, error) {
 	nodes, err := r.upgradeNodes(ctx, ro, scope)
 	if err != nil {
 		return policy.WavePlan{}, err
@@ -562,7 +577,7 @@ func CountsOf(ro *v1alpha1.DriverRollout) Counts {
 }
 
 // summarize sets the phase, counts, message and condition from the nodes.
-func summarize(ro *v1alpha1.DriverRollout, plan policy.WavePlan, p *pass) {
+func summarize(ro *v1alpha1.DriverRollout, plan policy.WavePlan, p *passState) {
 	st := &ro.Status
 	c := CountsOf(ro)
 	st.Total, st.Done, st.Failed = int32(c.Total), int32(c.Done), int32(c.Failed)
@@ -632,7 +647,8 @@ func inProgress(ro *v1alpha1.DriverRollout) []string {
 
 // publish tells the cluster about the moves a stored status records: each node's
 // annotations (state for people and tools to read; litepool never takes orders from
-// them) and an Event on the node.
+// them) and an Event on the node. Both are news, not state anything is decided from:
+// one lost to an error is not owed, and the node's next move writes them again.
 func (r *Reconciler) publish(ctx context.Context, ro *v1alpha1.DriverRollout, moves []transition) {
 	for _, m := range moves {
 		ann := map[string]*string{

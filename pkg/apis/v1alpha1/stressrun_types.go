@@ -177,12 +177,31 @@ type StressRunStatus struct {
 	// +listType=atomic
 	// +optional
 	Results []StressNodeResult `json:"results,omitempty"`
+	// Judged are the verdicts of the nodes whose tests are all final, stored before the
+	// node is labelled: a pass that ends between the two labels the node on the next
+	// one, and a verdict recorded is never recorded twice.
+	// +listType=map
+	// +listMapKey=node
+	// +optional
+	Judged []StressJudgement `json:"judged,omitempty"`
 	// Conditions: Started (False with reason PoolBusy while another run of the pool
 	// holds it), Complete.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// StressJudgement is one node's verdict in a run.
+type StressJudgement struct {
+	Node string `json:"node"`
+	// Health is the runwhere.ai/health label the node gets: healthy or degraded.
+	Health string `json:"health"`
+	// Summary is the node's runwhere.ai/stress-result annotation.
+	Summary string `json:"summary"`
+	// Recorded: the label, the annotation and the node's Event are written.
+	// +optional
+	Recorded bool `json:"recorded,omitempty"`
 }
 
 // +kubebuilder:object:root=true

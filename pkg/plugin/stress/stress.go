@@ -32,6 +32,7 @@ import (
 	"k8s.io/kubectl/pkg/util/templates"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/events"
@@ -346,11 +347,11 @@ func (o *StressRunOptions) follow(ctx context.Context, name string, rec *stress.
 			rec = o.takeOver(ctx, name)
 		}
 		if rec != nil {
-			next, err := rec.Reconcile(ctx, name)
+			res, err := rec.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKey{Name: name}})
 			if err != nil && !apierrors.IsConflict(err) {
 				return fmt.Errorf("stress run %s: %w", name, err)
 			}
-			if next > 0 && next < after {
+			if next := res.RequeueAfter; next > 0 && next < after {
 				after = next
 			}
 		}

@@ -113,7 +113,7 @@ func (f *follower) follow(ctx context.Context, name string) error {
 		if local {
 			res, err := rec.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKey{Name: name}})
 			switch {
-			case ctx.Err() != nil:
+			case ctx.Err() != nil, apierrors.IsConflict(err):
 			case err != nil:
 				fmt.Fprintf(f.errOut, "driverrollout %s: %v (trying again)\n", name, err)
 			case res.RequeueAfter > 0 && res.RequeueAfter < next:
