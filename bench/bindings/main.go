@@ -496,7 +496,9 @@ func (b *bench) bindingsEntry(ctx context.Context) (admissionregistrationv1.Vali
 	if err != nil {
 		return admissionregistrationv1.ValidatingWebhook{}, err
 	}
-	i := slices.IndexFunc(cfg.Webhooks, func(w admissionregistrationv1.ValidatingWebhook) bool { return w.Name == controller.PlacementBindingsWebhook })
+	i := slices.IndexFunc(cfg.Webhooks, func(w admissionregistrationv1.ValidatingWebhook) bool {
+		return w.Name == controller.PlacementBindingsWebhook
+	})
 	if i < 0 {
 		return admissionregistrationv1.ValidatingWebhook{}, errors.New("no " + controller.PlacementBindingsWebhook + " entry")
 	}
@@ -514,7 +516,9 @@ func (b *bench) setEntry(ctx context.Context, entry admissionregistrationv1.Vali
 	if err != nil {
 		return err
 	}
-	hooks := slices.DeleteFunc(cfg.Webhooks, func(w admissionregistrationv1.ValidatingWebhook) bool { return w.Name == controller.PlacementBindingsWebhook })
+	hooks := slices.DeleteFunc(cfg.Webhooks, func(w admissionregistrationv1.ValidatingWebhook) bool {
+		return w.Name == controller.PlacementBindingsWebhook
+	})
 	if with {
 		hooks = append(hooks, entry)
 	}
