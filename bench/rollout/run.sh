@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# bench/rollout: the DriverRollout reconciler's API calls per pass (issue 32), a
+# rollout over a pool of 1,000 kwok nodes run by litepool-webhook --controllers, counted
+# by the process's own metrics (bench/rollout/main.go). The cluster is hack/cluster.sh's
+# (kube-controller-manager runs the installer Jobs, kwok the nodes and their pods).
+#
+#   bench/rollout/run.sh [flags of bench/rollout, e.g. --bin before=PATH --bin now=PATH]
+#
+# bench/rollout/before.sh runs it with the binary from before node Jobs were watched
+# beside this one. BENCH_SMOKE=1: 20 nodes. BENCH_KEEP=1 leaves the cluster.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+out=$root/_output/bench/rollout
+name=bench-rollout
+mkdir -p "$out"
+say() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*"; }
+
+make build >/dev/null
+go build -trimpath -o "$out/bench" ./bench/rollout
+if [ -n "${BENCH_SMOKE:-}" ]; then
+  set -- --nodes=20 --max-unavailable=50% --install-delay=1s --idle=2s "$@"
+fi
+[ -n "${BENCH_KEEP:-}" ] || trap 'hack/cluster.sh down "$name" >/dev/null 2>&1 || true' EXIT
+hack/cluster.sh down "$name" >/dev/null 2>&1 || true
+say "starting cluster $name"
+hack/cluster.sh up "$name" "$out/kubeconfig" >/dev/null
+kubectl --kubeconfig "$out/kubeconfig" apply -f deploy/webhook/crd >/dev/null
+until kubectl --kubeconfig "$out/kubeconfig" wait --for=condition=Established --timeout=60s crd/pools.runwhere.ai crd/driverrollouts.runwhere.ai >/dev/null 2>&1; do sleep 1; done
+say "measuring ($(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg))"
+has_bin=
+for a in "$@"; do case $a in --bin|--bin=*) has_bin=1 ;; esac; done
+[ -n "$has_bin" ] || set -- --bin "now=$root/_output/bin/litepool-webhook" "$@"
+"$out/bench" --kubeconfig "$out/kubeconfig" "$@"
+say "done (load average $(cut -d' ' -f1-3 /proc/loadavg))"
