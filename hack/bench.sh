@@ -126,6 +126,7 @@ if grep -q '^x[0-9]* bindings\.' "$BENCH_FIGURES"; then
                 "bindings.chars|their characters|-;" \
                 "bindings.ratio|second scheduler onto other nodes: with conditions / no entry|>= 0.95;" \
                 "bindings.open-rate|  with conditions (bindings/s)|-;" \
+                "bindings.cpu-ratio|  API server + etcd CPU per binding, with conditions / no entry|-;" \
                 "bindings.match-us|  API server match-condition time per binding (us)|-;" \
                 "bindings.excl-rate|second scheduler onto exclusive nodes, webhook up (bindings/s)|-;" \
                 "bindings.outage-open-failed|webhook down: bindings onto other nodes failed|<= 0;" \

@@ -62,6 +62,7 @@ const (
 
 type config struct {
 	kubeconfig, bin, root, figures string
+	clusterDir                     string
 	sizes                          []int
 	openNodes, bindings, rounds    int
 	outage, conc                   int
@@ -79,6 +80,7 @@ func main() {
 	flag.IntVar(&c.rounds, "rounds", 6, "rounds, each of both setups (conditions, no bindings entry) in turn")
 	flag.IntVar(&c.outage, "outage", 100, "bindings of each kind of target while the webhook is stopped")
 	flag.IntVar(&c.conc, "concurrency", 8, "concurrent bindings")
+	flag.StringVar(&c.clusterDir, "cluster-dir", "", "the kwok cluster's directory, to read the CPU time of its kube-apiserver and etcd")
 	flag.Parse()
 	// --kubeconfig is controller-runtime's flag (pkg/controller imports it).
 	if f := flag.Lookup("kubeconfig"); f != nil {
@@ -371,6 +373,9 @@ type sizeFigures struct {
 	// rates of the second scheduler's bindings, per round: onto non-exclusive nodes
 	// with the conditions and without the entry; onto exclusive nodes the same.
 	open, openNone, excl, exclNone []float64
+	// cpu and cpuNone are the API server's and etcd's CPU time per binding onto a
+	// non-exclusive node (ns), per round: a figure contention moves less than rates.
+	cpu, cpuNone []float64
 	// match is the API server's time in the bindings entry's conditions per binding
 	// onto a non-exclusive node (0: its metric gave nothing).
 	match time.Duration
@@ -421,6 +426,7 @@ func (b *bench) measure(ctx context.Context, n int) (sizeFigures, error) {
 	for i := range m {
 		exclTargets = append(exclTargets, exclusive[(i*len(exclusive))/m])
 	}
+	servers := serverPIDs(b.c.clusterDir)
 	match0, evals0 := b.matchTime(ctx)
 	var matchBindings int
 	for round := range b.c.rounds {
@@ -430,10 +436,12 @@ func (b *bench) measure(ctx context.Context, n int) (sizeFigures, error) {
 				return f, err
 			}
 			mt0, _ := b.matchTime(ctx)
+			cpu0 := cpuTime(servers...)
 			rate, errs := b.bindAll(ctx, openNS, take(&openPods, m), b.open)
 			if len(errs) > 0 {
 				return f, fmt.Errorf("bindings onto non-exclusive nodes (entry %v): %d failed, the first: %w", with, len(errs), errs[0])
 			}
+			cpu := (cpuTime(servers...) - cpu0) / time.Duration(m)
 			mt1, _ := b.matchTime(ctx)
 			erate, errs := b.bindAll(ctx, exclNS, take(&exclPods, m), exclTargets)
 			if len(errs) > 0 {
@@ -441,10 +449,12 @@ func (b *bench) measure(ctx context.Context, n int) (sizeFigures, error) {
 			}
 			if with {
 				f.open, f.excl = append(f.open, rate), append(f.excl, erate)
+				f.cpu = append(f.cpu, float64(cpu))
 				f.match += mt1 - mt0
 				matchBindings += m
 			} else {
 				f.openNone, f.exclNone = append(f.openNone, rate), append(f.exclNone, erate)
+				f.cpuNone = append(f.cpuNone, float64(cpu))
 			}
 		}
 	}
@@ -621,6 +631,9 @@ func ratios(a, b []float64) []float64 {
 func (f sizeFigures) print() {
 	r := ratios(f.open, f.openNone)
 	fmt.Printf("bindings/s onto non-exclusive nodes, per round: with the conditions %s; without the entry %s; ratio %s\n", rates(f.open), rates(f.openNone), rates(r))
+	if len(f.cpu) > 0 && f.cpu[0] > 0 {
+		fmt.Printf("API server + etcd CPU per binding onto non-exclusive nodes (us), per round: with the conditions %s; without the entry %s\n", micros(f.cpu), micros(f.cpuNone))
+	}
 	fmt.Printf("bindings/s onto exclusive nodes (the webhook judges them), per round: %s; without the entry %s\n", rates(f.excl), rates(f.exclNone))
 	fmt.Printf("outage (webhook stopped): %d/%d bindings onto non-exclusive nodes failed, %d/%d onto exclusive nodes refused\n",
 		f.outageOpenFailed, f.outageTried, f.outageExclRefused, f.outageTried)
@@ -677,6 +690,15 @@ func printTable(all []sizeFigures) {
 		}
 		return fmt.Sprintf("%.2f..%.2f", r[0], r[len(r)-1])
 	})
+	row("API server + etcd CPU per binding, with conditions (us)", "-", func(f sizeFigures) string { return fmt.Sprintf("%.0f", median(f.cpu)/1e3) })
+	row("API server + etcd CPU per binding, no entry (us)", "-", func(f sizeFigures) string { return fmt.Sprintf("%.0f", median(f.cpuNone)/1e3) })
+	row("  with conditions / no entry, median of rounds", "-", func(f sizeFigures) string {
+		r := ratios(f.cpu, f.cpuNone)
+		if len(r) == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.2f", median(r))
+	})
 	row("API server's match-condition time per binding (us)", "-", func(f sizeFigures) string {
 		if f.match == 0 {
 			return "-"
@@ -717,6 +739,9 @@ func (f sizeFigures) record(file string) {
 	put("chars", float64(f.chars))
 	put("ratio", median(ratios(f.open, f.openNone)))
 	put("open-rate", median(f.open))
+	if r := ratios(f.cpu, f.cpuNone); len(r) > 0 {
+		put("cpu-ratio", median(r))
+	}
 	put("excl-rate", median(f.excl))
 	if f.match > 0 {
 		put("match-us", float64(f.match)/float64(time.Microsecond))
@@ -725,4 +750,55 @@ func (f sizeFigures) record(file string) {
 	if f.outageTried > 0 {
 		put("outage-excl-refused", float64(f.outageExclRefused)/float64(f.outageTried))
 	}
+}
+
+func micros(xs []float64) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = fmt.Sprintf("%.0f", x/1e3)
+	}
+	return strings.Join(s, " ")
+}
+
+// serverPIDs finds the kube-apiserver and etcd processes of the cluster in dir.
+func serverPIDs(dir string) []int {
+	if dir == "" {
+		return nil
+	}
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		argv0 := strings.SplitN(string(cmdline), "\x00", 2)[0]
+		if strings.HasPrefix(argv0, dir) && (strings.HasSuffix(argv0, "/kube-apiserver") || strings.HasSuffix(argv0, "/etcd")) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// cpuTime sums user and system CPU time of the processes (Linux /proc, 100 ticks/s).
+func cpuTime(pids ...int) time.Duration {
+	var total time.Duration
+	for _, pid := range pids {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
+		utime, uerr := strconv.ParseInt(f[11], 10, 64)
+		stime, serr := strconv.ParseInt(f[12], 10, 64)
+		if uerr != nil || serr != nil {
+			continue
+		}
+		total += time.Duration(utime+stime) * 10 * time.Millisecond
+	}
+	return total
 }

@@ -9,20 +9,20 @@
 #   bench/bindings/run.sh [flags of bench/bindings]
 #
 # BENCH_SMOKE=1: 40 exclusive nodes, one short round. BENCH_KEEP=1 leaves the cluster
-# (`hack/cluster.sh down bench-bindings` removes it).
+# (`hack/cluster.sh down bench-bindings` removes it); BENCH_CLUSTER names another.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 bin=$root/_output/bin
 out=$root/_output/bench/bindings
-name=bench-bindings
+name=${BENCH_CLUSTER:-bench-bindings}
 export KWOK_WORKDIR=$root/_output/kwok
 mkdir -p "$out" "$KWOK_WORKDIR"
 say() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*"; }
 
 make build >/dev/null
 hack/build-control-plane.sh >/dev/null
-go build -trimpath -o "$out/bench" ./bench/bindings
+go build -trimpath -o "$out/bench-$name" ./bench/bindings
 
 if [ -n "${BENCH_SMOKE:-}" ]; then
   set -- --sizes=40 --open-nodes=10 --bindings=20 --rounds=1 --outage=5 "$@"
@@ -34,12 +34,13 @@ say "starting cluster $name"
   --kube-apiserver-binary "$bin/kube-apiserver" --kube-controller-manager-binary "$bin/kube-controller-manager" \
   --kube-scheduler-binary "$bin/kube-scheduler" --kwok-controller-binary "$bin/kwok" --etcd-binary "$bin/etcd" \
   --disable kube-controller-manager,kube-scheduler --disable-qps-limits \
-  --kubeconfig "" --wait 120s --quiet-pull >"$out/create.log" 2>&1 || { cat "$out/create.log" >&2; exit 1; }
+  --kubeconfig "" --wait 120s --quiet-pull >"$out/create-$name.log" 2>&1 || { cat "$out/create-$name.log" >&2; exit 1; }
 export KUBECONFIG=$out/kubeconfig
 "$bin/kwokctl" get kubeconfig --name "$name" >"$KUBECONFIG"
 kubectl apply -f deploy/webhook/crd >/dev/null
 until kubectl wait --for=condition=Established --timeout=60s crd/pools.runwhere.ai >/dev/null 2>&1; do sleep 1; done
 say "measuring ($(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg))"
-"$out/bench" --kubeconfig "$KUBECONFIG" --webhook-bin "$bin/litepool-webhook" --root "$root" \
+"$out/bench-$name" --kubeconfig "$KUBECONFIG" --webhook-bin "$bin/litepool-webhook" --root "$root" \
+  --cluster-dir "$KWOK_WORKDIR/clusters/$name/" \
   --figures "${BENCH_FIGURES:-}" "$@"
 say "done (load average $(cut -d' ' -f1-3 /proc/loadavg))"
