@@ -144,12 +144,13 @@ func run(c config) error {
 	for _, n := range c.sizes {
 		f, err := b.measure(ctx, n)
 		if err != nil {
-			return fmt.Errorf("%d exclusive nodes: %w", n, err)
+			return fmt.Errorf("%d exclusive nodes: %w (the webhook's log: %s)", n, err, filepath.Join(b.logDir, "webhook.log"))
 		}
 		all = append(all, f)
 		f.record(c.figures)
 	}
 	printTable(all)
+	_ = os.RemoveAll(b.logDir) // kept when the bench fails: it holds the webhook's log
 	return nil
 }
 
@@ -244,6 +245,7 @@ func (b *bench) startWebhook(ctx context.Context) error {
 		out, _ := os.ReadFile(log.Name())
 		return fmt.Errorf("%w\n%s", err, out)
 	}
+	_ = log.Close() // the process holds its own descriptor
 	b.hook = p
 	return nil
 }
