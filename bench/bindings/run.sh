@@ -35,7 +35,7 @@ say "starting cluster $name"
   --kube-scheduler-binary "$bin/kube-scheduler" --kwok-controller-binary "$bin/kwok" --etcd-binary "$bin/etcd" \
   --disable kube-controller-manager,kube-scheduler --disable-qps-limits \
   --kubeconfig "" --wait 120s --quiet-pull >"$out/create-$name.log" 2>&1 || { cat "$out/create-$name.log" >&2; exit 1; }
-export KUBECONFIG=$out/kubeconfig
+export KUBECONFIG=$out/kubeconfig-$name
 "$bin/kwokctl" get kubeconfig --name "$name" >"$KUBECONFIG"
 kubectl apply -f deploy/webhook/crd >/dev/null
 until kubectl wait --for=condition=Established --timeout=60s crd/pools.runwhere.ai >/dev/null 2>&1; do sleep 1; done
