@@ -450,6 +450,7 @@ func printTable(c config, all []figures) {
 	for _, m := range ordered {
 		row("  "+m+" per pass", func(f figures) string { return perPass(f.rollout.calls[m], f.rollout.passes) })
 	}
+	fmt.Println("  (client-go's method label: GET counts gets, lists and watches alike)")
 	row("API calls per node rolled", func(f figures) string { return fmt.Sprintf("%.1f", f.rollout.total()/float64(f.nodes)) })
 	row("idle: API calls per minute (no rollout)", func(f figures) string {
 		return fmt.Sprintf("%.1f", f.idle.total()/f.idleFor.Minutes())
