@@ -129,6 +129,7 @@ if grep -q '^x[0-9]* bindings\.' "$BENCH_FIGURES"; then
                 "bindings.cpu-ratio|  API server + etcd CPU per binding, with conditions / no entry|-;" \
                 "bindings.match-us|  API server match-condition time per binding (us)|-;" \
                 "bindings.excl-rate|second scheduler onto exclusive nodes, webhook up (bindings/s)|-;" \
+                "bindings.excl-failed|  of them failed (webhook timeouts)|<= 0;" \
                 "bindings.outage-open-failed|webhook down: bindings onto other nodes failed|<= 0;" \
                 "bindings.outage-excl-refused|webhook down: share of bindings onto exclusive nodes refused|-", row, ";")
     }
