@@ -18,6 +18,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -65,6 +66,9 @@ type config struct {
 	maxUnavailable     string
 	installDelay, idle time.Duration
 	timeout            time.Duration
+	// window, when set, measures each rollout for this long instead of to its end,
+	// then removes it and returns its nodes.
+	window time.Duration
 }
 
 func main() {
@@ -83,6 +87,7 @@ func main() {
 	flag.DurationVar(&c.installDelay, "install-delay", 10*time.Second, "how long an installer runs before the agent completes it")
 	flag.DurationVar(&c.idle, "idle", 10*time.Second, "quiet window measured before each rollout")
 	flag.DurationVar(&c.timeout, "timeout", 20*time.Minute, "longest a rollout may take")
+	flag.DurationVar(&c.window, "window", 0, "measure each rollout for this long, then remove it and return its nodes (0: measure it to its end)")
 	flag.Parse()
 	if len(c.bins) == 0 {
 		c.bins = []binary{{"now", "_output/bin/litepool-webhook"}}
@@ -265,13 +270,13 @@ func (c counts) total() float64 {
 }
 
 type figures struct {
-	name     string
-	idle     counts
-	idleFor  time.Duration
-	rollout  counts
-	took     time.Duration
-	nodes    int
-	duration time.Duration
+	name    string
+	idle    counts
+	idleFor time.Duration
+	rollout counts
+	took    time.Duration
+	nodes   int
+	done    int // nodes the rollout had finished when measured
 }
 
 // measure runs one rollout of the pool to version with binary b.
@@ -334,7 +339,11 @@ func measure(ctx context.Context, c config, kube kubernetes.Interface, ctl clien
 		return f, err
 	}
 	var last v1alpha1.DriverRollout
-	err = wait.PollUntilContextTimeout(ctx, time.Second, c.timeout, true, func(ctx context.Context) (bool, error) {
+	limit := c.timeout
+	if c.window > 0 {
+		limit = c.window
+	}
+	err = wait.PollUntilContextTimeout(ctx, time.Second, limit, true, func(ctx context.Context) (bool, error) {
 		if err := ctl.Get(ctx, client.ObjectKeyFromObject(ro), &last); err != nil {
 			return false, nil //nolint:nilerr // polled again
 		}
@@ -347,6 +356,15 @@ func measure(ctx context.Context, c config, kube kubernetes.Interface, ctl clien
 		return false, nil
 	})
 	f.took = time.Since(start)
+	f.done = 0
+	for _, n := range last.Status.Nodes {
+		if n.State == string(policy.UpgradeDone) {
+			f.done++
+		}
+	}
+	if c.window > 0 && wait.Interrupted(err) {
+		err = nil
+	}
 	if err != nil {
 		return f, fmt.Errorf("rollout %s (phase %s after %s): %w", ro.Name, last.Status.Phase, f.took.Round(time.Second), err)
 	}
@@ -355,12 +373,48 @@ func measure(ctx context.Context, c config, kube kubernetes.Interface, ctl clien
 		return f, err
 	}
 	f.rollout = c2.minus(c1)
-	fmt.Printf("%s: rollout of %d nodes to %s took %s; %0.f passes, %0.f API calls\n", b.name, c.nodes, version, f.took.Round(time.Second), f.rollout.passes, f.rollout.total())
+	fmt.Printf("%s: rollout of %d nodes to %s, %s measured (%s); %0.f passes, %0.f API calls\n", b.name, c.nodes, version, f.took.Round(time.Second),
+		last.Status.Message, f.rollout.passes, f.rollout.total())
+	if c.window > 0 {
+		if err := returnNodes(ctx, kube, ctl, ro); err != nil {
+			return f, err
+		}
+	}
 	// The next rollout starts with no installer Job in the namespace.
 	bg := metav1.DeletePropagationBackground
 	_ = kube.BatchV1().Jobs(localwebhook.Namespace).DeleteCollection(ctx, metav1.DeleteOptions{PropagationPolicy: &bg},
 		metav1.ListOptions{LabelSelector: upgrade.LabelComponent + "=" + upgrade.Component})
 	return f, nil
+}
+
+// returnNodes removes the rollout and puts its pool's nodes back as they were before
+// it (uncordoned, no litepool annotation), as an operator would by hand, so that the
+// next binary's rollout starts where this one did.
+func returnNodes(ctx context.Context, kube kubernetes.Interface, ctl client.Client, ro *v1alpha1.DriverRollout) error {
+	if err := ctl.Delete(ctx, ro); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	nodes, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: policy.LabelPool + "=" + pool})
+	if err != nil {
+		return err
+	}
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		ann := map[string]any{}
+		for k := range n.Annotations {
+			if strings.HasPrefix(k, policy.Prefix) {
+				ann[k] = nil
+			}
+		}
+		if !n.Spec.Unschedulable && len(ann) == 0 {
+			continue
+		}
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": ann}, "spec": map[string]any{"unschedulable": nil}})
+		if _, err := kube.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // agent completes installer pods that have run for delay, and reports the driver they
@@ -416,8 +470,12 @@ func finish(ctx context.Context, kube kubernetes.Interface, p *corev1.Pod) bool 
 var verbs = []string{"GET", "LIST", "WATCH", "POST", "PUT", "PATCH", "DELETE"}
 
 func printTable(c config, all []figures) {
-	fmt.Printf("\nDriverRollout of %d kwok nodes, maxUnavailable %s, installs of %s; the controller process's API calls (rest_client_requests_total) per driver-rollout reconcile pass\n",
-		c.nodes, c.maxUnavailable, c.installDelay)
+	what := "to its end"
+	if c.window > 0 {
+		what = "its first " + c.window.String()
+	}
+	fmt.Printf("\nDriverRollout of %d kwok nodes (%s), maxUnavailable %s, installs of %s; the controller process's API calls (rest_client_requests_total) per driver-rollout reconcile pass\n",
+		c.nodes, what, c.maxUnavailable, c.installDelay)
 	fmt.Printf("%-40s", "")
 	for _, f := range all {
 		fmt.Printf(" %14s", f.name)
@@ -430,7 +488,7 @@ func printTable(c config, all []figures) {
 		}
 		fmt.Println()
 	}
-	row("rollout took (s)", func(f figures) string { return fmt.Sprintf("%.0f", f.took.Seconds()) })
+	row("measured (s)", func(f figures) string { return fmt.Sprintf("%.0f", f.took.Seconds()) })
 	row("reconcile passes", func(f figures) string { return fmt.Sprintf("%.0f", f.rollout.passes) })
 	row("passes per minute", func(f figures) string { return fmt.Sprintf("%.1f", f.rollout.passes/f.took.Minutes()) })
 	row("API calls", func(f figures) string { return fmt.Sprintf("%.0f", f.rollout.total()) })
@@ -451,7 +509,13 @@ func printTable(c config, all []figures) {
 		row("  "+m+" per pass", func(f figures) string { return perPass(f.rollout.calls[m], f.rollout.passes) })
 	}
 	fmt.Println("  (client-go's method label: GET counts gets, lists and watches alike)")
-	row("API calls per node rolled", func(f figures) string { return fmt.Sprintf("%.1f", f.rollout.total()/float64(f.nodes)) })
+	row("nodes done", func(f figures) string { return strconv.Itoa(f.done) })
+	row("API calls per node done", func(f figures) string {
+		if f.done == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f", f.rollout.total()/float64(f.done))
+	})
 	row("idle: API calls per minute (no rollout)", func(f figures) string {
 		return fmt.Sprintf("%.1f", f.idle.total()/f.idleFor.Minutes())
 	})
