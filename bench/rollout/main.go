@@ -301,14 +301,15 @@ func measure(ctx context.Context, c config, kube kubernetes.Interface, ctl clien
 	if err != nil {
 		return f, err
 	}
-	defer func() {
+	stop := func() {
 		_ = p.Cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-p.Done():
 		case <-time.After(10 * time.Second):
 			p.Kill()
 		}
-	}()
+	}
+	defer stop()
 	if err := p.WaitReady(ctx, 5*time.Minute); err != nil {
 		out, _ := os.ReadFile(log.Name())
 		return f, fmt.Errorf("%w\n%s", err, out)
@@ -376,6 +377,7 @@ func measure(ctx context.Context, c config, kube kubernetes.Interface, ctl clien
 	fmt.Printf("%s: rollout of %d nodes to %s, %s measured (%s); %0.f passes, %0.f API calls\n", b.name, c.nodes, version, f.took.Round(time.Second),
 		last.Status.Message, f.rollout.passes, f.rollout.total())
 	if c.window > 0 {
+		stop() // a pass under way writes no more after the nodes are returned
 		if err := returnNodes(ctx, kube, ctl, ro); err != nil {
 			return f, err
 		}
