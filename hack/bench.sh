@@ -113,3 +113,41 @@ awk -v sizes="$sizes" '
       printf " %14s\n", slope
     }
   }' "$BENCH_FIGURES"
+
+# Issue 30's binding figures (bench/bindings), one column a count of exclusive nodes
+# (written xN in the figures file): P6's binding conditions as the controller writes
+# them, and a second scheduler's bindings.
+if grep -q '^x[0-9]* bindings\.' "$BENCH_FIGURES"; then
+  echo
+  echo "=== issue 30's binding figures, one run (columns: exclusive nodes) ==="
+  awk '
+    BEGIN {
+      n = split("bindings.conditions|binding conditions the controller writes|-;" \
+                "bindings.chars|their characters|-;" \
+                "bindings.ratio|second scheduler onto other nodes: with conditions / no entry|>= 0.95;" \
+                "bindings.open-rate|  with conditions (bindings/s)|-;" \
+                "bindings.cpu-ratio|  API server + etcd CPU per binding, with conditions / no entry|-;" \
+                "bindings.match-us|  API server match-condition time per binding (us)|-;" \
+                "bindings.excl-rate|second scheduler onto exclusive nodes, webhook up (bindings/s)|-;" \
+                "bindings.excl-failed|  of them failed (webhook timeouts)|<= 0;" \
+                "bindings.outage-open-failed|webhook down: bindings onto other nodes failed|<= 0;" \
+                "bindings.outage-excl-refused|webhook down: share of bindings onto exclusive nodes refused|-", row, ";")
+    }
+    $1 ~ /^x[0-9]+$/ && $2 ~ /^bindings\./ { if (!($1 in seen)) { seen[$1] = 1; col[++nc] = $1 }; v[$1, $2] = $3 }
+    function met(x, goal,   g) {
+      if (goal == "-") return ""
+      split(goal, g, " ")
+      return ((g[1] == "<=" && x + 0 <= g[2] + 0) || (g[1] == ">=" && x + 0 >= g[2] + 0)) ? " ok" : " MISS"
+    }
+    END {
+      printf "%-64s %10s", "figure", "goal"
+      for (i = 1; i <= nc; i++) printf " %12s", substr(col[i], 2) " excl."
+      printf "\n"
+      for (r = 1; r <= n; r++) {
+        split(row[r], f, "|")
+        printf "%-64s %10s", f[2], f[3]
+        for (i = 1; i <= nc; i++) printf " %12s", ((col[i], f[1]) in v) ? sprintf("%.2f%s", v[col[i], f[1]], met(v[col[i], f[1]], f[3])) : "-"
+        printf "\n"
+      }
+    }' "$BENCH_FIGURES"
+fi

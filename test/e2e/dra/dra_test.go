@@ -262,20 +262,7 @@ func startController(t *testing.T) *localwebhook.Process {
 	t.Helper()
 	certs, err := localwebhook.NewCerts(filepath.Join(framework.Root, "_output", "e2e", framework.C.Name, "certs"))
 	require.NoError(t, err)
-	require.NoError(t, localwebhook.EnsureNamespace(context.Background(), framework.C.Kube, localwebhook.Namespace))
-	logs := &localwebhook.LogBuffer{}
-	p, err := localwebhook.Launch(localwebhook.Options{Binary: filepath.Join(framework.BinDir, "litepool-webhook"),
-		Kubeconfig: framework.C.Kubeconfig, Namespace: localwebhook.Namespace, Output: logs,
-		Flags: []string{"--cert-mode=files", "--cert-dir=" + certs.Dir, "--controllers=true"}})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		p.Kill()
-		if t.Failed() {
-			t.Logf("litepool-webhook log:\n%s", logs.String())
-		}
-	})
-	require.NoError(t, p.WaitReady(context.Background(), 60*time.Second), logs.String())
-	return p
+	return framework.LaunchLitepool(t, certs.Dir, "--controllers=true").Process
 }
 
 var draSample = regexp.MustCompile(`(?m)^litepool_pool_dra_devices\{([^}]*)\} (\S+)$`)

@@ -2,7 +2,6 @@ package floor
 
 import (
 	"context"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -30,19 +29,7 @@ func startOne(t *testing.T, kube kubernetes.Interface) {
 	t.Helper()
 	crt, err := localwebhook.NewCerts(t.TempDir())
 	require.NoError(t, err)
-	require.NoError(t, localwebhook.EnsureNamespace(ctx, kube, localwebhook.Namespace))
-	logs := &localwebhook.LogBuffer{}
-	p, err := localwebhook.Launch(localwebhook.Options{Binary: filepath.Join(framework.BinDir, "litepool-webhook"),
-		Kubeconfig: framework.C.Kubeconfig, Namespace: localwebhook.Namespace, Output: logs,
-		Flags: []string{"--cert-mode=files", "--cert-dir=" + crt.Dir, "--controllers"}})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		p.Kill()
-		if t.Failed() {
-			t.Logf("webhook log:\n%s", logs.String())
-		}
-	})
-	require.NoError(t, p.WaitReady(ctx, 60*time.Second), logs.String())
+	p := framework.LaunchLitepool(t, crt.Dir, "--controllers")
 	registerByURL(t, kube, p.Addr, crt.CAPEM)
 	require.NoError(t, localwebhook.WaitEffective(ctx, kube, "default", 30*time.Second))
 }
