@@ -31,8 +31,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -46,6 +44,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/runwhere-ai/litepool/bench/internal/proc"
 	"github.com/runwhere-ai/litepool/internal/localwebhook"
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/controller"
@@ -291,7 +290,7 @@ func randomNames(r *rand.Rand, n int, not map[string]bool) []string {
 // createNodes creates plain nodes labelled with pool, with the exclusive taint when the
 // pool is exclusive (so that the taint reconciler has nothing to write).
 func (b *bench) createNodes(ctx context.Context, names []string, pool string, exclusive bool) error {
-	errs := parallel(len(names), 16, func(i int) error {
+	errs := proc.Parallel(len(names), 16, func(i int) error {
 		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: names[i], Labels: map[string]string{policy.LabelPool: pool}}}
 		if exclusive {
 			node.Spec.Taints = []corev1.Taint{policy.ExclusiveTaint(pool)}
@@ -314,7 +313,7 @@ func (b *bench) createPods(ctx context.Context, ns string, n int, labels map[str
 		b.pods++
 		names[i] = fmt.Sprintf("bind-%06d", b.pods)
 	}
-	errs := parallel(n, 16, func(i int) error {
+	errs := proc.Parallel(n, 16, func(i int) error {
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: names[i], Labels: labels},
 			Spec: corev1.PodSpec{SchedulerName: "no-such-scheduler", Containers: []corev1.Container{{Name: "main", Image: "busybox"}}}}
 		_, err := b.admin.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
@@ -324,30 +323,6 @@ func (b *bench) createPods(ctx context.Context, ns string, n int, labels map[str
 		return nil, fmt.Errorf("creating %d pods in %s: %d failed, the first: %w", n, ns, len(errs), errs[0])
 	}
 	return names, nil
-}
-
-func parallel(n, workers int, f func(i int) error) []error {
-	var mu sync.Mutex
-	var errs []error
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n {
-					return
-				}
-				if err := f(i); err != nil {
-					mu.Lock()
-					errs = append(errs, err)
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return errs
 }
 
 func (b *bench) bind(ctx context.Context, ns, pod, node string, dryRun bool) error {
@@ -363,7 +338,7 @@ func (b *bench) bind(ctx context.Context, ns, pod, node string, dryRun bool) err
 // rate and the errors.
 func (b *bench) bindAll(ctx context.Context, ns string, pods, targets []string) (float64, []error) {
 	start := time.Now()
-	errs := parallel(len(pods), b.c.conc, func(i int) error { return b.bind(ctx, ns, pods[i], targets[i%len(targets)], false) })
+	errs := proc.Parallel(len(pods), b.c.conc, func(i int) error { return b.bind(ctx, ns, pods[i], targets[i%len(targets)], false) })
 	return float64(len(pods)) / time.Since(start).Seconds(), errs
 }
 
@@ -432,7 +407,7 @@ func (b *bench) measure(ctx context.Context, n int) (sizeFigures, error) {
 	for i := range m {
 		exclTargets = append(exclTargets, exclusive[(i*len(exclusive))/m])
 	}
-	servers := serverPIDs(b.c.clusterDir)
+	servers := proc.ServerPIDs(b.c.clusterDir)
 	match0, evals0 := b.matchTime(ctx)
 	var matchBindings int
 	for round := range b.c.rounds {
@@ -442,12 +417,12 @@ func (b *bench) measure(ctx context.Context, n int) (sizeFigures, error) {
 				return f, err
 			}
 			mt0, _ := b.matchTime(ctx)
-			cpu0 := cpuTime(servers...)
+			cpu0 := proc.CPUTime(servers...)
 			rate, errs := b.bindAll(ctx, openNS, take(&openPods, m), b.open)
 			if len(errs) > 0 {
 				return f, fmt.Errorf("bindings onto non-exclusive nodes (entry %v): %d failed, the first: %w", with, len(errs), errs[0])
 			}
-			cpu := (cpuTime(servers...) - cpu0) / time.Duration(m)
+			cpu := (proc.CPUTime(servers...) - cpu0) / time.Duration(m)
 			mt1, _ := b.matchTime(ctx)
 			erate, errs := b.bindAll(ctx, exclNS, take(&exclPods, m), exclTargets)
 			if len(errs) > 0 && !with {
@@ -780,47 +755,4 @@ func micros(xs []float64) string {
 		s[i] = fmt.Sprintf("%.0f", x/1e3)
 	}
 	return strings.Join(s, " ")
-}
-
-// serverPIDs finds the kube-apiserver and etcd processes of the cluster in dir.
-func serverPIDs(dir string) []int {
-	if dir == "" {
-		return nil
-	}
-	var pids []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		argv0 := strings.SplitN(string(cmdline), "\x00", 2)[0]
-		if strings.HasPrefix(argv0, dir) && (strings.HasSuffix(argv0, "/kube-apiserver") || strings.HasSuffix(argv0, "/etcd")) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
-// cpuTime sums user and system CPU time of the processes (Linux /proc, 100 ticks/s).
-func cpuTime(pids ...int) time.Duration {
-	var total time.Duration
-	for _, pid := range pids {
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
-		}
-		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
-		utime, uerr := strconv.ParseInt(f[11], 10, 64)
-		stime, serr := strconv.ParseInt(f[12], 10, 64)
-		if uerr != nil || serr != nil {
-			continue
-		}
-		total += time.Duration(utime+stime) * 10 * time.Millisecond
-	}
-	return total
 }

@@ -27,8 +27,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -44,6 +42,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/runwhere-ai/litepool/bench/internal/proc"
 	"github.com/runwhere-ai/litepool/internal/localwebhook"
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/plugin/kit"
@@ -147,7 +146,7 @@ func populate(ctx context.Context, c config, kube kubernetes.Interface, dyn dyna
 	start := time.Now()
 	list := corev1.ResourceList{"cpu": resource.MustParse("192"), "memory": resource.MustParse("1Ti"),
 		"pods": resource.MustParse("110"), "huawei.com/Ascend910": resource.MustParse("8")}
-	errs := parallel(c.nodes, 16, func(i int) error {
+	errs := proc.Parallel(c.nodes, 16, func(i int) error {
 		name := nodeName(i)
 		_, err := kube.CoreV1().Nodes().Create(ctx, &corev1.Node{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
@@ -185,30 +184,6 @@ func populate(ctx context.Context, c config, kube kubernetes.Interface, dyn dyna
 }
 
 func nodeName(i int) string { return fmt.Sprintf("%s-%04d", pool, i+1) }
-
-func parallel(n, workers int, f func(i int) error) []error {
-	var mu sync.Mutex
-	var errs []error
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n {
-					return
-				}
-				if err := f(i); err != nil {
-					mu.Lock()
-					errs = append(errs, err)
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return errs
-}
 
 // counts are what the process's metrics say at one moment.
 type counts struct {

@@ -59,6 +59,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	"sigs.k8s.io/yaml"
 
+	"github.com/runwhere-ai/litepool/bench/internal/proc"
 	"github.com/runwhere-ai/litepool/internal/localwebhook"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
@@ -591,16 +592,16 @@ func podRound(ctx context.Context, kube kubernetes.Interface, c config, namespac
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
 		return result{}, err
 	}
-	servers := serverPIDs(c.clusterDir)
-	cpuServer0, cpuWebhook0, cpuBench0 := cpuTime(servers...), cpuTime(webhook), cpuTime(os.Getpid())
+	servers := proc.ServerPIDs(c.clusterDir)
+	cpuServer0, cpuWebhook0, cpuBench0 := proc.CPUTime(servers...), proc.CPUTime(webhook), proc.CPUTime(os.Getpid())
 	match0 := matchConditionTime(ctx, kube)
 	res, err := load(c.podConc, c.pods, 2*time.Minute, func(i int) error {
 		_, err := kube.CoreV1().Pods(namespace).Create(ctx, benchPod(fmt.Sprintf("p-%05d", i), "train-a100"), metav1.CreateOptions{})
 		return err
 	})
-	res.cpuServer = (cpuTime(servers...) - cpuServer0) / time.Duration(c.pods)
-	res.cpuWebhook = (cpuTime(webhook) - cpuWebhook0) / time.Duration(c.pods)
-	res.cpuBench = (cpuTime(os.Getpid()) - cpuBench0) / time.Duration(c.pods)
+	res.cpuServer = (proc.CPUTime(servers...) - cpuServer0) / time.Duration(c.pods)
+	res.cpuWebhook = (proc.CPUTime(webhook) - cpuWebhook0) / time.Duration(c.pods)
+	res.cpuBench = (proc.CPUTime(os.Getpid()) - cpuBench0) / time.Duration(c.pods)
 	res.match = (matchConditionTime(ctx, kube) - match0) / time.Duration(c.pods)
 	grace := int64(0)
 	_ = kube.CoreV1().Pods(namespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &grace}, metav1.ListOptions{})
@@ -640,53 +641,6 @@ func matchConditionTime(ctx context.Context, kube kubernetes.Interface) time.Dur
 		}
 	}
 	return time.Duration(total * float64(time.Second))
-}
-
-// serverPIDs finds the kube-apiserver and etcd processes of the cluster in dir.
-func serverPIDs(dir string) []int {
-	if dir == "" {
-		return nil
-	}
-	var pids []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		var pid int
-		if _, err := fmt.Sscan(e.Name(), &pid); err != nil {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		argv0 := strings.SplitN(string(cmdline), "\x00", 2)[0]
-		if strings.HasPrefix(argv0, dir) && (strings.HasSuffix(argv0, "/kube-apiserver") || strings.HasSuffix(argv0, "/etcd")) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
-// cpuTime sums user and system CPU time of the processes (Linux /proc, 100 ticks/s).
-func cpuTime(pids ...int) time.Duration {
-	var total time.Duration
-	for _, pid := range pids {
-		if pid == 0 {
-			continue
-		}
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
-		}
-		// Fields after the command name (which may hold spaces) start at ") ".
-		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
-		utime, uerr := strconv.ParseInt(f[11], 10, 64)
-		stime, serr := strconv.ParseInt(f[12], 10, 64)
-		if uerr != nil || serr != nil {
-			continue // not the stat format this reads: count nothing rather than garbage
-		}
-		total += time.Duration(utime+stime) * 10 * time.Millisecond
-	}
-	return total
 }
 
 func freePort() int {
