@@ -347,37 +347,32 @@ func mergeLabels(have, want map[string]string) map[string]string {
 
 // pruneLocalQueues deletes the pool's own LocalQueues outside namespaces.
 func (k Kueue) pruneLocalQueues(ctx context.Context, pool *v1alpha1.Pool, keep []string) error {
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(KueueLocalQueue.GroupVersion().WithKind("LocalQueueList"))
-	if err := k.Client.List(ctx, list, client.MatchingLabels{policy.LabelPool: pool.Name}); err != nil {
-		return err
-	}
-	for i := range list.Items {
-		lq := &list.Items[i]
-		if !OwnedBy(lq, pool) || slices.Contains(keep, lq.GetNamespace()) {
-			continue
-		}
-		if err := k.Client.Delete(ctx, lq); client.IgnoreNotFound(err) != nil {
-			return err
-		}
-	}
-	return nil
+	return k.prune(ctx, pool, KueueLocalQueue.GroupVersion().WithKind("LocalQueueList"), keep,
+		(*unstructured.Unstructured).GetNamespace)
 }
 
 // pruneShareQueues deletes the pool's own share ClusterQueues not in keep (a share
 // taken out of spec.queue.shares, or a namespace the pool no longer admits).
 func (k Kueue) pruneShareQueues(ctx context.Context, pool *v1alpha1.Pool, keep []string) error {
+	return k.prune(ctx, pool, KueueClusterQueue.GroupVersion().WithKind("ClusterQueueList"), keep,
+		(*unstructured.Unstructured).GetName)
+}
+
+// prune deletes the objects of list kind that carry the pool's label and the pool's
+// controller reference, but those whose key is in keep; an object the pool does not
+// own is left whatever its label says.
+func (k Kueue) prune(ctx context.Context, pool *v1alpha1.Pool, kind schema.GroupVersionKind, keep []string, key func(*unstructured.Unstructured) string) error {
 	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(KueueClusterQueue.GroupVersion().WithKind("ClusterQueueList"))
+	list.SetGroupVersionKind(kind)
 	if err := k.Client.List(ctx, list, client.MatchingLabels{policy.LabelPool: pool.Name}); err != nil {
 		return err
 	}
 	for i := range list.Items {
-		cq := &list.Items[i]
-		if !OwnedBy(cq, pool) || slices.Contains(keep, cq.GetName()) {
+		o := &list.Items[i]
+		if !OwnedBy(o, pool) || slices.Contains(keep, key(o)) {
 			continue
 		}
-		if err := k.Client.Delete(ctx, cq); client.IgnoreNotFound(err) != nil {
+		if err := k.Client.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
 			return err
 		}
 	}
