@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
@@ -59,12 +60,21 @@ func TestAStatusWriterCannotRaiseTheQuota(t *testing.T) {
 		return q != nil && q.Quota == 8, nil
 	}))
 
-	u, err := framework.C.Dynamic.Resource(v1alpha1.PoolResource).Get(context.Background(), pool, metav1.GetOptions{})
-	require.NoError(t, err)
-	require.NoError(t, unstructured.SetNestedField(u.Object, int64(1000), "status", "queue", "quota"))
-	require.NoError(t, unstructured.SetNestedField(u.Object, int64(125), "status", "queue", "schedulableNodes"))
-	_, err = framework.C.Dynamic.Resource(v1alpha1.PoolResource).UpdateStatus(context.Background(), u, metav1.UpdateOptions{})
-	require.NoError(t, err)
+	// The controller writes the same status meanwhile: the forger reads again on a conflict.
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		u, err := framework.C.Dynamic.Resource(v1alpha1.PoolResource).Get(context.Background(), pool, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if err := unstructured.SetNestedField(u.Object, int64(1000), "status", "queue", "quota"); err != nil {
+			return err
+		}
+		if err := unstructured.SetNestedField(u.Object, int64(125), "status", "queue", "schedulableNodes"); err != nil {
+			return err
+		}
+		_, err = framework.C.Dynamic.Resource(v1alpha1.PoolResource).UpdateStatus(context.Background(), u, metav1.UpdateOptions{})
+		return err
+	}))
 
 	require.NoError(t, wait.PollUntilContextTimeout(context.Background(), waitInterval, waitTimeout, true, func(context.Context) (bool, error) {
 		q := getPool(t, pool).Status.Queue
