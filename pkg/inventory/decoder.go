@@ -2,6 +2,7 @@ package inventory
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
@@ -12,10 +13,13 @@ type decoder struct {
 	name string
 	pod  func(item []byte, pod *corev1.Pod, names map[string]string, accel policy.Accelerators) error
 	node func(item []byte, node *corev1.Node, accel policy.Accelerators) error
+	// claim and slice read DRA objects; names interns the strings the counter keeps.
+	claim func(item []byte, claim *resourcev1.ResourceClaim, names *nameTable) error
+	slice func(item []byte, slice *resourcev1.ResourceSlice, names *nameTable) error
 }
 
 // scanDecoder reads only the fields the inventory uses (scan.go).
-var scanDecoder = decoder{name: "scan", pod: scanPod, node: scanNode}
+var scanDecoder = decoder{name: "scan", pod: scanPod, node: scanNode, claim: scanClaim, slice: scanSlice}
 
 // unmarshalDecoder decodes every field with the generated protobuf Unmarshal: the
 // yardstick the scanner is measured against (bench/getpools builds a plugin with the
@@ -29,6 +33,14 @@ var unmarshalDecoder = decoder{
 	node: func(item []byte, node *corev1.Node, _ policy.Accelerators) error {
 		node.Reset()
 		return node.Unmarshal(item)
+	},
+	claim: func(item []byte, claim *resourcev1.ResourceClaim, _ *nameTable) error {
+		claim.Reset()
+		return claim.Unmarshal(item)
+	},
+	slice: func(item []byte, slice *resourcev1.ResourceSlice, _ *nameTable) error {
+		slice.Reset()
+		return slice.Unmarshal(item)
 	},
 }
 

@@ -3,6 +3,7 @@ package inventory
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	resourcev1client "k8s.io/client-go/kubernetes/typed/resource/v1"
 	"k8s.io/client-go/tools/pager"
 	dracel "k8s.io/dynamic-resource-allocation/cel"
 
@@ -104,8 +106,12 @@ type DRACounter struct {
 	cache      *dracel.Cache
 	// allocated holds the devices allocated to claims; the value is the extended resource
 	// a claim made by the scheduler for an extended-resource request serves ("" otherwise).
-	allocated map[deviceKey]corev1.ResourceName
+	allocated map[deviceKey]nameID
 	pools     map[poolKey]*draPool
+	// names numbers the strings kept (nameTable); classSets numbers the sets of classes
+	// that select a device (a cluster has a few).
+	names     *nameTable
+	classSets classSets
 }
 
 type draClass struct {
@@ -119,9 +125,9 @@ type draClass struct {
 	verdicts map[string]bool
 }
 
-type deviceKey struct{ driver, pool, device string }
+type deviceKey struct{ driver, pool, device nameID }
 
-type poolKey struct{ driver, pool string }
+type poolKey struct{ driver, pool nameID }
 
 // draPool is what is kept of a resource pool's slices: those of its newest generation.
 type draPool struct {
@@ -129,19 +135,21 @@ type draPool struct {
 	devices    []draDevice
 }
 
+// draDevice is what is kept of a device, 40 bytes: 40,000 GPUs are 1.6 MB.
 type draDevice struct {
-	name, node, model string
-	classes           []uint16 // the classes that select it (classesOf)
-	counterSet        string   // the first counter set it consumes; empty for a plain device
-	consumed          int64    // sum of the counters it consumes: the largest is the whole device
+	name, node, model nameID
+	classes           classSetID // the classes that select it (classesOf)
+	counterSet        nameID     // the first counter set it consumes; empty for a plain device
+	consumed          int64      // sum of the counters it consumes: the largest is the whole device
 	tainted           bool
 }
 
 // NewDRACounter returns an empty counter.
 func NewDRACounter() *DRACounter {
 	return &DRACounter{
-		allocated: map[deviceKey]corev1.ResourceName{},
+		allocated: map[deviceKey]nameID{},
 		pools:     map[poolKey]*draPool{},
+		names:     newNameTable(),
 	}
 }
 
@@ -185,7 +193,7 @@ func (c *DRACounter) AddClaim(claim *resourcev1.ResourceClaim) {
 		if extended {
 			rn = c.servedResource(claim, r.Request)
 		}
-		c.allocated[deviceKey{r.Driver, r.Pool, r.Device}] = rn
+		c.allocated[deviceKey{c.names.id(r.Driver), c.names.id(r.Pool), c.names.id(r.Device)}] = c.names.id(string(rn))
 	}
 }
 
@@ -212,7 +220,7 @@ func (c *DRACounter) servedResource(claim *resourcev1.ResourceClaim, request str
 // (as the scheduler reads it); devices not bound to one node (node selectors, all nodes)
 // belong to no pool of litepool's and are left out.
 func (c *DRACounter) AddSlice(slice *resourcev1.ResourceSlice) {
-	key := poolKey{slice.Spec.Driver, slice.Spec.Pool.Name}
+	key := poolKey{c.names.id(slice.Spec.Driver), c.names.id(slice.Spec.Pool.Name)}
 	p := c.pools[key]
 	switch {
 	case p == nil:
@@ -229,9 +237,10 @@ func (c *DRACounter) AddSlice(slice *resourcev1.ResourceSlice) {
 		if node == "" {
 			continue
 		}
-		dd := draDevice{name: d.Name, node: node, classes: c.classesOf(slice.Spec.Driver, d), model: modelOf(slice.Spec.Driver, d)}
+		dd := draDevice{name: c.names.id(d.Name), node: c.names.id(node), classes: c.classSets.id(c.classesOf(slice.Spec.Driver, d)),
+			model: c.names.id(modelOf(slice.Spec.Driver, d))}
 		if len(d.ConsumesCounters) > 0 {
-			dd.counterSet = d.ConsumesCounters[0].CounterSet
+			dd.counterSet = c.names.id(d.ConsumesCounters[0].CounterSet)
 			for _, cc := range d.ConsumesCounters {
 				for _, v := range cc.Counters {
 					dd.consumed += v.Value.Value()
@@ -390,7 +399,7 @@ func (nodes DRANodes) Matching(classes []string) map[string]int64 {
 
 // physical is one physical device: its views (one for a plain device).
 type physical struct {
-	node  string
+	node  nameID
 	views []draDevice
 }
 
@@ -398,13 +407,14 @@ type physical struct {
 func (c *DRACounter) Finish() DRANodes {
 	out := DRANodes{}
 	for _, key := range slices.SortedFunc(maps.Keys(c.pools), func(a, b poolKey) int {
-		return strings.Compare(a.driver+"\x00"+a.pool, b.driver+"\x00"+b.pool)
+		return cmp.Or(strings.Compare(c.names.name(a.driver), c.names.name(b.driver)),
+			strings.Compare(c.names.name(a.pool), c.names.name(b.pool)))
 	}) {
 		p := c.pools[key]
-		groups := map[string]*physical{}
+		groups := map[nameID]*physical{}
 		var order []*physical
 		for _, d := range p.devices {
-			if d.counterSet == "" {
+			if d.counterSet == noName {
 				order = append(order, &physical{node: d.node, views: []draDevice{d}})
 				continue
 			}
@@ -431,16 +441,18 @@ func (c *DRACounter) countPhysical(out DRANodes, key poolKey, g *physical) {
 		if c := cmp.Compare(a.consumed, b.consumed); c != 0 {
 			return c
 		}
-		return strings.Compare(b.name, a.name) // the first by name wins a tie
+		return strings.Compare(c.names.name(b.name), c.names.name(a.name)) // the first by name wins a tie
 	})
-	row := DRADevices{Driver: key.driver, Class: c.className(whole.classes), Model: whole.model, Total: 1}
+	classes := c.classSets.sets[whole.classes]
+	row := DRADevices{Driver: c.names.name(key.driver), Class: c.className(classes), Model: c.names.name(whole.model), Total: 1}
 	if len(g.views) > 1 {
 		row.Partitionable = 1
 	}
-	n := out[g.node]
+	node := c.names.name(g.node)
+	n := out[node]
 	if n == nil {
 		n = &DRANode{}
-		out[g.node] = n
+		out[node] = n
 	}
 	for _, v := range g.views {
 		served, allocated := c.allocated[deviceKey{key.driver, key.pool, v.name}]
@@ -449,11 +461,11 @@ func (c *DRACounter) countPhysical(out DRANodes, key poolKey, g *physical) {
 			if v.name != whole.name {
 				row.PartitionsAllocated++
 			}
-			if served != "" {
+			if served != noName {
 				if n.Served == nil {
 					n.Served = map[corev1.ResourceName]int64{}
 				}
-				n.Served[served]++
+				n.Served[corev1.ResourceName(c.names.name(served))]++
 			}
 		}
 		if v.tainted {
@@ -464,8 +476,8 @@ func (c *DRACounter) countPhysical(out DRANodes, key poolKey, g *physical) {
 		row.Free = 1
 	}
 	if row.Unhealthy == 0 {
-		names := make([]string, len(whole.classes))
-		for i, ci := range whole.classes {
+		names := make([]string, len(classes))
+		for i, ci := range classes {
 			names[i] = c.classes[ci].name
 		}
 		if n.Selectable == nil {
@@ -499,43 +511,25 @@ func (b *Builder) withoutServed(u usage, served map[corev1.ResourceName]int64) u
 	return u
 }
 
-// slicePageSize is smaller than PageSize: a ResourceSlice carries a node's devices with
-// their attributes and capacities, and 1,000 of them (8 GPUs each) decode to about 22 MB
-// held at once, where 1,000 pods or claims take 2-3 MB.
-const slicePageSize = 200
-
 // CollectDRA lists DeviceClasses, ResourceClaims and ResourceSlices, page by page, and
 // counts their devices per node. A cluster that does not serve resource.k8s.io/v1, or a
 // user not allowed to list it, has no DRA figures and the error is nil; warning is for
 // the user who may not list them (a cluster without DRA has nothing to tell).
+//
+// Claims and slices are read as protobuf streams by the scanners (scan_dra.go), one
+// object at a time; a client without a REST client (the fake clientset of unit tests) or
+// a response that is not protobuf falls back to typed, fully decoded pages.
 func CollectDRA(ctx context.Context, client kubernetes.Interface) (nodes DRANodes, warning string, err error) {
 	c := NewDRACounter()
-	each := func(what string, pageSize int64, list func(context.Context, metav1.ListOptions) (runtime.Object, error), fn func(runtime.Object)) error {
-		p := pager.New(list)
-		p.PageSize = pageSize
-		// client-go decodes up to 10 pages ahead of the consumer, and counting (CEL on
-		// every device) is slower than fetching: the pages piled up, and the peak grew
-		// with the cluster. One page ahead keeps the fetch overlapped.
-		p.PageBufferSize = 0
-		err := p.EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error { fn(obj); return nil })
-		if err != nil {
-			return fmt.Errorf("listing %s: %w", what, err)
-		}
-		return nil
-	}
 	r := client.ResourceV1()
-	err = each("deviceclasses", PageSize, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+	err = eachTyped(ctx, "deviceclasses", func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 		return r.DeviceClasses().List(ctx, o)
 	}, func(obj runtime.Object) { c.AddClass(obj.(*resourcev1.DeviceClass)) })
 	if err == nil {
-		err = each("resourceclaims", PageSize, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return r.ResourceClaims(metav1.NamespaceAll).List(ctx, o)
-		}, func(obj runtime.Object) { c.AddClaim(obj.(*resourcev1.ResourceClaim)) })
+		err = c.readClaims(ctx, r)
 	}
 	if err == nil {
-		err = each("resourceslices", slicePageSize, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return r.ResourceSlices().List(ctx, o)
-		}, func(obj runtime.Object) { c.AddSlice(obj.(*resourcev1.ResourceSlice)) })
+		err = c.readSlices(ctx, r)
 	}
 	switch {
 	case apierrors.IsNotFound(err): // the cluster does not serve resource.k8s.io/v1
@@ -547,6 +541,63 @@ func CollectDRA(ctx context.Context, client kubernetes.Interface) (nodes DRANode
 		return nil, "", err
 	}
 	return c.Finish(), "", nil
+}
+
+func (c *DRACounter) readClaims(ctx context.Context, r resourcev1client.ResourceV1Interface) error {
+	if rc := restClient(r.RESTClient()); rc != nil {
+		var claim resourcev1.ResourceClaim
+		err := scanList(ctx, rc, "resourceclaims", metav1.ListOptions{}, func(item []byte) error {
+			if err := itemDecoder.claim(item, &claim, c.names); err != nil {
+				return err
+			}
+			c.AddClaim(&claim)
+			return nil
+		})
+		if !errors.Is(err, errNotProtobuf) {
+			return err
+		}
+		clear(c.allocated)
+	}
+	return eachTyped(ctx, "resourceclaims", func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		return r.ResourceClaims(metav1.NamespaceAll).List(ctx, o)
+	}, func(obj runtime.Object) { c.AddClaim(obj.(*resourcev1.ResourceClaim)) })
+}
+
+func (c *DRACounter) readSlices(ctx context.Context, r resourcev1client.ResourceV1Interface) error {
+	if rc := restClient(r.RESTClient()); rc != nil {
+		var slice resourcev1.ResourceSlice
+		err := scanList(ctx, rc, "resourceslices", metav1.ListOptions{}, func(item []byte) error {
+			if err := itemDecoder.slice(item, &slice, c.names); err != nil {
+				return err
+			}
+			c.AddSlice(&slice)
+			return nil
+		})
+		if !errors.Is(err, errNotProtobuf) {
+			return err
+		}
+		clear(c.pools)
+		for i := range c.classes {
+			c.classes[i].matched = 0
+		}
+	}
+	return eachTyped(ctx, "resourceslices", func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		return r.ResourceSlices().List(ctx, o)
+	}, func(obj runtime.Object) { c.AddSlice(obj.(*resourcev1.ResourceSlice)) })
+}
+
+// eachTyped pages through a list with client-go's typed, fully decoded pages.
+func eachTyped(ctx context.Context, what string, list func(context.Context, metav1.ListOptions) (runtime.Object, error), fn func(runtime.Object)) error {
+	p := pager.New(list)
+	p.PageSize = PageSize
+	// client-go decodes up to 10 pages ahead of the consumer; one ahead keeps the fetch
+	// overlapped without piling pages up.
+	p.PageBufferSize = 0
+	err := p.EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error { fn(obj); return nil })
+	if err != nil {
+		return fmt.Errorf("listing %s: %w", what, err)
+	}
+	return nil
 }
 
 // DRAStatus turns rows into a Pool's status.dra; nil when there are none.
@@ -593,15 +644,16 @@ func deviceNode(slice *resourcev1.ResourceSlice, d *resourcev1.Device) string {
 // TaintedDevicesByNode names each node's tainted devices (driver/pool/device) in the
 // newest generation of each driver's resource pool, as the counting does.
 func TaintedDevicesByNode(list []resourcev1.ResourceSlice) map[string][]string {
-	newest := map[poolKey]int64{}
+	type poolName struct{ driver, pool string }
+	newest := map[poolName]int64{}
 	for i := range list {
-		k := poolKey{list[i].Spec.Driver, list[i].Spec.Pool.Name}
+		k := poolName{list[i].Spec.Driver, list[i].Spec.Pool.Name}
 		newest[k] = max(newest[k], list[i].Spec.Pool.Generation)
 	}
 	out := map[string][]string{}
 	for i := range list {
 		s := &list[i]
-		if s.Spec.Pool.Generation < newest[poolKey{s.Spec.Driver, s.Spec.Pool.Name}] {
+		if s.Spec.Pool.Generation < newest[poolName{s.Spec.Driver, s.Spec.Pool.Name}] {
 			continue
 		}
 		for j := range s.Spec.Devices {
@@ -615,4 +667,66 @@ func TaintedDevicesByNode(list []resourcev1.ResourceSlice) map[string][]string {
 		slices.Sort(names)
 	}
 	return out
+}
+
+// nameID numbers a string the DRA counter keeps. A cluster's 40,000 devices and claims'
+// results repeat a few thousand names (node and pool names, gpu-0..gpu-7, the driver),
+// and an index of 4 bytes in place of a string header of 16 is most of what the counter
+// keeps per device. Issue 30, 5,000 nodes and 40,000 allocated GPUs: the counter's heap
+// went from 14.3 MB to about 3 MB, get pools' peak RSS from 73.6 to 58.6 MiB.
+type nameID uint32
+
+// noName is the ID of "".
+const noName nameID = 0
+
+type nameTable struct {
+	ids   map[string]nameID
+	names []string
+}
+
+func newNameTable() *nameTable {
+	return &nameTable{ids: map[string]nameID{"": noName}, names: []string{""}}
+}
+
+func (t *nameTable) id(s string) nameID {
+	if id, ok := t.ids[s]; ok {
+		return id
+	}
+	id := nameID(len(t.names))
+	t.ids[s] = id
+	t.names = append(t.names, s)
+	return id
+}
+
+func (t *nameTable) name(id nameID) string { return t.names[id] }
+
+// intern is the table's one string equal to v: the scanners make no string for a name
+// they have seen.
+func (t *nameTable) intern(v []byte) string {
+	if id, ok := t.ids[string(v)]; ok {
+		return t.names[id]
+	}
+	return t.names[t.id(string(v))]
+}
+
+// classSetID numbers a set of DeviceClasses (indexes into DRACounter.classes).
+type classSetID uint32
+
+type classSets struct {
+	ids  map[string]classSetID
+	sets [][]uint16
+}
+
+func (s *classSets) id(set []uint16) classSetID {
+	key := fmt.Sprint(set)
+	if id, ok := s.ids[key]; ok {
+		return id
+	}
+	if s.ids == nil {
+		s.ids = map[string]classSetID{}
+	}
+	id := classSetID(len(s.sets))
+	s.ids[key] = id
+	s.sets = append(s.sets, set)
+	return id
 }

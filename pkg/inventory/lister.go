@@ -59,7 +59,7 @@ func collect(ctx context.Context, client kubernetes.Interface, opts Options, dra
 	b.DRA = dra
 	podOpts := metav1.ListOptions{FieldSelector: ActivePodsSelector}
 	nodeOpts := metav1.ListOptions{LabelSelector: opts.NodeSelector}
-	if rc := restClient(client); rc != nil {
+	if rc := restClient(client.CoreV1().RESTClient()); rc != nil {
 		var pod corev1.Pod
 		names := map[string]string{}
 		err := scanList(ctx, rc, "pods", podOpts, func(item []byte) error {
@@ -98,9 +98,8 @@ func (o Options) builder() *Builder {
 	return b
 }
 
-// restClient returns the core/v1 REST client, or nil when there is none (fakes).
-func restClient(client kubernetes.Interface) rest.Interface {
-	rc := client.CoreV1().RESTClient()
+// restClient returns rc, or nil when there is none (the fakes' typed nil).
+func restClient(rc rest.Interface) rest.Interface {
 	if c, ok := rc.(*rest.RESTClient); ok && c == nil {
 		return nil
 	}
