@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	resourcev1client "k8s.io/client-go/kubernetes/typed/resource/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/pager"
 	dracel "k8s.io/dynamic-resource-allocation/cel"
 
@@ -544,46 +545,41 @@ func CollectDRA(ctx context.Context, client kubernetes.Interface) (nodes DRANode
 }
 
 func (c *DRACounter) readClaims(ctx context.Context, r resourcev1client.ResourceV1Interface) error {
-	if rc := restClient(r.RESTClient()); rc != nil {
-		var claim resourcev1.ResourceClaim
-		err := scanList(ctx, rc, "resourceclaims", metav1.ListOptions{}, func(item []byte) error {
-			if err := itemDecoder.claim(item, &claim, c.names); err != nil {
-				return err
-			}
-			c.AddClaim(&claim)
-			return nil
+	return readDRA(ctx, r.RESTClient(), "resourceclaims", itemDecoder.claim, c.names, c.AddClaim,
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return r.ResourceClaims(metav1.NamespaceAll).List(ctx, o)
 		})
-		if !errors.Is(err, errNotProtobuf) {
-			return err
-		}
-		clear(c.allocated)
-	}
-	return eachTyped(ctx, "resourceclaims", func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-		return r.ResourceClaims(metav1.NamespaceAll).List(ctx, o)
-	}, func(obj runtime.Object) { c.AddClaim(obj.(*resourcev1.ResourceClaim)) })
 }
 
 func (c *DRACounter) readSlices(ctx context.Context, r resourcev1client.ResourceV1Interface) error {
-	if rc := restClient(r.RESTClient()); rc != nil {
-		var slice resourcev1.ResourceSlice
-		err := scanList(ctx, rc, "resourceslices", metav1.ListOptions{}, func(item []byte) error {
-			if err := itemDecoder.slice(item, &slice, c.names); err != nil {
+	return readDRA(ctx, r.RESTClient(), "resourceslices", itemDecoder.slice, c.names, c.AddSlice,
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return r.ResourceSlices().List(ctx, o)
+		})
+}
+
+// readDRA passes every object of a resource to add: scanned from a protobuf stream into
+// one reused object, or, without a REST client or protobuf, from typed pages. A response
+// that is not protobuf is known by its first bytes, before any object was added.
+func readDRA[T any, PT interface {
+	*T
+	runtime.Object
+}](ctx context.Context, rc rest.Interface, resource string, decode func([]byte, PT, *nameTable) error, names *nameTable,
+	add func(PT), list func(context.Context, metav1.ListOptions) (runtime.Object, error)) error {
+	if rc = restClient(rc); rc != nil {
+		obj := PT(new(T))
+		err := scanList(ctx, rc, resource, metav1.ListOptions{}, func(item []byte) error {
+			if err := decode(item, obj, names); err != nil {
 				return err
 			}
-			c.AddSlice(&slice)
+			add(obj)
 			return nil
 		})
 		if !errors.Is(err, errNotProtobuf) {
 			return err
 		}
-		clear(c.pools)
-		for i := range c.classes {
-			c.classes[i].matched = 0
-		}
 	}
-	return eachTyped(ctx, "resourceslices", func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-		return r.ResourceSlices().List(ctx, o)
-	}, func(obj runtime.Object) { c.AddSlice(obj.(*resourcev1.ResourceSlice)) })
+	return eachTyped(ctx, resource, list, func(o runtime.Object) { add(o.(PT)) })
 }
 
 // eachTyped pages through a list with client-go's typed, fully decoded pages.

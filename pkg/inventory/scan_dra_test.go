@@ -1,7 +1,6 @@
 package inventory
 
 import (
-	"bytes"
 	"fmt"
 	"math/rand"
 	"testing"
@@ -10,20 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 )
-
-// encodeDRA writes a resource.k8s.io/v1 list as the API server sends it.
-func encodeDRA(t testing.TB, obj runtime.Object) []byte {
-	t.Helper()
-	enc := scheme.Codecs.EncoderForVersion(protobuf.NewSerializer(scheme.Scheme, scheme.Scheme), resourcev1.SchemeGroupVersion)
-	var buf bytes.Buffer
-	require.NoError(t, enc.Encode(obj, &buf))
-	return buf.Bytes()
-}
 
 // randomClaim is a claim as the scheduler leaves it: requests (exact, or first available
 // with subrequests), sometimes allocated, sometimes made for an extended resource, with
@@ -128,7 +115,7 @@ func TestDRAScannersAgreeWithFullDecoding(t *testing.T) {
 	for _, d := range []decoder{scanDecoder, unmarshalDecoder} {
 		got := count(func(c *DRACounter) {
 			var claim resourcev1.ResourceClaim
-			cont, err := listItems(encodeDRA(t, claims), func(b []byte) error {
+			cont, err := listItems(encode(t, claims), func(b []byte) error {
 				if err := d.claim(b, &claim, c.names); err != nil {
 					return err
 				}
@@ -139,7 +126,7 @@ func TestDRAScannersAgreeWithFullDecoding(t *testing.T) {
 			assert.Equal(t, "next", cont)
 		}, func(c *DRACounter) {
 			var slice resourcev1.ResourceSlice
-			_, err := listItems(encodeDRA(t, slices), func(b []byte) error {
+			_, err := listItems(encode(t, slices), func(b []byte) error {
 				if err := d.slice(b, &slice, c.names); err != nil {
 					return err
 				}
@@ -169,7 +156,7 @@ func TestDRAScannersAgreeWithFullDecoding(t *testing.T) {
 
 func TestDRAScannerRejectsACutList(t *testing.T) {
 	r := rand.New(rand.NewSource(4))
-	body := encodeDRA(t, &resourcev1.ResourceSliceList{Items: []resourcev1.ResourceSlice{randomSlice(r, 0), randomSlice(r, 1)}})
+	body := encode(t, &resourcev1.ResourceSliceList{Items: []resourcev1.ResourceSlice{randomSlice(r, 0), randomSlice(r, 1)}})
 	for cut := 0; cut < len(body)-4; cut += 7 {
 		_, err := listItems(body[:cut], func(b []byte) error {
 			return scanSlice(b, &resourcev1.ResourceSlice{}, newNameTable())
@@ -188,7 +175,7 @@ func BenchmarkScanDRA(b *testing.B) {
 	for i := range 1000 {
 		claims.Items = append(claims.Items, randomClaim(r, i))
 	}
-	sliceBody, claimBody := encodeDRA(b, slices), encodeDRA(b, claims)
+	sliceBody, claimBody := encode(b, slices), encode(b, claims)
 	for _, d := range []decoder{scanDecoder, unmarshalDecoder} {
 		b.Run(d.name, func(b *testing.B) {
 			b.ReportAllocs()

@@ -22,7 +22,9 @@ import (
 // encode writes a list as the API server sends it (magic, runtime.Unknown, the list).
 func encode(t testing.TB, obj runtime.Object) []byte {
 	t.Helper()
-	enc := scheme.Codecs.EncoderForVersion(protobuf.NewSerializer(scheme.Scheme, scheme.Scheme), corev1.SchemeGroupVersion)
+	kinds, _, err := scheme.Scheme.ObjectKinds(obj)
+	require.NoError(t, err)
+	enc := scheme.Codecs.EncoderForVersion(protobuf.NewSerializer(scheme.Scheme, scheme.Scheme), kinds[0].GroupVersion())
 	var buf bytes.Buffer
 	require.NoError(t, enc.Encode(obj, &buf))
 	return buf.Bytes()
