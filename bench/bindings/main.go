@@ -64,6 +64,7 @@ type config struct {
 	clusterDir                     string
 	sizes                          []int
 	openNodes, bindings, rounds    int
+	warmup                         int
 	outage, conc                   int
 }
 
@@ -77,6 +78,7 @@ func main() {
 	flag.IntVar(&c.openNodes, "open-nodes", 200, "nodes of the non-exclusive pool the second scheduler binds onto")
 	flag.IntVar(&c.bindings, "bindings", 500, "bindings per setup, kind of target and round")
 	flag.IntVar(&c.rounds, "rounds", 6, "rounds, each of both setups (conditions, no bindings entry) in turn")
+	flag.IntVar(&c.warmup, "warmup", 100, "bindings onto non-exclusive nodes after each change of setup, not measured (the API server compiles an entry's conditions, and collects what compiling left, on the first requests)")
 	flag.IntVar(&c.outage, "outage", 100, "bindings of each kind of target while the webhook is stopped")
 	flag.IntVar(&c.conc, "concurrency", 8, "concurrent bindings")
 	flag.StringVar(&c.clusterDir, "cluster-dir", "", "the kwok cluster's directory, to read the CPU time of its kube-apiserver and etcd")
@@ -344,7 +346,7 @@ func (b *bench) bindAll(ctx context.Context, ns string, pods, targets []string) 
 
 // sizeFigures are one size's figures.
 type sizeFigures struct {
-	nodes             int
+	nodes, warmup     int
 	conditions, chars int
 	written           time.Duration
 	// rates of the second scheduler's bindings, per round: onto non-exclusive nodes
@@ -357,6 +359,10 @@ type sizeFigures struct {
 	// cpu and cpuNone are the API server's and etcd's CPU time per binding onto a
 	// non-exclusive node (ns), per round: a figure contention moves less than rates.
 	cpu, cpuNone []float64
+	// changeIn and changeOut are the API server's and etcd's CPU time (ns) of putting the
+	// entry in (the API server compiles its conditions) and of taking it out, each with
+	// the warm-up's bindings, per round: what a change of the conditions costs.
+	changeIn, changeOut []float64
 	// match is the API server's time in the bindings entry's conditions per binding
 	// onto a non-exclusive node (0: its metric gave nothing).
 	match time.Duration
@@ -367,7 +373,7 @@ type sizeFigures struct {
 }
 
 func (b *bench) measure(ctx context.Context, n int) (sizeFigures, error) {
-	f := sizeFigures{nodes: n}
+	f := sizeFigures{nodes: n, warmup: b.c.warmup}
 	start := time.Now()
 	if err := b.createNodes(ctx, b.names[b.created:n], exclPool, true); err != nil {
 		return f, err
@@ -391,7 +397,7 @@ func (b *bench) measure(ctx context.Context, n int) (sizeFigures, error) {
 		n, made.Sub(start).Round(time.Millisecond), f.conditions, f.chars, f.written.Round(time.Millisecond))
 
 	m := b.c.bindings
-	openPods, err := b.createPods(ctx, openNS, 2*b.c.rounds*m+b.c.outage, nil)
+	openPods, err := b.createPods(ctx, openNS, 2*b.c.rounds*(m+b.c.warmup)+b.c.outage, nil)
 	if err != nil {
 		return f, err
 	}
@@ -413,9 +419,14 @@ func (b *bench) measure(ctx context.Context, n int) (sizeFigures, error) {
 	for round := range b.c.rounds {
 		for k := range 2 {
 			with := (round+k)%2 == 0 // each round starts with the other setup
+			change0 := proc.CPUTime(servers...)
 			if err := b.setEntry(ctx, entry, with); err != nil {
 				return f, err
 			}
+			if _, errs := b.bindAll(ctx, openNS, take(&openPods, b.c.warmup), b.open); len(errs) > 0 {
+				return f, fmt.Errorf("warm-up bindings (entry %v): %d failed, the first: %w", with, len(errs), errs[0])
+			}
+			change := proc.CPUTime(servers...) - change0
 			mt0, _ := b.matchTime(ctx)
 			cpu0 := proc.CPUTime(servers...)
 			rate, errs := b.bindAll(ctx, openNS, take(&openPods, m), b.open)
@@ -440,11 +451,13 @@ func (b *bench) measure(ctx context.Context, n int) (sizeFigures, error) {
 			if with {
 				f.open, f.excl = append(f.open, rate), append(f.excl, erate)
 				f.cpu = append(f.cpu, float64(cpu))
+				f.changeIn = append(f.changeIn, float64(change))
 				f.match += mt1 - mt0
 				matchBindings += m
 			} else {
 				f.openNone, f.exclNone = append(f.openNone, rate), append(f.exclNone, erate)
 				f.cpuNone = append(f.cpuNone, float64(cpu))
+				f.changeOut = append(f.changeOut, float64(change))
 			}
 		}
 	}
@@ -623,6 +636,8 @@ func (f sizeFigures) print() {
 	fmt.Printf("bindings/s onto non-exclusive nodes, per round: with the conditions %s; without the entry %s; ratio %s\n", rates(f.open), rates(f.openNone), rates(r))
 	if len(f.cpu) > 0 && f.cpu[0] > 0 {
 		fmt.Printf("API server + etcd CPU per binding onto non-exclusive nodes (us), per round: with the conditions %s; without the entry %s\n", micros(f.cpu), micros(f.cpuNone))
+		fmt.Printf("API server + etcd CPU of a change of setup with %d warm-up bindings (ms), per round: entry in %s; entry out %s\n",
+			f.warmup, millis(f.changeIn), millis(f.changeOut))
 	}
 	fmt.Printf("bindings/s onto exclusive nodes (the webhook judges them), per round: %s; without the entry %s\n", rates(f.excl), rates(f.exclNone))
 	if f.exclFailed > 0 {
@@ -692,6 +707,8 @@ func printTable(all []sizeFigures) {
 		}
 		return fmt.Sprintf("%.2f", median(r))
 	})
+	row("API server + etcd CPU of putting the entry in, with warm-up (ms)", "-", func(f sizeFigures) string { return fmt.Sprintf("%.0f", median(f.changeIn)/1e6) })
+	row("API server + etcd CPU of taking the entry out, with warm-up (ms)", "-", func(f sizeFigures) string { return fmt.Sprintf("%.0f", median(f.changeOut)/1e6) })
 	row("API server's match-condition time per binding (us)", "-", func(f sizeFigures) string {
 		if f.match == 0 {
 			return "-"
@@ -747,6 +764,14 @@ func (f sizeFigures) record(file string) {
 	if f.outageTried > 0 {
 		put("outage-excl-refused", float64(f.outageExclRefused)/float64(f.outageTried))
 	}
+}
+
+func millis(xs []float64) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = fmt.Sprintf("%.0f", x/1e6)
+	}
+	return strings.Join(s, " ")
 }
 
 func micros(xs []float64) string {

@@ -25,7 +25,7 @@ hack/build-control-plane.sh >/dev/null
 go build -trimpath -o "$out/bench-$name" ./bench/bindings
 
 if [ -n "${BENCH_SMOKE:-}" ]; then
-  set -- --sizes=40 --open-nodes=10 --bindings=20 --rounds=1 --outage=5 "$@"
+  set -- --sizes=40 --open-nodes=10 --bindings=20 --rounds=1 --outage=5 --warmup=5 "$@"
 fi
 [ -n "${BENCH_KEEP:-}" ] || trap 'hack/cluster.sh down "$name" >/dev/null 2>&1 || true' EXIT
 hack/cluster.sh down "$name" >/dev/null 2>&1 || true
