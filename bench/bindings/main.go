@@ -755,6 +755,10 @@ func (f sizeFigures) record(file string) {
 	if r := ratios(f.cpu, f.cpuNone); len(r) > 0 {
 		put("cpu-ratio", median(r))
 	}
+	if len(f.changeIn) > 0 {
+		put("change-in-ms", median(f.changeIn)/1e6)
+		put("change-out-ms", median(f.changeOut)/1e6)
+	}
 	put("excl-rate", median(f.excl))
 	put("excl-failed", float64(f.exclFailed))
 	if f.match > 0 {
