@@ -128,8 +128,8 @@ if grep -q '^x[0-9]* bindings\.' "$BENCH_FIGURES"; then
                 "bindings.open-rate|  with conditions (bindings/s)|-;" \
                 "bindings.cpu-ratio|  API server + etcd CPU per binding, with conditions / no entry|-;" \
                 "bindings.match-us|  API server match-condition time per binding (us)|-;" \
-                "bindings.change-in-ms|  API server + etcd CPU of putting the entry in, 100 bindings after (ms)|-;" \
-                "bindings.change-out-ms|  the same, taking the entry out (ms)|-;" \
+                "bindings.change-in-ms|  API server + etcd CPU, entry put in + 100 bindings (ms)|-;" \
+                "bindings.change-out-ms|  the same, entry taken out + 100 bindings (ms)|-;" \
                 "bindings.excl-rate|second scheduler onto exclusive nodes, webhook up (bindings/s)|-;" \
                 "bindings.excl-failed|  of them failed (webhook timeouts)|<= 0;" \
                 "bindings.outage-open-failed|webhook down: bindings onto other nodes failed|<= 0;" \
