@@ -3,6 +3,7 @@ package inventory
 import (
 	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
@@ -106,7 +107,8 @@ type DRACounter struct {
 	readsKnown bool
 	cache      *dracel.Cache
 	// allocated holds the devices allocated to claims; the value is the extended resource
-	// a claim made by the scheduler for an extended-resource request serves ("" otherwise).
+	// a claim made by the scheduler for an extended-resource request serves (noName
+	// otherwise).
 	allocated map[deviceKey]nameID
 	pools     map[poolKey]*draPool
 	// names numbers the strings kept (nameTable); classSets numbers the sets of classes
@@ -586,8 +588,9 @@ func readDRA[T any, PT interface {
 func eachTyped(ctx context.Context, what string, list func(context.Context, metav1.ListOptions) (runtime.Object, error), fn func(runtime.Object)) error {
 	p := pager.New(list)
 	p.PageSize = PageSize
-	// client-go decodes up to 10 pages ahead of the consumer; one ahead keeps the fetch
-	// overlapped without piling pages up.
+	// client-go decodes up to 10 pages ahead of the consumer, and counting (CEL on every
+	// device) is slower than fetching: the pages piled up. One ahead keeps the fetch
+	// overlapped.
 	p.PageBufferSize = 0
 	err := p.EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error { fn(obj); return nil })
 	if err != nil {
@@ -711,18 +714,22 @@ type classSetID uint32
 type classSets struct {
 	ids  map[string]classSetID
 	sets [][]uint16
+	key  []byte // reused: a lookup of a known set makes no string
 }
 
 func (s *classSets) id(set []uint16) classSetID {
-	key := fmt.Sprint(set)
-	if id, ok := s.ids[key]; ok {
+	s.key = s.key[:0]
+	for _, c := range set {
+		s.key = binary.LittleEndian.AppendUint16(s.key, c)
+	}
+	if id, ok := s.ids[string(s.key)]; ok {
 		return id
 	}
 	if s.ids == nil {
 		s.ids = map[string]classSetID{}
 	}
 	id := classSetID(len(s.sets))
-	s.ids[key] = id
+	s.ids[string(s.key)] = id
 	s.sets = append(s.sets, set)
 	return id
 }

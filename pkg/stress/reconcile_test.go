@@ -67,6 +67,20 @@ func (f *fixture) create(run *v1alpha1.StressRun) {
 	require.NoError(f.t, f.cr.Create(context.Background(), run))
 }
 
+// reconcileLosing runs one pass whose k-th status write (from 1) loses a race to
+// another writer, and returns the pass's error.
+func (f *fixture) reconcileLosing(name string, k int) error {
+	writes := f.writes
+	f.statusWrite = func(n int) error {
+		if n == writes+k {
+			return apierrors.NewConflict(v1alpha1.GroupVersion.WithResource("stressruns").GroupResource(), name, assert.AnError)
+		}
+		return nil
+	}
+	_, err := f.r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKey{Name: name}})
+	return err
+}
+
 func (f *fixture) reconcile(name string) time.Duration {
 	f.t.Helper()
 	res, err := f.r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKey{Name: name}})
@@ -332,14 +346,7 @@ func oneFailedTest(t *testing.T) *fixture {
 // and no Event says it failed. The retry judges it again and records it once.
 func TestAJudgementLostToAConflictIsNotPublished(t *testing.T) {
 	f := oneFailedTest(t)
-	writes := f.writes
-	f.statusWrite = func(n int) error {
-		if n == writes+1 {
-			return apierrors.NewConflict(v1alpha1.GroupVersion.WithResource("stressruns").GroupResource(), "pool-a-1", assert.AnError)
-		}
-		return nil
-	}
-	_, err := f.r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKey{Name: "pool-a-1"}})
+	err := f.reconcileLosing("pool-a-1", 1)
 	require.True(t, apierrors.IsConflict(err), "a conflict is returned for the rate limiter, got %v", err)
 	assert.NotContains(t, f.node("n1").Labels, policy.LabelHealth)
 	assert.Empty(t, f.events())
@@ -389,14 +396,7 @@ func TestAJudgementStoredIsLabelledOnTheNextPass(t *testing.T) {
 // found labelled by the next pass, which records no second Event.
 func TestARecordedMarkLostIsNotRecordedTwice(t *testing.T) {
 	f := oneFailedTest(t)
-	writes := f.writes
-	f.statusWrite = func(n int) error {
-		if n == writes+2 {
-			return apierrors.NewConflict(v1alpha1.GroupVersion.WithResource("stressruns").GroupResource(), "pool-a-1", assert.AnError)
-		}
-		return nil
-	}
-	_, err := f.r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKey{Name: "pool-a-1"}})
+	err := f.reconcileLosing("pool-a-1", 2)
 	require.True(t, apierrors.IsConflict(err), "got %v", err)
 	assert.Equal(t, policy.HealthDegraded, f.node("n1").Labels[policy.LabelHealth])
 	assert.False(t, f.run("pool-a-1").Status.Judged[0].Recorded)
@@ -417,14 +417,7 @@ func TestATimedOutTestIsKilledOnlyOnceItsFailureIsStored(t *testing.T) {
 	f.reconcile("pool-a-1")
 	require.Equal(t, []string{ns + "/pool-a-1-n1-npu"}, f.pods())
 	f.clock.Step(2 * time.Minute)
-	writes := f.writes
-	f.statusWrite = func(n int) error {
-		if n == writes+1 {
-			return apierrors.NewConflict(v1alpha1.GroupVersion.WithResource("stressruns").GroupResource(), "pool-a-1", assert.AnError)
-		}
-		return nil
-	}
-	_, err := f.r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKey{Name: "pool-a-1"}})
+	err := f.reconcileLosing("pool-a-1", 1)
 	require.True(t, apierrors.IsConflict(err), "got %v", err)
 	assert.Equal(t, []string{ns + "/pool-a-1-n1-npu"}, f.pods(), "not killed: the failure is not stored")
 
