@@ -121,6 +121,109 @@ type PoolSpec struct {
 	// schedulable capacity (docs/queueing.md); absent: litepool writes no queue object.
 	// +optional
 	Queue *QueueSpec `json:"queue,omitempty"`
+	// Topology describes the pool's rack-scale domains (super nodes, NVL72 racks,
+	// topology blocks) by node labels (docs/topology.md); absent: the pool is a flat set
+	// of nodes.
+	// +optional
+	Topology *TopologySpec `json:"topology,omitempty"`
+}
+
+// TopologyPreset names the node labels a real system writes for its domains
+// (policy.TopologyPresets holds each preset's levels and unit, and who writes them).
+// +kubebuilder:validation:Enum=Ascend;NVIDIA;GKE;EKS;Topograph
+type TopologyPreset string
+
+const (
+	TopologyAscend    TopologyPreset = "Ascend"
+	TopologyNVIDIA    TopologyPreset = "NVIDIA"
+	TopologyGKE       TopologyPreset = "GKE"
+	TopologyEKS       TopologyPreset = "EKS"
+	TopologyTopograph TopologyPreset = "Topograph"
+)
+
+// TopologySpec is a pool's topology: node label keys, coarsest first, as Kueue's
+// Topology has them (kubernetes.io/hostname is the implied last level). A domain is the
+// members that share a level's value; the unit is the level a job needs whole.
+// +kubebuilder:validation:XValidation:rule="has(self.preset) != (has(self.levels) && self.levels.size() > 0)",message="set exactly one of spec.topology.preset (Ascend, NVIDIA, GKE, EKS, Topograph) or spec.topology.levels (node label keys, coarsest first)"
+// +kubebuilder:validation:XValidation:rule="!has(self.unit) || !has(self.levels) || self.unit in self.levels",message="spec.topology.unit must be one of spec.topology.levels"
+type TopologySpec struct {
+	// Preset names the label set a real system writes; exclusive with Levels.
+	// +optional
+	Preset TopologyPreset `json:"preset,omitempty"`
+	// Levels are node label keys, coarsest first; kubernetes.io/hostname is implied
+	// last and may only be written last. At most 15 (Kueue's 16 with the hostname).
+	// +kubebuilder:validation:MaxItems=15
+	// +kubebuilder:validation:items:MaxLength=317
+	// +listType=atomic
+	// +optional
+	Levels []string `json:"levels,omitempty"`
+	// Unit is the level a job needs whole (the super node): scale-down, the floor
+	// and maintenance count whole domains of it. Default: the preset's unit, or the
+	// finest level above the hostname.
+	// +optional
+	Unit string `json:"unit,omitempty"`
+	// MinNodesPerDomain is the floor of members a domain of the unit level keeps
+	// while it stays in the pool: scale-down takes a whole domain or leaves at least
+	// this many (seed: "at least 1 node must remain"). Default 1.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MinNodesPerDomain int32 `json:"minNodesPerDomain,omitempty"`
+}
+
+// TopologyStatus is a bounded summary of the pool's domains of its unit level: counts,
+// the largest free block and the fullest and freest domains (at most
+// policy.TopologyStatusDomains each), so that thousands of domains keep the object small.
+type TopologyStatus struct {
+	// Unit is the label key of the unit level the figures count.
+	Unit string `json:"unit"`
+	// Domains counts the unit's domains; Whole, Degraded and Out count them by state.
+	Domains int32 `json:"domains"`
+	// +optional
+	Whole int32 `json:"whole,omitempty"`
+	// +optional
+	Degraded int32 `json:"degraded,omitempty"`
+	// +optional
+	Out int32 `json:"out,omitempty"`
+	// Mixed counts domains whose members carry more than one accelerator model or count.
+	// +optional
+	Mixed int32 `json:"mixed,omitempty"`
+	// WholeFree counts whole domains with no accelerator in use.
+	// +optional
+	WholeFree int32 `json:"wholeFree,omitempty"`
+	// Outside counts members without the unit's label: in no domain, never dropped.
+	// +optional
+	Outside int32 `json:"outside,omitempty"`
+	// LargestFreeBlock is the most accelerators free in one whole domain: the largest
+	// job that fits inside one unit now.
+	// +optional
+	LargestFreeBlock int64 `json:"largestFreeBlock,omitempty"`
+	// Fullest and Freest are the domains with the least and the most free
+	// accelerators.
+	// +listType=atomic
+	// +optional
+	Fullest []DomainSummary `json:"fullest,omitempty"`
+	// +listType=atomic
+	// +optional
+	Freest []DomainSummary `json:"freest,omitempty"`
+}
+
+// DomainSummary is one domain of the unit level.
+type DomainSummary struct {
+	// Name is the unit label's value.
+	Name string `json:"name"`
+	// Nodes and ReadyNodes count the domain's members and the schedulable ones.
+	Nodes int32 `json:"nodes"`
+	// +optional
+	ReadyNodes int32 `json:"readyNodes"`
+	// Total and Free are the domain's accelerators (allocatable of schedulable
+	// members, and what their pods leave).
+	// +optional
+	Total int64 `json:"total"`
+	// +optional
+	Free int64 `json:"free"`
+	// State is Whole (every member schedulable), Degraded (some member out) or Out
+	// (no member schedulable).
+	State string `json:"state"`
 }
 
 // QueueScheduler names the queueing system a pool feeds.
@@ -468,6 +571,9 @@ type PoolStatus struct {
 	// Queue is the pool's scheduler queue (spec.queue); absent when it has none.
 	// +optional
 	Queue *QueueStatus `json:"queue,omitempty"`
+	// Topology summarises the pool's domains (spec.topology); absent without one.
+	// +optional
+	Topology *TopologyStatus `json:"topology,omitempty"`
 	// Conditions of the pool: Degraded (some member not Running), BelowMinNodes (fewer
 	// Running members than spec.minNodes), Upgrading (a member is mid-upgrade), Queue
 	// (its scheduler queue is written: False says why not).
