@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -58,7 +57,12 @@ func KueueFlavorFor(pool *v1alpha1.Pool) *unstructured.Unstructured {
 		spec["nodeTaints"] = []any{map[string]any{"key": t.Key, "value": t.Value, "effect": string(t.Effect)}}
 		spec["tolerations"] = []any{map[string]any{"key": tol.Key, "operator": string(tol.Operator), "value": tol.Value, "effect": string(tol.Effect)}}
 	}
-	return object(KueueFlavor, "", pool, spec)
+	if top := TopologyName(pool); top != "" {
+		spec["topologyName"] = top
+	}
+	u := object(KueueFlavor, "", pool, spec)
+	u.SetName(FlavorName(pool))
+	return u
 }
 
 // KueueClusterQueueFor is the pool's ClusterQueue: one flavor (the pool's), whose
@@ -118,7 +122,7 @@ func clusterQueue(pool *v1alpha1.Pool, name string, c policy.Capacity, lim limit
 	spec := map[string]any{"namespaceSelector": selector}
 	if len(covered) > 0 {
 		spec["resourceGroups"] = []any{map[string]any{"coveredResources": covered,
-			"flavors": []any{map[string]any{"name": pool.Name, "resources": quotas}}}}
+			"flavors": []any{map[string]any{"name": FlavorName(pool), "resources": quotas}}}}
 	}
 	if cohort := Cohort(pool); cohort != "" {
 		spec["cohortName"] = cohort
@@ -213,6 +217,11 @@ func (k Kueue) Sync(ctx context.Context, pool *v1alpha1.Pool, c policy.Capacity,
 		}
 		return err
 	}
+	if top := KueueTopologyFor(pool); top != nil {
+		if err := note(k.apply(ctx, pool, top, topologyFields)); err != nil {
+			return nil, err
+		}
+	}
 	if err := note(k.apply(ctx, pool, KueueFlavorFor(pool), flavorFields)); err != nil {
 		return nil, err
 	}
@@ -232,6 +241,11 @@ func (k Kueue) Sync(ctx context.Context, pool *v1alpha1.Pool, c policy.Capacity,
 		}
 	}
 	if err := k.pruneShareQueues(ctx, pool, queues); err != nil {
+		return nil, err
+	}
+	// Only now that no ClusterQueue of the pool names them: a flavor and Topology of
+	// levels the pool no longer has.
+	if err := k.pruneTopology(ctx, pool, []string{FlavorName(pool)}, []string{TopologyName(pool)}); err != nil {
 		return nil, err
 	}
 	slices.Sort(namespaces)
@@ -358,6 +372,23 @@ func (k Kueue) pruneShareQueues(ctx context.Context, pool *v1alpha1.Pool, keep [
 		(*unstructured.Unstructured).GetName)
 }
 
+// pruneTopology deletes the pool's own flavors and Topologies not in keep: those of
+// levels it no longer has (a Topology's levels and a TAS flavor's topologyName cannot
+// change, so new ones are written beside them). A cluster without Kueue's Topology API
+// has none to delete.
+func (k Kueue) pruneTopology(ctx context.Context, pool *v1alpha1.Pool, flavors, topologies []string) error {
+	if err := k.prune(ctx, pool, KueueFlavor.GroupVersion().WithKind("ResourceFlavorList"), flavors,
+		(*unstructured.Unstructured).GetName); err != nil {
+		return err
+	}
+	err := k.prune(ctx, pool, KueueTopology.GroupVersion().WithKind("TopologyList"), topologies,
+		(*unstructured.Unstructured).GetName)
+	if apimeta.IsNoMatchError(err) {
+		return nil
+	}
+	return err
+}
+
 // prune deletes the objects of list kind that carry the pool's label and the pool's
 // controller reference, but those whose key is in keep; an object the pool does not
 // own is left whatever its label says.
@@ -398,7 +429,7 @@ func (k Kueue) readStatus(ctx context.Context, pool *v1alpha1.Pool, name string,
 	usage, _, _ := unstructured.NestedSlice(cq.Object, "status", "flavorsUsage")
 	for _, f := range usage {
 		fm, _ := f.(map[string]any)
-		if fm["name"] != pool.Name {
+		if fm["name"] != FlavorName(pool) {
 			continue
 		}
 		res, _ := fm["resources"].([]any)
@@ -433,9 +464,9 @@ func total(rm map[string]any) int64 {
 	return 0
 }
 
-// Remove deletes the pool's own LocalQueues, ClusterQueues (its own and its shares')
-// and flavor. Kueue keeps a
-// ClusterQueue or flavor that admitted workloads still use until they finish.
+// Remove deletes the pool's own LocalQueues, ClusterQueues (its own and its shares'),
+// flavors and Topologies. Kueue keeps a ClusterQueue or flavor that admitted workloads
+// still use until they finish.
 func (k Kueue) Remove(ctx context.Context, pool *v1alpha1.Pool) error {
 	if err := k.pruneLocalQueues(ctx, pool, nil); err != nil {
 		if apimeta.IsNoMatchError(err) {
@@ -443,24 +474,8 @@ func (k Kueue) Remove(ctx context.Context, pool *v1alpha1.Pool) error {
 		}
 		return err
 	}
-	if err := k.pruneShareQueues(ctx, pool, []string{pool.Name}); err != nil {
+	if err := k.pruneShareQueues(ctx, pool, nil); err != nil {
 		return err
 	}
-	for _, gvk := range []schema.GroupVersionKind{KueueClusterQueue, KueueFlavor} {
-		obj := &unstructured.Unstructured{}
-		obj.SetGroupVersionKind(gvk)
-		if err := k.Client.Get(ctx, client.ObjectKey{Name: pool.Name}, obj); err != nil {
-			if apierrors.IsNotFound(err) || apimeta.IsNoMatchError(err) {
-				continue
-			}
-			return err
-		}
-		if !OwnedBy(obj, pool) {
-			continue
-		}
-		if err := k.Client.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("deleting %s %s: %w", gvk.Kind, pool.Name, err)
-		}
-	}
-	return nil
+	return k.pruneTopology(ctx, pool, nil, nil)
 }

@@ -29,6 +29,7 @@ func kueueClient(installed bool, objs ...client.Object) client.Client {
 		mapper.Add(KueueFlavor, apimeta.RESTScopeRoot)
 		mapper.Add(KueueClusterQueue, apimeta.RESTScopeRoot)
 		mapper.Add(KueueLocalQueue, apimeta.RESTScopeNamespace)
+		mapper.Add(KueueTopology, apimeta.RESTScopeRoot)
 	}
 	b := fake.NewClientBuilder().WithScheme(runtime.NewScheme()).WithRESTMapper(mapper).WithObjects(objs...)
 	if !installed {
