@@ -36,7 +36,8 @@ kueue: ## Kueue's controller-manager (hack/tools-kueue) into _output/bin, for te
 	hack/build-kueue.sh
 
 .PHONY: test
-test: verify test-unit test-e2e bench-smoke ## everything CI runs
+test: ## everything CI runs (verify, test-unit, test-e2e, bench-smoke), with each phase's time at the end
+	hack/test.sh
 
 .PHONY: verify
 verify: ## gofmt, programs a fresh machine lacks (hack/hostprograms), shellcheck on hack/, generated code up to date, golangci-lint
