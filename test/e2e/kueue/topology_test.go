@@ -102,9 +102,9 @@ func TestSuperNodePoolQueuesWholeDomains(t *testing.T) {
 	waitQuota(t, pool, "104")
 	createJob(t, tasJob(ns, "fourth", pool, 4, superPod))
 	assert.Equal(t, map[string]int{"superpod-4": 4}, domainsOf(t, ns, "fourth", domainOf, 4))
-	waitJobDone(t, ns, "fourth")
 
-	// 5 × 8 GPUs fit in no super node (32 each), though the quota (104) has room.
+	// 5 × 8 GPUs fit in no super node (32 each), though the quota has room (104, less
+	// the 32 of "fourth" if it still runs).
 	createJob(t, tasJob(ns, "too-big", pool, 5, superPod))
 	var msg string
 	require.NoError(t, wait.PollUntilContextTimeout(context.Background(), waitInterval, waitTimeout, true, func(context.Context) (bool, error) {
