@@ -393,9 +393,9 @@ func (r *Reconciler) apply(ctx context.Context, pool *v1alpha1.Pool, s policy.He
 		if st.Action == policy.ActionRecheck && e.StressRun != "" {
 			return nil
 		}
-		if s.RecheckImage == "" {
+		if !s.Rechecks() {
 			e.State, e.Reason, e.Since = v1alpha1.NodeHealthHolding, policy.ReasonRecovered, metav1.NewTime(r.now())
-			e.Message = "not re-checked: the pool has no stress-test image (spec.stressTest.image or spec.health.recheck.image); returns after the hold time"
+			e.Message = "not re-checked: the pool names no re-check definition (spec.health.recheck.definition) and has no stress-test image (spec.stressTest.image or spec.health.recheck.image); returns after the hold time"
 			e.History = append(e.History, v1alpha1.NodeHealthTransition{Time: e.Since, State: e.State, Reason: e.Reason})
 			st.Changed, st.Requeue = true, s.HoldTime
 			return nil
@@ -539,9 +539,10 @@ func (r *Reconciler) drain(ctx context.Context, node string) (refused bool, err 
 // checkHolding: a node Holding has passed its re-check, which is a run this pool
 // controls, and its hold time runs from that run's end; an entry naming another run
 // (a pools/status writer's word) goes back to re-checking, and one dated back keeps the
-// run's end as its start. Without a re-check image there is no run to check.
+// run's end as its start. Without a re-check (no definition, no image) there is no run
+// to check.
 func (r *Reconciler) checkHolding(ctx context.Context, pool *v1alpha1.Pool, s policy.HealthSettings, e *v1alpha1.NodeHealthStatus) (*v1alpha1.NodeHealthStatus, error) {
-	if e == nil || e.State != v1alpha1.NodeHealthHolding || (s.RecheckImage == "" && s.RecheckDefinition == "") {
+	if e == nil || e.State != v1alpha1.NodeHealthHolding || !s.Rechecks() {
 		return e, nil
 	}
 	outcome, run, err := r.recheckRun(ctx, pool, e)

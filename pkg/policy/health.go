@@ -123,6 +123,13 @@ func HealthSettingsOf(pool *v1alpha1.Pool) HealthSettings {
 	return s
 }
 
+// Rechecks says whether the pool has a re-check to run: an operator's definition, or a
+// stress image (approved or not: an unapproved one holds the node out). Without either
+// a node returns after the hold time, not re-checked.
+func (s HealthSettings) Rechecks() bool {
+	return s.RecheckImage != "" || s.RecheckDefinition != ""
+}
+
 func durationOr(d *metav1.Duration, def time.Duration) time.Duration {
 	if d == nil || d.Duration <= 0 {
 		return def
