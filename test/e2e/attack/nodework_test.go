@@ -467,7 +467,7 @@ func attackForgedEntriesPastTheBreaker(t *testing.T) {
 		return sawOut && out == 0 && left == 0, nil
 	})
 	require.NoError(t, err, "the forged entries never all cleared (at most %d tainted at once)\n%s", most, framework.W.Log)
-	assert.Equal(t, 1, most, "at most the breaker's share (25%% of 4: 1) tainted at once")
+	assert.Equal(t, 1, most, "at most the breaker's share (25 percent of 4: 1) tainted at once")
 	for _, n := range nodes {
 		assert.Empty(t, nodeWorkJobs(t, n), "no remediation on the word of the Pool's status")
 	}
