@@ -10,10 +10,12 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/events"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
@@ -203,6 +205,121 @@ func TestAStatusWriterCannotReturnANode(t *testing.T) {
 				return
 			}
 			assert.NotNil(t, policy.QuarantineTaintOf(node), "still out: the status is no order")
+		})
+	}
+}
+
+// Issue 38 part 3: a writer of pools/status writes {Quarantined, fatal} for all 4
+// healthy members of a pool whose breaker allows 1 out. An entry that no signal, hold or
+// taint backs is memory: it is honoured only within the breaker (1 tainted, the others'
+// entries are dropped with an Event naming the rule), the one honoured goes to its
+// re-check and returns when it passes, and its episode is no flap. Before, all 4 were
+// tainted.
+func TestForgedEntriesStayWithinTheBreaker(t *testing.T) {
+	r, kube := setup(t, []string{"registry.example.com/"}, member("n1", "8"), member("n2", "8"), member("n3", "8"), member("n4", "8"))
+	r.Recorder = &events.Recorder{Client: kube}
+	ctx := context.Background()
+	var pool v1alpha1.Pool
+	require.NoError(t, r.Client.Get(ctx, client.ObjectKey{Name: "p1"}, &pool))
+	pool.Spec.Health.MaxQuarantinedPercent = 25
+	pool.Spec.Health.Drain = true
+	require.NoError(t, r.Client.Update(ctx, &pool))
+	for _, n := range []string{"n1", "n2", "n3", "n4"} {
+		pool.Status.NodeHealth = append(pool.Status.NodeHealth, v1alpha1.NodeHealthStatus{Node: n, State: v1alpha1.NodeHealthQuarantined, Fatal: true,
+			Reason: "Condition/SysLogsXIDError", Since: metav1.Time{Time: now}, FaultedAt: &metav1.Time{Time: now}})
+	}
+	require.NoError(t, r.Client.Status().Update(ctx, &pool))
+	taintedNodes := func() (out []string) {
+		for _, n := range []string{"n1", "n2", "n3", "n4"} {
+			node, err := kube.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
+			require.NoError(t, err)
+			if policy.QuarantineTaintOf(node) != nil {
+				out = append(out, n)
+			}
+		}
+		return out
+	}
+
+	for range 3 { // and it stays so on the passes after
+		_, err := r.Reconcile(ctx, poolP1)
+		require.NoError(t, err)
+		assert.Equal(t, []string{"n1"}, taintedNodes(), "at most the breaker's share (25% of 4: 1) is out")
+	}
+	require.NoError(t, r.Client.Get(ctx, client.ObjectKey{Name: "p1"}, &pool))
+	require.Len(t, pool.Status.NodeHealth, 1)
+	e := pool.Status.NodeHealth[0]
+	assert.Equal(t, "n1", e.Node)
+	assert.Equal(t, v1alpha1.NodeHealthRechecking, e.State, "memory goes to its re-check, never held")
+	assert.Equal(t, policy.ReasonUnbacked, e.Reason)
+	assert.False(t, e.Fatal, "nothing is drained on memory")
+	assert.Equal(t, int32(1), pool.Status.QuarantinedNodes)
+	refused := 0
+	for _, a := range kube.Actions() {
+		c, ok := a.(k8stesting.CreateAction)
+		if !ok {
+			continue
+		}
+		if ev, ok := c.GetObject().(*corev1.Event); ok && ev.Reason == "HealthEntryNotHonoured" {
+			refused++
+			assert.Contains(t, ev.Message, "not honoured: the circuit breaker (spec.health.maxQuarantinedPercent 25%) is full")
+		}
+	}
+	assert.Equal(t, 3, refused, "one Event for each entry not honoured, once")
+
+	// The re-check passes; after the hold time n1 returns, and no flap is remembered.
+	var run v1alpha1.StressRun
+	require.NoError(t, r.Client.Get(ctx, client.ObjectKey{Name: e.StressRun}, &run))
+	run.Status.Phase = v1alpha1.StressRunSucceeded
+	run.Status.CompletionTime = &metav1.Time{Time: now}
+	run.Status.Results = []v1alpha1.StressNodeResult{{Node: "n1", Outcome: v1alpha1.StressOutcomePassed}}
+	require.NoError(t, r.Client.Update(ctx, &run)) // the fake keeps no status subresource for runs
+	_, err := r.Reconcile(ctx, poolP1)
+	require.NoError(t, err)
+	require.NoError(t, r.Client.Get(ctx, client.ObjectKey{Name: "p1"}, &pool))
+	require.Equal(t, v1alpha1.NodeHealthHolding, pool.Status.NodeHealth[0].State)
+	r.Now = func() time.Time { return now.Add(policy.DefaultHoldTime + time.Second) }
+	// The controller's cache of nodes catches up with the taint the loop put on.
+	live, err := kube.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+	require.NoError(t, err)
+	var cached corev1.Node
+	require.NoError(t, r.Client.Get(ctx, client.ObjectKey{Name: "n1"}, &cached))
+	cached.Spec.Taints = live.Spec.Taints
+	require.NoError(t, r.Client.Update(ctx, &cached))
+	_, err = r.Reconcile(ctx, poolP1)
+	require.NoError(t, err)
+	assert.Empty(t, taintedNodes(), "returned after its re-check")
+	require.NoError(t, r.Client.Get(ctx, client.ObjectKey{Name: "p1"}, &pool))
+	for _, e := range pool.Status.NodeHealth {
+		assert.Nil(t, e.ReturnedAt, "an episode no signal began is no flap")
+	}
+}
+
+// A held-out entry forged for a quarantined member (its taint a quarantine's): a hold
+// by hand, or a flap, that no order or taint backs. The node is re-checked as a
+// quarantine, neither held indefinitely nor released on the next pass.
+func TestAForgedHoldOfAQuarantinedNodeIsRechecked(t *testing.T) {
+	for _, reason := range []string{policy.ReasonHeldByHand, policy.ReasonFlapping} {
+		t.Run(reason, func(t *testing.T) {
+			n1 := member("n1", "8")
+			n1.Spec.Taints = []corev1.Taint{policy.QuarantineTaint(policy.SignalDeviceUnhealthy)}
+			r, kube := setup(t, []string{"registry.example.com/"}, n1, member("n2", "8"), member("n3", "8"), member("n4", "8"))
+			ctx := context.Background()
+			var pool v1alpha1.Pool
+			require.NoError(t, r.Client.Get(ctx, client.ObjectKey{Name: "p1"}, &pool))
+			pool.Status.NodeHealth = []v1alpha1.NodeHealthStatus{{Node: "n1", State: v1alpha1.NodeHealthHeldOut, Reason: reason, By: "mallory",
+				Since: metav1.Time{Time: now}}}
+			require.NoError(t, r.Client.Status().Update(ctx, &pool))
+			for range 2 {
+				_, err := r.Reconcile(ctx, poolP1)
+				require.NoError(t, err)
+				node, err := kube.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+				require.NoError(t, err)
+				assert.NotNil(t, policy.QuarantineTaintOf(node), "still out until its re-check")
+				require.NoError(t, r.Client.Get(ctx, client.ObjectKey{Name: "p1"}, &pool))
+				require.Len(t, pool.Status.NodeHealth, 1)
+				assert.Equal(t, v1alpha1.NodeHealthRechecking, pool.Status.NodeHealth[0].State)
+				assert.NotEmpty(t, pool.Status.NodeHealth[0].StressRun)
+			}
 		})
 	}
 }

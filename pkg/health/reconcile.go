@@ -97,6 +97,9 @@ type Step struct {
 	start bool
 	// image is what the Job or run that start makes runs, for the Event.
 	image string
+	// refused says why the stored entry was not honoured (an entry no signal, hold or
+	// taint backs, past the breaker): it is dropped and the node stays in service.
+	refused string
 }
 
 // Reconcile takes the pool req names a step on (pass.Pass): what of each member's step
@@ -201,18 +204,42 @@ func (r *Reconciler) Plan(ctx context.Context, pool *v1alpha1.Pool, members []co
 	s := policy.HealthSettingsOf(pool)
 	now := r.now()
 	entries := map[string]*v1alpha1.NodeHealthStatus{}
-	out := 0
 	for i := range pool.Status.NodeHealth {
 		e := &pool.Status.NodeHealth[i]
 		entries[e.Node] = e
-		if policy.CountsAsOut(e.State) {
-			out++
-		}
 	}
 	tainted, err := r.taintedDevices(ctx)
 	if err != nil {
 		return nil, err
 	}
+	signals := map[string][]policy.HealthSignal{}
+	for i := range members {
+		n := &members[i]
+		signals[n.Name] = policy.HealthSignals(policy.NodeHealthFacts{Node: n, TaintedDevices: tainted[n.Name]}, s, r.Accelerators, now)
+	}
+	// The breaker counts the members out on more than the Pool's status (a signal, a
+	// hold, the loop's taint); an entry with none of these is memory, honoured only in
+	// the room the breaker has left once this pass's signals are served.
+	counted := map[string]bool{}
+	backings := map[string]policy.MemoryBacking{}
+	out, newFaults := 0, 0
+	for i := range members {
+		n := &members[i]
+		e := entries[n.Name]
+		b, err := r.backing(ctx, pool, n, e, signals[n.Name])
+		if err != nil {
+			return nil, err
+		}
+		backings[n.Name] = b
+		switch {
+		case e != nil && policy.CountsAsOut(e.State) && (s.DryRun || !policy.Unbacked(e, b)):
+			counted[n.Name] = true
+			out++
+		case b.Signalled && (e == nil || !policy.CountsAsOut(e.State)):
+			newFaults++
+		}
+	}
+	memoryRoom := policy.MemoryRoom(len(members), out, newFaults, s.MaxQuarantinedPercent)
 	var steps []Step
 	seen := map[string]bool{}
 	for i := range members {
@@ -232,11 +259,21 @@ func (r *Reconciler) Plan(ctx context.Context, pool *v1alpha1.Pool, members []co
 			e, witnessed = policy.WitnessedEntry(stored, n, now)
 		}
 		e, ordered := policy.HealthOrders(pool.Spec.Health, e, n, now)
+		if !s.DryRun && !ordered && policy.Unbacked(e, backings[n.Name]) {
+			honoured, why := policy.HonourUnbacked(e, memoryRoom > 0, s.MaxQuarantinedPercent, now)
+			if honoured == nil {
+				steps = append(steps, Step{Node: n.Name, From: stored.State, Signals: signals[n.Name], node: n, prev: stored, refused: why,
+					HealthStep: policy.HealthStep{Changed: true}})
+				continue
+			}
+			memoryRoom--
+			witnessed = witnessed || honoured != e
+			e = honoured
+		}
 		if e, err = r.checkHolding(ctx, pool, s, e); err != nil {
 			return nil, err
 		}
-		in := policy.HealthInput{Entry: e, Settings: s, Now: now,
-			Signals:     policy.HealthSignals(policy.NodeHealthFacts{Node: n, TaintedDevices: tainted[n.Name]}, s, r.Accelerators, now),
+		in := policy.HealthInput{Entry: e, Settings: s, Now: now, Signals: signals[n.Name],
 			BreakerRoom: policy.BreakerRoom(len(members), out, s.MaxQuarantinedPercent) > 0}
 		if e != nil && e.Fatal && !e.Drained && !policy.FatalEvidence(in.Signals) {
 			// Fatal (the drain's reason) is believed from the node, never from the
@@ -277,7 +314,7 @@ func (r *Reconciler) Plan(ctx context.Context, pool *v1alpha1.Pool, members []co
 		if s.DryRun && st.Entry != nil {
 			st.Taint, st.Action = false, policy.ActionNone
 		}
-		wasOut := stored != nil && policy.CountsAsOut(stored.State)
+		wasOut := counted[n.Name]
 		if nowOut := st.Entry != nil && policy.CountsAsOut(st.Entry.State); nowOut != wasOut {
 			if nowOut {
 				out++
@@ -304,6 +341,28 @@ func (r *Reconciler) Plan(ctx context.Context, pool *v1alpha1.Pool, members []co
 		}
 	}
 	return steps, nil
+}
+
+// backing is what, besides the Pool's status, says member n is out. The cached node
+// may not yet show the taint the loop put on after storing an entry: a node whose
+// entry would be memory alone is read from the API server first.
+func (r *Reconciler) backing(ctx context.Context, pool *v1alpha1.Pool, n *corev1.Node, e *v1alpha1.NodeHealthStatus, signals []policy.HealthSignal) (policy.MemoryBacking, error) {
+	b := policy.MemoryBacking{Signalled: len(signals) > 0, Tainted: policy.QuarantineTaintOf(n) != nil}
+	for _, h := range pool.Spec.Health.Hold {
+		b.Held = b.Held || h.Node == n.Name
+	}
+	if !policy.Unbacked(e, b) {
+		return b, nil
+	}
+	live, err := r.Kube.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return b, nil
+	}
+	if err != nil {
+		return b, err
+	}
+	b.Tainted = policy.QuarantineTaintOf(live) != nil
+	return b, nil
 }
 
 // readLive reads the pool's stored entry of node n and the node from the API server,
@@ -393,9 +452,9 @@ func (r *Reconciler) apply(ctx context.Context, pool *v1alpha1.Pool, s policy.He
 		if st.Action == policy.ActionRecheck && e.StressRun != "" {
 			return nil
 		}
-		if s.RecheckImage == "" {
+		if !s.Rechecks() {
 			e.State, e.Reason, e.Since = v1alpha1.NodeHealthHolding, policy.ReasonRecovered, metav1.NewTime(r.now())
-			e.Message = "not re-checked: the pool has no stress-test image (spec.stressTest.image or spec.health.recheck.image); returns after the hold time"
+			e.Message = "not re-checked: the pool names no re-check definition (spec.health.recheck.definition) and has no stress-test image (spec.stressTest.image or spec.health.recheck.image); returns after the hold time"
 			e.History = append(e.History, v1alpha1.NodeHealthTransition{Time: e.Since, State: e.State, Reason: e.Reason})
 			st.Changed, st.Requeue = true, s.HoldTime
 			return nil
@@ -539,9 +598,10 @@ func (r *Reconciler) drain(ctx context.Context, node string) (refused bool, err 
 // checkHolding: a node Holding has passed its re-check, which is a run this pool
 // controls, and its hold time runs from that run's end; an entry naming another run
 // (a pools/status writer's word) goes back to re-checking, and one dated back keeps the
-// run's end as its start. Without a re-check image there is no run to check.
+// run's end as its start. Without a re-check (no definition, no image) there is no run
+// to check.
 func (r *Reconciler) checkHolding(ctx context.Context, pool *v1alpha1.Pool, s policy.HealthSettings, e *v1alpha1.NodeHealthStatus) (*v1alpha1.NodeHealthStatus, error) {
-	if e == nil || e.State != v1alpha1.NodeHealthHolding || (s.RecheckImage == "" && s.RecheckDefinition == "") {
+	if e == nil || e.State != v1alpha1.NodeHealthHolding || !s.Rechecks() {
 		return e, nil
 	}
 	outcome, run, err := r.recheckRun(ctx, pool, e)
@@ -734,6 +794,10 @@ func (r *Reconciler) record(ctx context.Context, pool *v1alpha1.Pool, s policy.H
 		prefix = "dry run (spec.health.mode=DryRun), nothing done: "
 	}
 	e := st.Entry
+	if st.refused != "" {
+		_ = r.Recorder.Warning(ctx, ref, "HealthEntryNotHonoured", "%snode %s: %s", prefix, st.Node, st.refused)
+		return
+	}
 	if e == nil {
 		_ = r.Recorder.Normal(ctx, ref, "HealthForgotten", "%snode %s left pool %s's health loop (was %s)", prefix, st.Node, pool.Name, st.From)
 		return

@@ -123,6 +123,13 @@ func HealthSettingsOf(pool *v1alpha1.Pool) HealthSettings {
 	return s
 }
 
+// Rechecks says whether the pool has a re-check to run: an operator's definition, or a
+// stress image (approved or not: an unapproved one holds the node out). Without either
+// a node returns after the hold time, not re-checked.
+func (s HealthSettings) Rechecks() bool {
+	return s.RecheckImage != "" || s.RecheckDefinition != ""
+}
+
 func durationOr(d *metav1.Duration, def time.Duration) time.Duration {
 	if d == nil || d.Duration <= 0 {
 		return def
@@ -388,12 +395,26 @@ func NextHealth(in HealthInput) HealthStep {
 			return HealthStep{Entry: e, Taint: true, Requeue: left}
 		}
 		st := move(v1alpha1.NodeHealthHealthy, ReasonRecovered, "back in service")
-		st.Entry.ReturnedAt = &now
+		if !unbackedEpisode(e.History) {
+			// An episode that no signal began is no fault: it does not make a later one a flap.
+			st.Entry.ReturnedAt = &now
+		}
 		st.Entry.Drained, st.Entry.Remediated, st.Entry.Job, st.Entry.StressRun, st.Entry.Fatal, st.Entry.FaultedAt = false, false, "", "", false, nil
 		st.Requeue = s.FlapWindow
 		return st
 	}
 	return HealthStep{Entry: e, Taint: CountsAsOut(state)}
+}
+
+// unbackedEpisode: the node's last quarantine began on memory alone (ReasonUnbacked),
+// not on a signal.
+func unbackedEpisode(h []v1alpha1.NodeHealthTransition) bool {
+	for i := len(h) - 1; i >= 0; i-- {
+		if h[i].State == v1alpha1.NodeHealthQuarantined {
+			return h[i].Reason == ReasonUnbacked
+		}
+	}
+	return false
 }
 
 // advance takes a node that is out through drain and remediation to the re-check.

@@ -67,6 +67,11 @@ func WitnessedEntry(e *v1alpha1.NodeHealthStatus, n *corev1.Node, now time.Time)
 		why = held
 	case held == "" && (e == nil || !CountsAsOut(e.State) || e.State == v1alpha1.NodeHealthReleased):
 		why = ReasonUnaccounted
+	case held == "" && e.State == v1alpha1.NodeHealthHeldOut:
+		// The entry holds the node out for a reason its taint does not carry: the taint
+		// witnesses a quarantine, not a hold, so the node goes to its re-check as one
+		// (a hold in spec.health.hold is applied after this, by HealthOrders).
+		return unwitnessedHold(e, t, now), true
 	default:
 		return e, false
 	}
@@ -79,6 +84,20 @@ func WitnessedEntry(e *v1alpha1.NodeHealthStatus, n *corev1.Node, now time.Time)
 		"the entry was removed or changed (status is the loop's memory, not an order), held out until released by hand"
 	out.History = appendHistory(out.History, v1alpha1.NodeHealthTransition{Time: out.Since, State: out.State, Reason: why})
 	return out, true
+}
+
+// unwitnessedHold is a HeldOut entry of a node whose taint names a quarantine: a
+// quarantine again, reason Unbacked, to be re-checked (never held out on the status's
+// word: a pools/status writer could otherwise turn a quarantine into an indefinite
+// hold, or into a hold by hand that the next pass releases).
+func unwitnessedHold(e *v1alpha1.NodeHealthStatus, t *corev1.Taint, now time.Time) *v1alpha1.NodeHealthStatus {
+	out := &v1alpha1.NodeHealthStatus{Node: e.Node, ReturnedAt: e.ReturnedAt, History: e.History}
+	at := metav1.NewTime(now)
+	out.State, out.Reason, out.Since, out.FaultedAt = v1alpha1.NodeHealthQuarantined, ReasonUnbacked, at, &at
+	out.Message = "the Pool's status says " + string(e.State) + " (" + e.Reason + ") but the node's " + TaintQuarantine + "=" + t.Value +
+		" is a quarantine's: re-checked as one (status is the loop's memory, not an order)"
+	out.History = appendHistory(out.History, v1alpha1.NodeHealthTransition{Time: at, State: out.State, Reason: out.Reason})
+	return out
 }
 
 // HealthOrders applies a person's orders for node from spec.health: a hold holds it

@@ -18,7 +18,9 @@ import (
 	"github.com/runwhere-ai/litepool/test/e2e/framework"
 )
 
-func TestMain(m *testing.M) { framework.MainWithWebhook(m, "attack", "--controllers") }
+func TestMain(m *testing.M) {
+	framework.MainWithWebhook(m, "attack", append([]string{"--controllers"}, nodeWorkFlags...)...)
+}
 
 // row is one attack: who, with which right, writes what, and what must hold.
 type row struct {
@@ -49,6 +51,19 @@ var matrix = []row{
 	{"patch nodes/status (Node Problem Detector)", "remove a member's pool label through nodes/status below minNodes", "refused (N3), as through nodes", "", attackStatusLabel},
 	{"create resourceslices (a DRA driver)", "publish a ResourceSlice for an exclusive member", "nothing follows from it: no taint or cordon changes, a safe departure is still accepted", "", attackResourceSlice},
 	{"update pools/status (the right `health release` used to need)", "`status.nodeHealth` of a member held out by `health hold`: its entry set to `Released` (the old order), then removed", "the node stays out (quarantine taint, entry `HeldOut` again): orders are in `spec.health`, and the loop checks each entry against the node's taint; `health release` still returns it", "32", attackStatusRelease},
+	{"update pools", "`spec.health.remediation` with the editor's own image and command", "not run: a Pool only names an operator's definition (`--health-definition` of the controller's Deployment); the node is held out (`NoDefinition`) and no Job is made", "28.4", attackEditorsRemediation},
+	{"update pools", "name an operator's definition (beside an image and command of the editor's), list a condition a member has", "**residual**: the editor chooses which of the operator's definitions runs, on the pool's nodes, when a listed condition holds; the Job runs the definition's image and command, with no token", "", attackEditorNamesADefinition},
+	{"update pools", "a re-check with no definition, with a stress image `--health-images` approves and the editor's tests", "**residual**: runs unprivileged in litepool's namespace, holds the node's accelerators, no host access, no token", "", attackEditorsRecheck},
+	{"update pools", "`spec.upgrade` installer image and command", "run only when an operator runs `upgrade driver` without `-- COMMAND`; the dry run and the confirmation show both, and the confirmation says they come from the Pool (nothing is created until it is answered yes)", "28.5", attackEditorsInstaller},
+	{"update pools/status", "`status.nodeHealth` entry `{state: Quarantined, fatal: true}` for a healthy member of a pool that drains, in one write, or in two (a reason naming a fatal condition, then `fatal: true`)", "no drain: a drain starts and goes on only while the node shows a fatal signal; the member's pod stays", "28.6", attackForgedFatalEntry},
+	{"update pools/status", "an entry naming another owner's Job (a rollout's installer) and someone's StressRun", "neither deleted: the loop deletes only what its Pool controls (uid precondition)", "28.6", attackForgedEntryNamesOthersWork},
+	{"update pools/status", "`{state: Quarantined, fatal: true}` entries for every member of a 4-member pool with `maxQuarantinedPercent: 25`, a remediation and a re-check definition", "at most 1 member tainted at any moment: an entry that no signal, hold or quarantine taint backs counts against the breaker and past it is not honoured (dropped, Event `HealthEntryNotHonoured`); the one honoured is a quarantine (`Unbacked`, not fatal: no drain, no remediation) that returns once its re-check passed and its hold time ended", "38", attackForgedEntriesPastTheBreaker},
+	{"update pools/status", "rewrite a quarantined member's entry to have it returned: `Released`, `Healthy`, removed, `Holding` dated back with no re-check run", "the node stays out (tainted): a tainted node whose entry does not hold it out is held out (`Unaccounted`), `Holding` needs a passed re-check run of its Pool; orders are read only from `spec.health`", "32", attackRewriteAQuarantinedEntry},
+	{"update pools (`litepool-health-operator`)", "`spec.health.hold` of a member, then `spec.health.release`, one dated before its quarantine and one after", "**by design** a Pool editor holds and returns its pool's nodes (as removing `spec.health` does); the old release returns nothing that went out after it (the quarantine taint's time, which only the controller and writers of nodes set)", "", attackHealthOperatorRelease},
+	{"edit in a namespace", "a pod copying the installer's name and labels, to pass as node work, on a member of a pool that drains", "treated as the tenant's pod: evicted by the drain of a fatal fault (node work is known by litepool's namespace, which tenants cannot write)", "", attackInstallerLookalike},
+	{"create driverrollouts (`litepool-operator`)", "a rollout naming any installer image", "**by design**: accepted; the rollout is the operator's approval of its image, root on the nodes it names (say so when you grant the role)", "", attackOperatorsRollout},
+	{"create stressruns (`litepool-operator`)", "a run naming any image, on a pool's nodes", "**by design**: the run is its image's approval, as a rollout's is its installer's. Its test pods are built by `pkg/nodejob` like every piece of node work, without host access (no privilege, host namespaces or host path), with no token, in litepool's namespace", "", attackOperatorsStressRun},
+	{"(any pod of node work)", "read the namespace's default ServiceAccount token", "none mounted: the remediation Jobs and the re-check and stress pods the rows above made set `automountServiceAccountToken: false` and carry no token volume", "28.8", attackNodeWorkTokens},
 }
 
 func TestAttackMatrix(t *testing.T) {

@@ -138,3 +138,48 @@ func jobsOn(t *testing.T, node string) []string {
 	}
 	return out
 }
+
+// Issue 39 bug 1: a pool that follows docs/health.md and names only an operator's
+// re-check definition (spec.health.recheck.definition, no stress image anywhere) has
+// its node re-checked by that definition's run and returned when it passes. Before the
+// fix the re-check was skipped for want of a pool image and the node cycled between
+// Holding and Rechecking, tainted, with no run ever made.
+func TestARecheckByDefinitionAloneRuns(t *testing.T) {
+	check := `{"image": "registry.example.com/npu-check@sha256:` + strings.Repeat("c", 64) + `", "command": ["/check", "--quick"]}`
+	_, def, err := health.ParseDefinition("npu-check=" + check)
+	require.NoError(t, err)
+	// No --health-images: only the definition may run.
+	r := startControllerWith(t, "--health-definition=npu-check="+check)
+	startStressAgent(t)
+	nodes := healthPool(t, "hl-recheck-def", 4, &v1alpha1.HealthPolicy{HoldTime: seconds(2), MaxQuarantinedPercent: 50,
+		Recheck: &v1alpha1.RecheckSpec{Definition: "npu-check"}})
+	pools := poolclient.New(framework.C.Dynamic)
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		p, err := pools.Get(context.Background(), "hl-recheck-def")
+		if err != nil {
+			return err
+		}
+		p.Spec.StressTest = nil // the definition alone
+		_, err = pools.Update(context.Background(), p, metav1.UpdateOptions{})
+		return err
+	}))
+	n := nodes[0]
+	setAllocatable(t, n, 7)
+	waitState(t, r, "hl-recheck-def", n, v1alpha1.NodeHealthQuarantined)
+	waitTaint(t, n, true)
+	setAllocatable(t, n, 8)
+	e := waitState(t, r, "hl-recheck-def", n, v1alpha1.NodeHealthHolding)
+	require.NotEmpty(t, e.StressRun, "passed a re-check run: %+v", e)
+	var run v1alpha1.StressRun
+	u, err := framework.C.Dynamic.Resource(v1alpha1.StressRunResource).Get(context.Background(), e.StressRun, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NoError(t, fromUnstructured(u.Object, &run))
+	assert.Equal(t, def.Image, run.Spec.Image, "the definition's image")
+	assert.Equal(t, def.Command, run.Spec.Command, "the definition's command")
+	assert.Equal(t, []string{n}, run.Spec.Nodes)
+	assert.Equal(t, v1alpha1.StressRunSucceeded, run.Status.Phase)
+	e = waitState(t, r, "hl-recheck-def", n, v1alpha1.NodeHealthHealthy)
+	waitTaint(t, n, false)
+	require.NotNil(t, e)
+	assert.Equal(t, []v1alpha1.NodeHealthState{"Quarantined", "Rechecking", "Holding", "Healthy"}, states(e.History))
+}
