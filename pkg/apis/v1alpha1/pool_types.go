@@ -620,9 +620,10 @@ type HealthPolicy struct {
 	// re-checked (a reset or reboot image). Absent: no remediation.
 	// +optional
 	Remediation *RemediationSpec `json:"remediation,omitempty"`
-	// Recheck is the stress test a member must pass before it returns; its image and
-	// tests default to spec.stressTest's. With no image at all the member returns
-	// after the hold time alone, and the Event says it was not re-checked.
+	// Recheck is the stress test a member must pass before it returns: an operator's
+	// definition, or an image and tests defaulting to spec.stressTest's. With neither a
+	// definition nor an image the member returns after the hold time alone, and the
+	// Event says it was not re-checked.
 	// +optional
 	Recheck *RecheckSpec `json:"recheck,omitempty"`
 	// HoldTime is how long a member's signals must stay clear after it passed the
