@@ -1,0 +1,98 @@
+package install
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/runwhere-ai/litepool/test/e2e/framework"
+)
+
+// overlayHeader is the first line of the overlay docs/install.md shows for an install
+// into another namespace.
+const overlayHeader = "# gpu-ops/kustomization.yaml"
+
+// remoteRef is how the docs' overlay names deploy/webhook: a GitHub URL at a release.
+var remoteRef = regexp.MustCompile(`https://github\.com/runwhere-ai/litepool//([^?\s]+)\?ref=\S+`)
+
+// writeDocOverlay writes the overlay of docs/install.md ("Into another namespace") into a
+// directory of its own, with this checkout in place of the release it names, and
+// returns the directory: what the docs tell operators to write is what is tested.
+func writeDocOverlay(t *testing.T, components ...string) string {
+	t.Helper()
+	doc, err := os.ReadFile(filepath.Join(framework.Root, "docs", "install.md"))
+	require.NoError(t, err)
+	_, rest, ok := strings.Cut(string(doc), "```yaml\n"+overlayHeader+"\n")
+	require.True(t, ok, "docs/install.md shows the overlay %q", overlayHeader)
+	overlay, _, ok := strings.Cut(rest, "```")
+	require.True(t, ok, "the overlay's block ends")
+	require.Contains(t, overlay, "namespace: "+otherNamespace)
+	overlay = remoteRef.ReplaceAllString(overlay, filepath.ToSlash(framework.Root)+"/$1")
+	if len(components) > 0 {
+		overlay += "components:\n"
+		for _, c := range components {
+			overlay += "- " + filepath.ToSlash(filepath.Join(framework.Root, "deploy", "webhook", "components", c)) + "\n"
+		}
+	}
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "kustomization.yaml"), []byte(overlay))
+	return dir
+}
+
+// The overlay of docs/install.md renders an install consistent in gpu-ops, with every
+// component: litepool-system is named nowhere, every RoleBinding binds ServiceAccounts
+// of gpu-ops, every webhook calls gpu-ops and the pod webhooks leave gpu-ops (not
+// litepool-system) out. Before deploy/webhook/namespace, `namespace:` alone left all of
+// these, and the guard's identities, in litepool-system.
+func TestRenderedIntoAnotherNamespace(t *testing.T) {
+	dir := writeDocOverlay(t, "cert-manager", "kueue", "network-policy", "health")
+	res := framework.C.Kubectl(t, "", "kustomize", dir)
+	require.Zero(t, res.ExitCode, res.Stderr)
+	for i, line := range strings.Split(res.Stdout, "\n") {
+		assert.NotContains(t, line, defaultNamespace, "rendered line %d", i+1)
+	}
+	var subjects, services, selectors int
+	for _, doc := range strings.Split(res.Stdout, "\n---\n") {
+		var obj struct {
+			Kind     string                                      `json:"kind"`
+			Metadata metav1.ObjectMeta                           `json:"metadata"`
+			Subjects []rbacv1.Subject                            `json:"subjects"`
+			Webhooks []admissionregistrationv1.ValidatingWebhook `json:"webhooks"`
+		}
+		require.NoError(t, yaml.Unmarshal([]byte(doc), &obj))
+		for _, s := range obj.Subjects {
+			if s.Kind == rbacv1.ServiceAccountKind {
+				assert.Equal(t, otherNamespace, s.Namespace, "%s %s binds %s", obj.Kind, obj.Metadata.Name, s.Name)
+				subjects++
+			}
+		}
+		for _, w := range obj.Webhooks {
+			if s := w.ClientConfig.Service; s != nil {
+				assert.Equal(t, otherNamespace, s.Namespace, "%s calls", w.Name)
+				services++
+			}
+			if w.NamespaceSelector == nil {
+				continue
+			}
+			for _, e := range w.NamespaceSelector.MatchExpressions {
+				if e.Key == "kubernetes.io/metadata.name" {
+					assert.Equal(t, metav1.LabelSelectorOpNotIn, e.Operator, w.Name)
+					assert.ElementsMatch(t, []string{"kube-system", otherNamespace}, e.Values, "%s leaves out", w.Name)
+					selectors++
+				}
+			}
+		}
+	}
+	assert.GreaterOrEqual(t, subjects, 10, "the RoleBindings' ServiceAccount subjects were found")
+	assert.GreaterOrEqual(t, services, 9, "the webhooks' services were found")
+	assert.GreaterOrEqual(t, selectors, 6, "the pod webhooks' namespace selectors were found")
+}
