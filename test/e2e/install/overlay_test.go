@@ -36,14 +36,18 @@ func writeDocOverlay(t *testing.T, components ...string) string {
 	overlay, _, ok := strings.Cut(rest, "```")
 	require.True(t, ok, "the overlay's block ends")
 	require.Contains(t, overlay, "namespace: "+otherNamespace)
-	overlay = remoteRef.ReplaceAllString(overlay, filepath.ToSlash(framework.Root)+"/$1")
+	// kustomize takes no absolute path: the checkout is named relative to the overlay.
+	dir := t.TempDir()
+	root, err := filepath.Rel(dir, framework.Root)
+	require.NoError(t, err)
+	root = filepath.ToSlash(root)
+	overlay = remoteRef.ReplaceAllString(overlay, root+"/$1")
 	if len(components) > 0 {
 		overlay += "components:\n"
 		for _, c := range components {
-			overlay += "- " + filepath.ToSlash(filepath.Join(framework.Root, "deploy", "webhook", "components", c)) + "\n"
+			overlay += "- " + root + "/deploy/webhook/components/" + c + "\n"
 		}
 	}
-	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "kustomization.yaml"), []byte(overlay))
 	return dir
 }
