@@ -48,8 +48,8 @@ func TestInstall(t *testing.T) {
 // TestInstallIntoAnotherNamespace installs litepool into gpu-ops with the overlay
 // docs/install.md shows ("Into another namespace"), and checks the same as TestInstall:
 // RBAC binds the ServiceAccounts of gpu-ops, the API server calls the webhook there,
-// both identities work under their tokens, and the guard still holds them to the CA
-// bundle (it took them from litepool-system before the overlay's transformer).
+// both identities work under their tokens, and the guard holds them to the CA bundle
+// (without the overlay's transformer it held the ServiceAccounts of litepool-system).
 func TestInstallIntoAnotherNamespace(t *testing.T) {
 	testInstall(t, otherNamespace, writeDocOverlay(t))
 }

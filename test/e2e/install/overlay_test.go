@@ -55,8 +55,8 @@ func writeDocOverlay(t *testing.T, components ...string) string {
 // The overlay of docs/install.md renders an install consistent in gpu-ops, with every
 // component: litepool-system is named nowhere, every RoleBinding binds ServiceAccounts
 // of gpu-ops, every webhook calls gpu-ops and the pod webhooks leave gpu-ops (not
-// litepool-system) out. Before deploy/webhook/namespace, `namespace:` alone left all of
-// these, and the guard's identities, in litepool-system.
+// litepool-system) out, and the guard holds the ServiceAccounts of gpu-ops. Before
+// deploy/webhook/namespace, `namespace:` alone left all of these in litepool-system.
 func TestRenderedIntoAnotherNamespace(t *testing.T) {
 	dir := writeDocOverlay(t, "cert-manager", "kueue", "network-policy", "health")
 	res := framework.C.Kubectl(t, "", "kustomize", dir)
@@ -65,14 +65,19 @@ func TestRenderedIntoAnotherNamespace(t *testing.T) {
 		assert.NotContains(t, line, defaultNamespace, "rendered line %d", i+1)
 	}
 	var subjects, services, selectors int
+	var guard admissionregistrationv1.ValidatingAdmissionPolicySpec
 	for _, doc := range strings.Split(res.Stdout, "\n---\n") {
 		var obj struct {
-			Kind     string                                      `json:"kind"`
-			Metadata metav1.ObjectMeta                           `json:"metadata"`
-			Subjects []rbacv1.Subject                            `json:"subjects"`
-			Webhooks []admissionregistrationv1.ValidatingWebhook `json:"webhooks"`
+			Kind     string                                                `json:"kind"`
+			Metadata metav1.ObjectMeta                                     `json:"metadata"`
+			Subjects []rbacv1.Subject                                      `json:"subjects"`
+			Webhooks []admissionregistrationv1.ValidatingWebhook           `json:"webhooks"`
+			Spec     admissionregistrationv1.ValidatingAdmissionPolicySpec `json:"spec"`
 		}
 		require.NoError(t, yaml.Unmarshal([]byte(doc), &obj))
+		if obj.Kind == "ValidatingAdmissionPolicy" && obj.Metadata.Name == guardName {
+			guard = obj.Spec
+		}
 		for _, s := range obj.Subjects {
 			if s.Kind == rbacv1.ServiceAccountKind {
 				assert.Equal(t, otherNamespace, s.Namespace, "%s %s binds %s", obj.Kind, obj.Metadata.Name, s.Name)
@@ -95,6 +100,13 @@ func TestRenderedIntoAnotherNamespace(t *testing.T) {
 				}
 			}
 		}
+	}
+	// The guard holds the ServiceAccounts of gpu-ops (TestInstallIntoAnotherNamespace
+	// plays it): both expressions that name litepool's identities name them there.
+	require.Len(t, guard.MatchConditions, 1, "the guard's match condition")
+	require.Len(t, guard.Variables, 1, "the guard's variable")
+	for _, expr := range []string{guard.MatchConditions[0].Expression, guard.Variables[0].Expression} {
+		assert.Contains(t, expr, "'system:serviceaccount:"+otherNamespace+":", "the guard's identities")
 	}
 	assert.GreaterOrEqual(t, subjects, 10, "the RoleBindings' ServiceAccount subjects were found")
 	assert.GreaterOrEqual(t, services, 9, "the webhooks' services were found")
