@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -67,12 +68,11 @@ func testGuard(t *testing.T, namespace string) {
 		return err
 	})
 	controller := clientAs(t, namespace, controllerSA).AdmissionregistrationV1()
-	refused(t, "the controller's identity setting a validating webhook to Ignore", func() error {
-		cfg, err := controller.ValidatingWebhookConfigurations().Get(ctx, configName, metav1.GetOptions{})
-		require.NoError(t, err)
-		ignore := admissionregistrationv1.Ignore
-		cfg.Webhooks[0].FailurePolicy = &ignore
-		_, err = controller.ValidatingWebhookConfigurations().Update(ctx, cfg, dryRun)
+	refused(t, "the controller's identity raising a validating webhook's timeout", func() error {
+		// RBAC gives the controller patch, not update, of its configuration.
+		patch := []byte(`[{"op": "replace", "path": "/webhooks/0/timeoutSeconds", "value": 30}]`)
+		_, err := controller.ValidatingWebhookConfigurations().Patch(ctx, configName, types.JSONPatchType, patch,
+			metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
 		return err
 	})
 
