@@ -14,6 +14,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/runwhere-ai/litepool/pkg/nodejob"
 	"github.com/runwhere-ai/litepool/pkg/plugin/kit/kittest"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
@@ -182,4 +183,36 @@ func TestDrainStopsAtAMissingNode(t *testing.T) {
 	require.True(t, apierrors.IsNotFound(r.Err), "%v", r.Err)
 	assert.Empty(t, r.Out)
 	assert.False(t, f.Node(t, "n1").Spec.Unschedulable)
+}
+
+// nodeWork is litepool's node work in namespace ns: a pod a litepool Job controls.
+func nodeWork(ns, name, nodeName string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{nodejob.LabelManagedBy: nodejob.ManagedBy},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: name, UID: "job-uid", Controller: ptr.To(true)}}},
+		Spec: corev1.PodSpec{NodeName: nodeName}, Status: corev1.PodStatus{Phase: corev1.PodRunning},
+	}
+}
+
+// litepool's node work (an installer) is never drained, in the namespace litepool was
+// installed into: --controller-namespace names it (default litepool-system). Told
+// nothing, the drain of an install in gpu-ops took that install's installer for a
+// workload and evicted it, failing its node's upgrade.
+func TestDrainLeavesNodeWorkOfTheControllerNamespace(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		left []string
+	}{
+		{"the default namespace", []string{"n1"}, []string{"litepool-system/installer"}},
+		{"another namespace", []string{"n1", "--controller-namespace=gpu-ops"}, []string{"gpu-ops/installer"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := cluster(t, nil, node("n1", false), managedPod("p1", "n1"),
+				nodeWork("litepool-system", "installer", "n1"), nodeWork("gpu-ops", "installer", "n1"))
+			r := kittest.Run(f, NewCmdDrain, "", tc.args...)
+			require.NoError(t, r.Err)
+			assert.Equal(t, tc.left, pods(t, f), "only the node work of the controller's namespace stays")
+		})
+	}
 }

@@ -2,6 +2,7 @@ package kit
 
 import (
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/runwhere-ai/litepool/pkg/nodeops"
 )
@@ -15,4 +16,14 @@ func AddDrainFlags(cmd *cobra.Command, d *nodeops.DrainOptions) {
 	cmd.Flags().DurationVar(&d.Timeout, "timeout", 0, "The length of time to wait before giving up, zero means infinite")
 	cmd.Flags().StringVar(&d.PodSelector, "pod-selector", "", "Label selector to filter pods on the node")
 	cmd.Flags().BoolVar(&d.DisableEviction, "disable-eviction", false, "Force drain to use delete, even if eviction is supported. This will bypass checking PodDisruptionBudgets, use with caution")
+	AddControllerNamespaceFlag(cmd.Flags(), &d.Namespace)
+}
+
+// AddControllerNamespaceFlag adds --controller-namespace: litepool's own namespace, where
+// its controller holds the leader Lease and runs node work (installer, stress,
+// remediation pods). A drain leaves that work alone, and the default install puts it in
+// nodeops.DefaultNamespace; an install into another namespace (docs/install.md) is told
+// with this flag.
+func AddControllerNamespaceFlag(fl *pflag.FlagSet, ns *string) {
+	fl.StringVar(ns, "controller-namespace", nodeops.DefaultNamespace, "litepool's own namespace: its controller's leader Lease is there, and its node work (installer, stress and remediation pods), which a drain leaves alone and which a command that does the work itself creates")
 }

@@ -50,7 +50,7 @@ func (h *HandOver) AddFlags(cmd *cobra.Command, inCluster string, timeout time.D
 	fl := cmd.Flags()
 	fl.BoolVar(&h.InCluster, "in-cluster", false, inCluster)
 	fl.DurationVar(&h.ControllerTimeout, "controller-timeout", timeout, "How long litepool's controller has to act on the object (status.observedGeneration) before this command does the work itself")
-	fl.StringVar(&h.ControllerNamespace, "controller-namespace", "litepool-system", "litepool's own namespace: its controller's leader Lease is there, and the Jobs or pods this command creates when it does the work itself")
+	AddControllerNamespaceFlag(fl, &h.ControllerNamespace)
 }
 
 // Complete records whether --in-cluster was given, and the clients TakeOver reads the

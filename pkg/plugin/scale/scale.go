@@ -89,6 +89,7 @@ func NewCmdScale(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Comma
 	cmd.Flags().BoolVar(&o.Drain.DeleteEmptyDirData, "delete-emptydir-data", false, "Drain pods that use emptyDir (their local data is lost)")
 	cmd.Flags().BoolVar(&o.Drain.Force, "force", false, "Drain pods no controller manages (they are deleted and not recreated)")
 	cmd.Flags().IntVar(&o.Drain.GracePeriodSeconds, "grace-period", -1, "Seconds each evicted pod gets to terminate; negative: the pod's own")
+	kit.AddControllerNamespaceFlag(cmd.Flags(), &o.Drain.Namespace)
 	o.Mutation.AddFlags(cmd, true)
 	_ = cmd.RegisterFlagCompletionFunc("add", kit.CompleteNodeNames(f))
 	_ = cmd.RegisterFlagCompletionFunc("remove", kit.CompleteNodeNames(f))

@@ -291,7 +291,7 @@ func (o *StressRunOptions) dryRun(ctx context.Context, run *v1alpha1.StressRun) 
 			return fmt.Errorf("stress run %s: %w", run.Name, err)
 		}
 	}
-	plan, err := stress.Plan(ctx, o.clients.Kube, stress.DefaultNamespace, o.Pool, o.Nodes)
+	plan, err := stress.Plan(ctx, o.clients.Kube, o.ControllerNamespace, o.Pool, o.Nodes)
 	if err != nil {
 		return err
 	}

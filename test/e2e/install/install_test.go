@@ -23,14 +23,15 @@ import (
 )
 
 const (
-	namespace     = "litepool-system"
-	webhookSA     = "litepool-webhook"
-	controllerSA  = "litepool-controller"
-	certSecret    = "litepool-webhook-cert"
-	configName    = "litepool-webhook"
-	waitInterval  = 250 * time.Millisecond
-	waitTimeout   = 90 * time.Second
-	tokenDuration = "2h"
+	defaultNamespace = "litepool-system"
+	otherNamespace   = "gpu-ops"
+	webhookSA        = "litepool-webhook"
+	controllerSA     = "litepool-controller"
+	certSecret       = "litepool-webhook-cert"
+	configName       = "litepool-webhook"
+	waitInterval     = 250 * time.Millisecond
+	waitTimeout      = 90 * time.Second
+	tokenDuration    = "2h"
 )
 
 var ctx = context.Background()
@@ -41,13 +42,29 @@ var ctx = context.Background()
 // and node departures to a Service whose pods kwok only pretends to run, so they are
 // deleted at the end (this keeps a LITEPOOL_E2E_KEEP cluster usable).
 func TestInstall(t *testing.T) {
-	res := framework.C.Kubectl(t, "", "apply", "-k", filepath.Join(framework.Root, "deploy", "webhook"))
-	require.Zero(t, res.ExitCode, "kubectl apply -k deploy/webhook:\n%s\n%s", res.Stdout, res.Stderr)
+	testInstall(t, defaultNamespace, filepath.Join(framework.Root, "deploy", "webhook"))
+}
+
+// TestInstallIntoAnotherNamespace installs litepool into gpu-ops with the overlay
+// docs/install.md shows ("Into another namespace"), and checks the same as TestInstall:
+// RBAC binds the ServiceAccounts of gpu-ops, the API server calls the webhook there,
+// both identities work under their tokens, and the guard holds them to the CA bundle
+// (without the overlay's transformer it held the ServiceAccounts of litepool-system).
+func TestInstallIntoAnotherNamespace(t *testing.T) {
+	testInstall(t, otherNamespace, writeDocOverlay(t))
+}
+
+// testInstall applies the kustomization dir, which installs litepool into namespace,
+// and checks the install.
+func testInstall(t *testing.T, namespace, dir string) {
+	res := framework.C.Kubectl(t, "", "apply", "-k", dir)
+	require.Zero(t, res.ExitCode, "kubectl apply -k %s:\n%s\n%s", dir, res.Stdout, res.Stderr)
 	t.Cleanup(removeWebhookConfigurations)
-	t.Run("applied", testApplied)
-	t.Run("webhook identity", testWebhookIdentity)
-	t.Run("controller identity", testControllerIdentity)
-	t.Run("at work", testAtWork)
+	t.Run("applied", func(t *testing.T) { testApplied(t, namespace) })
+	t.Run("webhook identity", func(t *testing.T) { testWebhookIdentity(t, namespace) })
+	t.Run("controller identity", func(t *testing.T) { testControllerIdentity(t, namespace) })
+	t.Run("at work", func(t *testing.T) { testAtWork(t, namespace) })
+	t.Run("guard", func(t *testing.T) { testGuard(t, namespace) })
 }
 
 func removeWebhookConfigurations() {
@@ -58,7 +75,7 @@ func removeWebhookConfigurations() {
 
 // After `kubectl apply -k deploy/webhook` both Deployments, their ServiceAccounts and
 // their PDBs exist as rendered.
-func testApplied(t *testing.T) {
+func testApplied(t *testing.T, namespace string) {
 	kube := framework.C.Kube
 	for name, account := range map[string]string{"litepool-webhook": webhookSA, "litepool-controller": controllerSA} {
 		d, err := kube.AppsV1().Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
@@ -90,7 +107,7 @@ func (c canI) String() string {
 
 // ask runs `kubectl auth can-i` as the ServiceAccount sa, with the groups its token
 // carries (impersonating the user alone would leave out what the groups are granted).
-func ask(t *testing.T, sa string, q canI) bool {
+func ask(t *testing.T, namespace, sa string, q canI) bool {
 	t.Helper()
 	args := []string{"auth", "can-i", q.verb, q.resource,
 		"--as=system:serviceaccount:" + namespace + ":" + sa,
@@ -107,14 +124,16 @@ func ask(t *testing.T, sa string, q canI) bool {
 	return answer == "yes"
 }
 
-var everyNamespace = []string{"default", "kube-system", namespace}
+func everyNamespace(namespace string) []string {
+	return []string{"default", "kube-system", namespace}
+}
 
 // The webhook's identity reads what the rules read and writes its certificate, its
 // two webhook configurations and departure ConfigMaps: it cannot create a pod or a Job
 // anywhere, patch a node, evict or delete a pod, or read any other Secret.
-func testWebhookIdentity(t *testing.T) {
+func testWebhookIdentity(t *testing.T, namespace string) {
 	var table []canI
-	for _, ns := range everyNamespace {
+	for _, ns := range everyNamespace(namespace) {
 		table = append(table,
 			canI{verb: "create", resource: "pods", namespace: ns},
 			canI{verb: "create", resource: "jobs.batch", namespace: ns},
@@ -153,14 +172,14 @@ func testWebhookIdentity(t *testing.T) {
 		canI{verb: "list", resource: "resourceclaims.resource.k8s.io", namespace: "team-a"},
 		canI{verb: "create", resource: "resourceclaims.resource.k8s.io", namespace: "team-a"},
 	)
-	check(t, webhookSA, table)
+	check(t, namespace, webhookSA, table)
 }
 
 // The controller's identity patches nodes and evicts pods anywhere, and creates pods
 // and Jobs only in litepool's own namespace; it reads no Secret at all.
-func testControllerIdentity(t *testing.T) {
+func testControllerIdentity(t *testing.T, namespace string) {
 	var table []canI
-	for _, ns := range everyNamespace {
+	for _, ns := range everyNamespace(namespace) {
 		mine := ns == namespace
 		table = append(table,
 			canI{verb: "create", resource: "pods", namespace: ns, want: mine},
@@ -189,14 +208,14 @@ func testControllerIdentity(t *testing.T) {
 		canI{verb: "create", resource: "tokenreviews.authentication.k8s.io", want: true},
 		canI{verb: "create", resource: "subjectaccessreviews.authorization.k8s.io", want: true},
 	)
-	check(t, controllerSA, table)
+	check(t, namespace, controllerSA, table)
 }
 
-func check(t *testing.T, sa string, table []canI) {
+func check(t *testing.T, namespace, sa string, table []canI) {
 	t.Helper()
 	var report strings.Builder
 	for _, q := range table {
-		got := ask(t, sa, q)
+		got := ask(t, namespace, sa, q)
 		fmt.Fprintf(&report, "%-60s %v\n", q, yesNo(got))
 		assert.Equal(t, q.want, got, "kubectl auth can-i %s --as=system:serviceaccount:%s:%s", q, namespace, sa)
 	}
@@ -220,7 +239,7 @@ func token(t *testing.T, ns, sa string) string {
 
 // kubeconfigAs writes a kubeconfig for the cluster that authenticates with the
 // ServiceAccount's token alone, so a process run with it has that identity's rights.
-func kubeconfigAs(t *testing.T, sa string) string {
+func kubeconfigAs(t *testing.T, namespace, sa string) string {
 	t.Helper()
 	cfg, err := clientcmd.LoadFromFile(framework.C.Kubeconfig)
 	require.NoError(t, err)

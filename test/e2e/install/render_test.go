@@ -84,12 +84,12 @@ func TestRendered(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			d, ok := r.deployments[tc.name]
 			require.True(t, ok, "Deployment %s rendered", tc.name)
-			assert.Equal(t, namespace, d.Namespace)
+			assert.Equal(t, defaultNamespace, d.Namespace)
 			require.NotNil(t, d.Spec.Replicas)
 			assert.Equal(t, tc.replicas, *d.Spec.Replicas)
 			pod := d.Spec.Template.Spec
 			assert.Equal(t, tc.account, pod.ServiceAccountName)
-			assert.True(t, r.accounts[namespace+"/"+tc.account], "ServiceAccount %s rendered", tc.account)
+			assert.True(t, r.accounts[defaultNamespace+"/"+tc.account], "ServiceAccount %s rendered", tc.account)
 			if sc := pod.SecurityContext; assert.NotNil(t, sc) {
 				assert.Equal(t, true, deref(sc.RunAsNonRoot), "runAsNonRoot")
 				if assert.NotNil(t, sc.SeccompProfile) {

@@ -17,6 +17,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -29,11 +30,11 @@ var poolsGVR = schema.GroupVersionResource{Group: "runwhere.ai", Version: "v1alp
 
 // launch runs litepool-webhook with the ServiceAccount sa's token as its only
 // credential, and waits until it is ready.
-func launch(t *testing.T, sa string, flags ...string) *localwebhook.Process {
+func launch(t *testing.T, namespace, sa string, flags ...string) *localwebhook.Process {
 	t.Helper()
 	logs := &localwebhook.LogBuffer{}
 	p, err := localwebhook.Launch(localwebhook.Options{Binary: filepath.Join(framework.BinDir, "litepool-webhook"),
-		Kubeconfig: kubeconfigAs(t, sa), Namespace: namespace, Flags: flags, Output: logs})
+		Kubeconfig: kubeconfigAs(t, namespace, sa), Namespace: namespace, Flags: flags, Output: logs})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		p.Kill()
@@ -50,11 +51,11 @@ func launch(t *testing.T, sa string, flags ...string) *localwebhook.Process {
 // a review from its caches; the controller takes the leader Lease and reports every
 // pool. /metrics of both refuses anonymous callers and callers without
 // litepool-metrics-reader, and serves one bound to it.
-func testAtWork(t *testing.T) {
+func testAtWork(t *testing.T, namespace string) {
 	kube := framework.C.Kube
 
 	certDir := t.TempDir()
-	webhook := launch(t, webhookSA, "--webhook=true", "--controllers=false", "--cert-mode=self", "--cert-dir="+certDir,
+	webhook := launch(t, namespace, webhookSA, "--webhook=true", "--controllers=false", "--cert-mode=self", "--cert-dir="+certDir,
 		"--extra-dns-names=localhost", "--metrics-secure=true")
 	var secret *corev1.Secret
 	poll(t, "the webhook writes its certificate into its Secret", func() (bool, error) {
@@ -89,11 +90,20 @@ func testAtWork(t *testing.T) {
 	})
 	review(t, webhook.Addr, secret.Data["ca.crt"])
 
-	controller := launch(t, controllerSA, "--webhook=false", "--controllers=true", "--leader-elect=true", "--metrics-secure=true")
+	pool := staleStatus(t)
+	controller := launch(t, namespace, controllerSA, "--webhook=false", "--controllers=true", "--leader-elect=true", "--metrics-secure=true")
 	require.NoError(t, controller.WaitReady(ctx, waitTimeout))
 	poll(t, "the controller holds the Lease litepool-controller in "+namespace, func() (bool, error) {
 		l, err := kube.CoordinationV1().Leases(namespace).Get(ctx, "litepool-controller", metav1.GetOptions{})
 		return err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "", nil
+	})
+	poll(t, "the controller writes pool "+pool+"'s status", func() (bool, error) {
+		p, err := framework.C.Dynamic.Resource(poolsGVR).Get(ctx, pool, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		n, _, _ := unstructured.NestedInt64(p.Object, "status", "nodeCount")
+		return n != staleNodeCount, nil
 	})
 
 	ensureServiceAccount(t, "default", "metrics-scraper")
@@ -123,6 +133,25 @@ func testAtWork(t *testing.T) {
 			assert.NotEqual(t, http.StatusOK, code, "no plain HTTP: %s", body)
 		})
 	}
+}
+
+// staleNodeCount is a pool's node count no controller would write.
+const staleNodeCount = 9999
+
+// staleStatus writes, as an administrator, a node count into a sample pool's status that
+// no controller would write, and returns the pool's name: the controller started next
+// must correct it, which only a status write under its own identity can do.
+func staleStatus(t *testing.T) string {
+	t.Helper()
+	pools := framework.C.Dynamic.Resource(poolsGVR)
+	list, err := pools.List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.NotEmpty(t, list.Items, "the sample cluster has pools")
+	p := &list.Items[0]
+	require.NoError(t, unstructured.SetNestedField(p.Object, int64(staleNodeCount), "status", "nodeCount"))
+	_, err = pools.UpdateStatus(ctx, p, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	return p.GetName()
 }
 
 // scrape fetches url with the bearer token (none when empty). The metrics certificate is

@@ -49,7 +49,7 @@ func TestAQueueLitepoolDoesNotOwnIsNotTouched(t *testing.T) {
 	waitQuota(t, pool, "8")
 }
 
-// A pools/status writer (litepool-health-operator) writes a quota into status.queue: the
+// A pools/status writer (no shipped role grants it) writes a quota into status.queue: the
 // ClusterQueue keeps the quota the nodes give, and the status says it again.
 func TestAStatusWriterCannotRaiseTheQuota(t *testing.T) {
 	const pool = "qstatus"
