@@ -361,3 +361,13 @@ func (p DomainPlan) Describe() []string {
 	}
 	return out
 }
+
+// BlockResource is the accelerator a pool's free blocks are counted in: its
+// spec.accelerator.resourceName, else the one its members offer most of (as
+// PoolCapacity).
+func BlockResource(pool *v1alpha1.Pool, members []*corev1.Node, accel Accelerators) corev1.ResourceName {
+	if pool.Spec.Accelerator.ResourceName != "" {
+		return pool.Spec.Accelerator.ResourceName
+	}
+	return mostOffered(members, accel)
+}
