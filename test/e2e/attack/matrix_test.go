@@ -49,6 +49,8 @@ var matrix = []row{
 	{"patch nodes/status (Node Problem Detector)", "remove a member's pool label through nodes/status below minNodes", "refused (N3), as through nodes", "", attackStatusLabel},
 	{"create resourceslices (a DRA driver)", "publish a ResourceSlice for an exclusive member", "nothing follows from it: no taint or cordon changes, a safe departure is still accepted", "", attackResourceSlice},
 	{"update pools/status (the right `health release` used to need)", "`status.nodeHealth` of a member held out by `health hold`: its entry set to `Released` (the old order), then removed", "the node stays out (quarantine taint, entry `HeldOut` again): orders are in `spec.health`, and the loop checks each entry against the node's taint; `health release` still returns it", "32", attackStatusRelease},
+	{"patch nodes", "move members of a pool with a topology between its super nodes: rewrite `huawei.com/topotree.superpodid` of a member that runs a pod and of an idle one, remove it from a third", "admitted (topology labels are their agents' and never refused); litepool cordons, taints, evicts and removes nothing in answer, and the pool's accelerator total stays what its members offer (capacity is per member, never per domain)", "40", attackMoveBetweenDomains},
+	{"patch nodes", "bring a super node down to minNodesPerDomain by moving a member out of it, then remove the pool label of another of its members", "the departure is refused (N3: the domain floor counts the members the super node has at the departure); the floor guards against mistakes, not against this right, which may override N3 with the audited `runwhere.ai/force` as for minNodes", "40", attackShrinkDomainThenDepart},
 }
 
 func TestAttackMatrix(t *testing.T) {
