@@ -39,7 +39,7 @@ func topoPool(t *testing.T, name string, domains map[string][]string) {
 	}
 }
 
-// nodeFacts is what litepool could do to a node: its pool, cordon and taints.
+// nodeFacts is what litepool could do to a node: its pool, cordon and litepool's taints.
 func nodeFacts(t *testing.T, names ...string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
@@ -48,7 +48,9 @@ func nodeFacts(t *testing.T, names ...string) map[string]string {
 		require.NoError(t, err)
 		var taints []string
 		for _, tt := range n.Spec.Taints {
-			taints = append(taints, tt.ToString())
+			if strings.HasPrefix(tt.Key, policy.Prefix) { // litepool's; the node lifecycle controller's come and go
+				taints = append(taints, tt.ToString())
+			}
 		}
 		out[name] = "pool=" + n.Labels[policy.LabelPool] + " cordoned=" + map[bool]string{true: "yes", false: "no"}[n.Spec.Unschedulable] + " taints=" + strings.Join(taints, ",")
 	}
