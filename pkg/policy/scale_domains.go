@@ -166,7 +166,7 @@ func (p *domainPlanner) groups(order []ScaleCandidate) (map[string][]ScaleCandid
 func (p *domainPlanner) wholeIdle(domains map[string][]ScaleCandidate) {
 	var idle []string
 	for d, cs := range domains {
-		if _, pods, _ := usage(cs); pods == 0 {
+		if pods, _ := usage(cs); pods == 0 {
 			idle = append(idle, d)
 		}
 	}
@@ -189,17 +189,17 @@ func (p *domainPlanner) wholeIdle(domains map[string][]ScaleCandidate) {
 	}
 }
 
-// partial takes members of domain d down to its floor in service, or all of them when
-// what is left to take allows.
+// partial takes members of domain d down to its floor in service (CheckDomainFloor: or
+// to none in service), or all of them when what is left to take allows.
 func (p *domainPlanner) partial(d string, cs []ScaleCandidate) {
 	rest := p.rest(cs)
 	inService := p.ds.inService(rest)
-	all := inService <= p.need && p.ready-countReady(rest) >= p.poolFloor && len(rest) <= p.need
+	all := len(rest) <= p.need && p.ready-countReady(rest) >= p.poolFloor
 	for _, c := range rest {
 		if p.need == 0 {
 			break
 		}
-		if p.ds.InService[c.Name] && !all && inService-1 < p.ds.floor() {
+		if stay := inService - 1; p.ds.InService[c.Name] && !all && stay > 0 && stay < p.ds.floor() {
 			continue
 		}
 		if p.take(c) {
@@ -225,13 +225,13 @@ func (ds DomainScale) inService(cs []ScaleCandidate) int {
 	return n
 }
 
-// usage is what a domain's members run: members, workload pods, accelerators in use.
-func usage(cs []ScaleCandidate) (members, pods int, accel int64) {
+// usage is what a domain's members run: workload pods and accelerators in use.
+func usage(cs []ScaleCandidate) (pods int, accel int64) {
 	for _, c := range cs {
 		pods += c.WorkloadPods
 		accel += c.Used
 	}
-	return len(cs), pods, accel
+	return pods, accel
 }
 
 // leastUsed orders the domains by accelerators in use, then workload pods, then name,
@@ -242,8 +242,8 @@ func leastUsed(domains map[string][]ScaleCandidate) []string {
 		out = append(out, d)
 	}
 	sort.Slice(out, func(i, j int) bool {
-		_, pa, ua := usage(domains[out[i]])
-		_, pb, ub := usage(domains[out[j]])
+		pa, ua := usage(domains[out[i]])
+		pb, ub := usage(domains[out[j]])
 		if ua != ub {
 			return ua < ub
 		}

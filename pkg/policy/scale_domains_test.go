@@ -104,6 +104,13 @@ func TestPlanScaleDownByDomainOrder(t *testing.T) {
 			extra:    func(_ []*corev1.Node, cands []ScaleCandidate) { cands[7].Resuming = true },
 			remove:   []string{"node-07", "node-14", "node-10", "node-13"},
 			describe: []string{"resumes the interrupted scale-down of node-07", "domain sp-1 gives node-13", "domain sp-2 gives node-14, node-10"}},
+		{name: "the last member in service of a degraded domain may go: it leaves none in service", count: 3, busy: []int{0, 1, 2, 3, 5, 6, 7, 9, 10, 11, 13, 14, 15},
+			extra: func(nodes []*corev1.Node, cands []ScaleCandidate) {
+				for _, i := range []int{0, 4, 8} { // sp-0 keeps only node-12 in service
+					nodes[i].Spec.Unschedulable, cands[i].State = true, NodeCordoned
+				}
+			},
+			remove: []string{"node-08", "node-04", "node-12"}, describe: []string{"domain sp-0 gives node-08, node-04, node-12"}},
 		{name: "floors leave too few", count: 15, busy: []int{0, 1, 2, 3, 4, 5, 6, 7},
 			err: `[N3] pool "train" cannot lose 15 node(s) while each domain keeps minNodesPerDomain 2 node(s) in service or leaves whole (and the pool keeps minNodes 1 Ready): 14 can go`},
 	} {
