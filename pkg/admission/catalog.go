@@ -77,8 +77,9 @@ func CacheByObject() map[client.Object]cache.ByObject {
 // and P6 matches pods' node affinity against all of them), of its annotations only
 // litepool's own (runwhere.ai/: the others, such as Node Feature Discovery's lists,
 // can be kilobytes a node and no rule reads them), its taints (the controller keeps
-// exclusive pools' taints) and whether it is Ready (N3's floor counts Ready members),
-// and drops the rest of its status: heartbeats change only what the rules never read.
+// exclusive pools' taints), whether it is cordoned and Ready (N3's floors count members
+// Ready and in service), its extended resources' allocatable (N2 compares a domain's
+// accelerator counts), and drops the rest of its status: heartbeats change only what the rules never read.
 // Nodes are only ever patched from a cached copy (a merge patch of the difference), so
 // what the cache leaves out is never written back as removed.
 func trimNode(in any) (any, error) {
@@ -98,6 +99,8 @@ func trimNode(in any) (any, error) {
 		}
 	}
 	out.Spec.Taints = node.Spec.Taints
+	out.Spec.Unschedulable = node.Spec.Unschedulable // N3's domain floor counts members in service
+	out.Status.Allocatable = extendedResources(node.Status.Allocatable)
 	for _, c := range node.Status.Conditions {
 		if c.Type == corev1.NodeReady {
 			out.Status.Conditions = []corev1.NodeCondition{{Type: c.Type, Status: c.Status}}
@@ -244,6 +247,60 @@ func (c *requestCatalog) labelPools() []string {
 		}
 	}
 	return names
+}
+
+// extendedResources keeps the extended resources (vendor/name: accelerators) of a
+// node's allocatable, which N2 compares across a domain's members; cpu, memory and the
+// rest are not read by any rule.
+func extendedResources(in corev1.ResourceList) corev1.ResourceList {
+	var out corev1.ResourceList
+	for rn, q := range in {
+		if strings.Contains(string(rn), "/") {
+			if out == nil {
+				out = corev1.ResourceList{}
+			}
+			out[rn] = q
+		}
+	}
+	return out
+}
+
+// domainMembers are the cached members of pool in unit domain d.
+func (c *requestCatalog) domainMembers(pool string, t policy.Topology, d string) []*corev1.Node {
+	var out []*corev1.Node
+	for _, n := range c.members(pool) {
+		if got, ok := t.DomainOf(n); ok && got == d {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// DomainAfter implements policy.DomainCounter: the members of pool the cache shows in
+// domain d, and those in service other than node and the departures already granted.
+func (c *requestCatalog) DomainAfter(pool, node string, t policy.Topology, d string) ([]string, int) {
+	nodes := c.domainMembers(pool, t, d)
+	names := make([]string, 0, len(nodes))
+	inService := 0
+	for _, n := range nodes {
+		names = append(names, n.Name)
+		if n.Name != node && !c.granted[n.Name] && policy.NodeOut(n) == "" {
+			inService++
+		}
+	}
+	sort.Strings(names)
+	return names, inService
+}
+
+// DomainPeers implements policy.DomainCounter.
+func (c *requestCatalog) DomainPeers(pool, node string, t policy.Topology, d string) []*corev1.Node {
+	var out []*corev1.Node
+	for _, n := range c.domainMembers(pool, t, d) {
+		if n.Name != node {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // RemainingAfter implements policy.DepartureCounter: the members the cache sees in pool,

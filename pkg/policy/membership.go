@@ -60,6 +60,8 @@ type Leave struct {
 	// Remaining counts the members the pool keeps once the node has left, and
 	// ReadyRemaining the Ready ones among them (RemainingAfterDeparture).
 	Remaining, ReadyRemaining int
+	// Domain is the unit domain a member in service leaves (nil: none is judged).
+	Domain *DomainLeave
 }
 
 // Dissolves says whether the departure takes the last node of a pool of labels only:
@@ -84,7 +86,7 @@ func CheckLeave(l Leave) error {
 		return Violationf("N3", "node %q cannot leave pool %q: the pool would have %d Ready node(s), below its minNodes %d; lower spec.minNodes first or add a node (a NotReady member may leave)",
 			l.Node, l.PoolName, l.ReadyRemaining, floor)
 	}
-	return nil
+	return checkDomainLeave(l)
 }
 
 // DissolvedWarning is what a client is told when its request takes the last node of a

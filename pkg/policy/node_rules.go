@@ -152,6 +152,11 @@ func checkJoin(node, old *corev1.Node, pools NodeCatalog, d *NodeDecision) error
 	if err := CheckJoin(p, node); err != nil {
 		return err
 	}
+	if joining && info.Object != nil {
+		if err := checkDomainJoin(info.Object, node, pools); err != nil {
+			return err
+		}
+	}
 	if _, forced := node.Annotations[AnnotationForce]; forced && joining {
 		d.Warnings = append(d.Warnings, fmt.Sprintf("[N3] node %q joins pool %q carrying %s: rule N3 stays overridden for it until the annotation is removed (kubectl annotate node %s %s-)",
 			node.Name, name, AnnotationForce, node.Name, AnnotationForce))
@@ -202,6 +207,9 @@ func checkLeave(node, old *corev1.Node, pools NodeCatalog) (*Leave, error) {
 	}
 	l := &Leave{Pool: info.Object, PoolName: name, Node: old.Name, NodeReady: IsNodeReady(old),
 		WorkloadPods: pools.WorkloadPods(old.Name), Remaining: remaining, ReadyRemaining: ready}
+	if info.Object != nil {
+		l.Domain = domainLeave(info.Object, old, pools)
+	}
 	return l, CheckLeave(*l)
 }
 

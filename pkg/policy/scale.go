@@ -108,23 +108,7 @@ func PlanScaleDown(pool *v1alpha1.Pool, members []ScaleCandidate, count int) ([]
 	if err := CheckScaleDown(pool, len(members), len(members)-count); err != nil {
 		return nil, err
 	}
-	order := append([]ScaleCandidate(nil), members...)
-	sort.SliceStable(order, func(i, j int) bool {
-		a, b := order[i], order[j]
-		switch {
-		case a.Resuming != b.Resuming:
-			return a.Resuming
-		case (a.WorkloadPods == 0) != (b.WorkloadPods == 0):
-			return a.WorkloadPods == 0
-		case a.WorkloadPods != b.WorkloadPods:
-			return a.WorkloadPods < b.WorkloadPods
-		case a.Used != b.Used:
-			return a.Used < b.Used
-		case (a.State == NodeRunning) != (b.State == NodeRunning):
-			return b.State == NodeRunning
-		}
-		return a.Name > b.Name
-	})
+	order := flatOrder(members)
 	// Enough candidates are always left: with R Ready and U NotReady members, the check
 	// above leaves count <= R+U-floor <= U + max(R-floor, 0), what may go.
 	ready, floor := countReady(members), MinNodes(pool.Spec)
@@ -142,6 +126,30 @@ func PlanScaleDown(pool *v1alpha1.Pool, members []ScaleCandidate, count int) ([]
 		out = append(out, c.Name)
 	}
 	return out, nil
+}
+
+// flatOrder is the order a scale-down takes members in without a topology: nodes an
+// interrupted scale-down already started on, idle nodes, the least busy, nodes that are
+// not Running before Running ones, then by name, last first.
+func flatOrder(members []ScaleCandidate) []ScaleCandidate {
+	order := append([]ScaleCandidate(nil), members...)
+	sort.SliceStable(order, func(i, j int) bool {
+		a, b := order[i], order[j]
+		switch {
+		case a.Resuming != b.Resuming:
+			return a.Resuming
+		case (a.WorkloadPods == 0) != (b.WorkloadPods == 0):
+			return a.WorkloadPods == 0
+		case a.WorkloadPods != b.WorkloadPods:
+			return a.WorkloadPods < b.WorkloadPods
+		case a.Used != b.Used:
+			return a.Used < b.Used
+		case (a.State == NodeRunning) != (b.State == NodeRunning):
+			return b.State == NodeRunning
+		}
+		return a.Name > b.Name
+	})
+	return order
 }
 
 func countReady(members []ScaleCandidate) int {

@@ -224,13 +224,8 @@ func (s *Scaler) Down(ctx context.Context, pool *v1alpha1.Pool, members []corev1
 	if err != nil {
 		return err
 	}
-	var remove []string
-	if len(named) > 0 {
-		if err := policy.CheckScaleDownNodes(pool, candidates, named); err != nil {
-			return err
-		}
-		remove = named
-	} else if remove, err = policy.PlanScaleDown(pool, candidates, count); err != nil {
+	remove, err := s.planDown(pool, members, candidates, named, count)
+	if err != nil {
 		return err
 	}
 	var errs []error
@@ -262,6 +257,59 @@ func (s *Scaler) Down(ctx context.Context, pool *v1alpha1.Pool, members []corev1
 		}
 	}
 	return s.Printer.Print(pool, fmt.Sprintf("scaled from %d to %d node(s)", len(members), len(members)-len(remove)))
+}
+
+// planDown checks the named nodes, or plans count nodes to remove: by domain on a pool
+// with a topology (saying the plan and the largest free block before and after under a
+// dry run), else by the flat rule.
+func (s *Scaler) planDown(pool *v1alpha1.Pool, members []corev1.Node, candidates []policy.ScaleCandidate, named []string, count int) ([]string, error) {
+	if !policy.HasTopology(pool) {
+		if len(named) > 0 {
+			return named, policy.CheckScaleDownNodes(pool, candidates, named)
+		}
+		return policy.PlanScaleDown(pool, candidates, count)
+	}
+	t, err := policy.ResolveTopology(pool.Spec.Topology)
+	if err != nil {
+		return nil, fmt.Errorf("pool %q: %w", pool.Name, err)
+	}
+	nodes := make([]*corev1.Node, len(members))
+	for i := range members {
+		nodes[i] = &members[i]
+	}
+	ds := policy.NewDomainScale(pool.Name, t, nodes)
+	var plan policy.DomainPlan
+	if len(named) > 0 {
+		if err := ds.CheckScaleDownNodes(pool, candidates, named); err != nil {
+			return nil, err
+		}
+		plan.Remove = named
+	} else if plan, err = ds.PlanScaleDown(pool, candidates, count); err != nil {
+		return nil, err
+	}
+	if s.DryRun != cmdutil.DryRunNone {
+		s.sayPlan(pool, t, nodes, candidates, plan)
+	}
+	return plan.Remove, nil
+}
+
+// sayPlan tells a dry run how the domains fare: the plan, and the largest free block
+// before and after it.
+func (s *Scaler) sayPlan(pool *v1alpha1.Pool, t policy.Topology, nodes []*corev1.Node, candidates []policy.ScaleCandidate, plan policy.DomainPlan) {
+	used := make(map[string]int64, len(candidates))
+	for _, c := range candidates {
+		used[c.Name] = c.Used
+	}
+	gone := make(map[string]bool, len(plan.Remove))
+	for _, n := range plan.Remove {
+		gone[n] = true
+	}
+	res := policy.BlockResource(pool, nodes, s.Accelerators)
+	for _, line := range plan.Describe() {
+		s.Printer.Say("plan: %s\n", line)
+	}
+	s.Printer.Say("largest free block: %s before, %s after\n",
+		policy.LargestFreeBlock(t, nodes, used, res, nil), policy.LargestFreeBlock(t, nodes, used, res, gone))
 }
 
 // candidates describes the members for the plan: workload pods, accelerators in use,

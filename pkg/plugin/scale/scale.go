@@ -58,6 +58,14 @@ func NewCmdScale(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Comma
 			could not be evicted, and puts every node it touched back as it was
 			(uncordoned unless it was cordoned before); no node leaves the pool.
 
+			On a pool with spec.topology, scale-down keeps super nodes (unit domains)
+			whole: with --nodes it takes whole idle domains first, then members outside
+			every domain, then members of the least used domain, never leaving a
+			domain with fewer than spec.topology.minNodesPerDomain members in service
+			unless none stay; --remove is refused when it would. --dry-run also shows
+			the plan and the largest free block (most free accelerators in one whole
+			domain) before and after.
+
 			Events are recorded on the nodes ("removing node X from pool P", "node X
 			removed from pool P", "node X added to pool P"). A scale-down that was
 			interrupted leaves its nodes marked (runwhere.ai/scale-down); running the

@@ -243,13 +243,18 @@ func cleanRound(t *testing.T, kube kubernetes.Interface, round int) {
 
 func startReplicas(t *testing.T) (*localwebhook.Replicas, *localwebhook.Certs) {
 	t.Helper()
+	return startReplicasN(t, replicas)
+}
+
+func startReplicasN(t *testing.T, n int) (*localwebhook.Replicas, *localwebhook.Certs) {
+	t.Helper()
 	crt, err := localwebhook.NewCerts(t.TempDir())
 	require.NoError(t, err)
 	require.NoError(t, localwebhook.EnsureNamespace(ctx, framework.C.Kube, localwebhook.Namespace))
 	logs := &localwebhook.LogBuffer{}
 	rs, err := localwebhook.LaunchReplicas(ctx, localwebhook.Options{Binary: filepath.Join(framework.BinDir, "litepool-webhook"),
 		Kubeconfig: framework.C.Kubeconfig, Namespace: localwebhook.Namespace, Output: logs,
-		Flags: []string{"--cert-mode=files", "--cert-dir=" + crt.Dir}}, replicas, 60*time.Second)
+		Flags: []string{"--cert-mode=files", "--cert-dir=" + crt.Dir}}, n, 60*time.Second)
 	require.NoError(t, err, logs.String())
 	t.Cleanup(func() {
 		rs.Stop()
