@@ -58,7 +58,7 @@ func TestExclusivePool(t *testing.T) {
 	t.Run("spec.nodeName denied", func(t *testing.T) {
 		_, err := createPod(kube, ns, nodeNamed)
 		require.Error(t, err)
-		assert.Equal(t, denied("pod-placement.runwhere.ai", `[P6] pod ai-team/squatter may not run on node "excl-node-1": it is bound to the node, but the node belongs to exclusive pool "excl-dev", which runs only its own pods and node agents (DaemonSet pods that ask for no device), and the pod asks for no pool; label the pod runwhere.ai/pool=excl-dev from a namespace the pool admits, or keep it off the pool's nodes`), err.Error())
+		assert.Equal(t, denied("pod-placement.runwhere.ai", `[P6] pod ai-team/squatter may not run on node "excl-node-1": it is bound to the node, but the node belongs to exclusive pool "excl-dev", which runs only its own pods and node agents (DaemonSet pods that ask for no device, from a namespace the operator trusts with node agents), and the pod asks for no pool; label the pod runwhere.ai/pool=excl-dev from a namespace the pool admits, or keep it off the pool's nodes`), err.Error())
 		assertNoPod(t, kube, ns, "squatter")
 	})
 	t.Run("tolerate-all with matchFields denied", func(t *testing.T) {
