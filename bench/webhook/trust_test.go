@@ -99,7 +99,9 @@ func TestPinnedConditionSends(t *testing.T) {
 	in := func(key string, v ...string) corev1.NodeSelectorRequirement {
 		return corev1.NodeSelectorRequirement{Key: key, Operator: corev1.NodeSelectorOpIn, Values: v}
 	}
-	exprs := func(r ...corev1.NodeSelectorRequirement) corev1.NodeSelectorTerm { return corev1.NodeSelectorTerm{MatchExpressions: r} }
+	exprs := func(r ...corev1.NodeSelectorRequirement) corev1.NodeSelectorTerm {
+		return corev1.NodeSelectorTerm{MatchExpressions: r}
+	}
 	byName := corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{in("metadata.name", "gpu-node-00001")}}
 	admin := &user.DefaultInfo{Name: "kubernetes-admin"}
 	for _, tc := range []struct {
