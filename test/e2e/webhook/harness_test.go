@@ -45,7 +45,7 @@ func launchWebhook(t *testing.T, flags ...string) (webhookProc, *localwebhook.Lo
 	logs := &localwebhook.LogBuffer{}
 	require.NoError(t, localwebhook.EnsureNamespace(context.Background(), framework.C.Kube, localwebhook.Namespace))
 	p, err := localwebhook.Launch(localwebhook.Options{Binary: filepath.Join(framework.BinDir, "litepool-webhook"),
-		Kubeconfig: framework.C.Kubeconfig, Namespace: localwebhook.Namespace, Flags: flags, Output: logs})
+		Kubeconfig: framework.C.Kubeconfig, Namespace: localwebhook.Namespace, Flags: append(framework.AgentNamespaceFlags(), flags...), Output: logs})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		p.Kill()
