@@ -460,8 +460,9 @@ func (h *PlacementHandler) agent(req admission.Request, pod *corev1.Pod) policy.
 	return createdAgent(req, pod, h.DaemonSetControllers, h.AgentNamespaces)
 }
 
-// createdAgent is what a pod's creation says of it being a node agent (who creates it
-// is known only then), trusted the namespaces the operator trusts with node agents.
+// createdAgent is what a pod's creation says of it being a node agent: who creates it
+// (known only then) and in which namespace (one of namespaces, which the operator
+// trusts with node agents).
 func createdAgent(req admission.Request, pod *corev1.Pod, controllers, namespaces []string) policy.Agent {
 	if controllers == nil {
 		controllers = policy.DaemonSetControllers
