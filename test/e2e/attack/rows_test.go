@@ -164,7 +164,12 @@ func attackSchedulingGate(t *testing.T) {
 	p := gpuPod("gated", "8")
 	p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "example.com/wait"}}
 	p.Spec.Tolerations = tolerateAll
-	p.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": laterNodes[0]}
+	// Placed on at-later-1 or a node of another pool: no one pool's pod (a placement
+	// only at-later's members satisfy would make it at-later's, and P4 would refuse it
+	// at once, 38.2), so admitted while at-later is not exclusive.
+	p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+			{Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpIn, Values: []string{laterNodes[0], statusNode}}}}}}}}
 	_, err := kube.CoreV1().Pods(foreignNS).Create(ctx, p, metav1.CreateOptions{})
 	require.NoError(t, err, "its node is not exclusive yet")
 	_, err = poolclient.New(framework.C.Dynamic).Patch(ctx, laterPool, types.MergePatchType, []byte(`{"spec":{"exclusive":true}}`), metav1.PatchOptions{})
