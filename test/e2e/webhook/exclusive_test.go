@@ -69,6 +69,13 @@ func TestExclusivePool(t *testing.T) {
 			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{exclNode}}}}}}}}
 		_, err := createPod(kube, ns, p)
 		require.Error(t, err)
+		assert.Contains(t, err.Error(), `denied the request: [P4] the pod's required node affinity pins it to pool "excl-dev" (only the pool's members satisfy it)`,
+			"only the pool's node satisfies it: judged as the pool's pod first (38.2)")
+		// Or an ordinary node: no one pool's pod, so P6 judges it.
+		terms := &p.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+		*terms = append(*terms, corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{"cpu-node-1"}}}})
+		_, err = createPod(kube, ns, p)
+		require.Error(t, err)
 		assert.Contains(t, err.Error(), `denied the request: [P6] pod ai-team/tolerant may not run on node "excl-node-1": it tolerates the pool's taint (operator Exists on every key) and its node affinity allows the node`)
 		assertNoPod(t, kube, ns, "tolerant")
 	})

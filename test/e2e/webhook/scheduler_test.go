@@ -62,7 +62,7 @@ func TestSecondSchedulerWithWebhookDown(t *testing.T) {
 	start := func() *localwebhook.Process {
 		logs := &localwebhook.LogBuffer{}
 		p, err := localwebhook.Launch(localwebhook.Options{Binary: filepath.Join(framework.BinDir, "litepool-webhook"), Port: port,
-			Kubeconfig: framework.C.Kubeconfig, Namespace: localwebhook.Namespace, Flags: []string{"--cert-mode=files", "--cert-dir=" + crt.Dir, "--controllers"}, Output: logs})
+			Kubeconfig: framework.C.Kubeconfig, Namespace: localwebhook.Namespace, Flags: append(framework.AgentNamespaceFlags(), "--cert-mode=files", "--cert-dir="+crt.Dir, "--controllers"), Output: logs})
 		require.NoError(t, err)
 		t.Cleanup(func() {
 			p.Kill()
