@@ -85,6 +85,9 @@ type options struct {
 	// compatConfigMap names the ConfigMap in namespace that overrides the embedded
 	// compatibility matrix for C1 on DriverRollouts.
 	compatConfigMap string
+	// agentNamespaces are the operator's namespaces trusted with node agents, beyond
+	// kube-system and namespace (--agent-namespace).
+	agentNamespaces []string
 }
 
 const (
@@ -124,6 +127,10 @@ func (o *options) bind(fs *flag.FlagSet) {
 		admission.DaemonSetControllers = append(admission.DaemonSetControllers, v)
 		return nil
 	})
+	fs.Func("agent-namespace", "a namespace whose DaemonSets' device-free pods P6 lets onto exclusive nodes as node agents (the GPU operator's, the node exporter's), beyond kube-system and --namespace; repeatable or comma-separated. Whoever may create pods there is trusted on every exclusive node: list only namespaces that tenants cannot write to", func(v string) error {
+		o.agentNamespaces = append(o.agentNamespaces, strings.Split(v, ",")...)
+		return nil
+	})
 	fs.Func("health-definition", `an operator's remediation or re-check, NAME={"image": "REF@sha256:...", "command": [...], "timeout": "30m"} (repeatable): a Pool's spec.health.remediation.definition or spec.health.recheck.definition names one, and only these run (remediation privileged, with the host's root)`, func(v string) error {
 		name, d, err := health.ParseDefinition(v)
 		if err != nil {
@@ -147,6 +154,11 @@ func (o *options) validate() error {
 	}
 	if o.namespace == "" {
 		return errors.New("--namespace (or $POD_NAMESPACE) is needed: litepool's namespace holds the webhook's departure ConfigMaps and certificate Secret, and the controllers' leader Lease")
+	}
+	for _, ns := range o.agentNamespaces {
+		if err := policy.ValidateAgentNamespace(ns); err != nil {
+			return fmt.Errorf("--agent-namespace: %w", err)
+		}
 	}
 	if o.departureTTL <= 0 {
 		return fmt.Errorf("--departure-ttl=%s: must be positive", o.departureTTL)
@@ -327,6 +339,8 @@ func addWebhook(ctx context.Context, mgr manager.Manager, o options, scheme *run
 	}
 	srv := webhook.NewServer(webhook.Options{Host: o.host, Port: o.port, CertDir: o.certDir, TLSOpts: tlsOpts})
 	catalog := admission.Catalog{Reader: pods.Reader(mgr.GetCache())}
+	admission.AgentNamespaces = policy.TrustedAgentNamespaces(o.namespace, o.agentNamespaces)
+	log.Info("node agents are trusted from these namespaces only", "namespaces", admission.AgentNamespaces)
 	admission.Register(drainingServer{Server: srv, closing: o.closing}, catalog,
 		&admission.Departures{Client: live, Namespace: o.namespace, TTL: o.departureTTL}, accel)
 	admission.RegisterOperations(drainingServer{Server: srv, closing: o.closing}, catalog, matrixLoader(live, o.namespace, o.compatConfigMap))

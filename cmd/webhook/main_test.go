@@ -38,6 +38,10 @@ func TestModes(t *testing.T) {
 		{name: "local single process", args: []string{"--controllers=true", "--leader-elect=true"}},
 		{name: "nothing to run", args: []string{"--webhook=false"}, err: "nothing to run"},
 		{name: "leader election without controllers", args: []string{"--leader-elect"}, err: "--leader-elect needs --controllers"},
+		{name: "agent namespaces, repeated and comma-separated", args: []string{"--agent-namespace=gpu-operator", "--agent-namespace=monitoring,nvidia-network-operator"}},
+		{name: "agent namespace that is no name", args: []string{"--agent-namespace=gpu-operator,GPU_Operator"}, err: `--agent-namespace: "GPU_Operator" is not a namespace name`},
+		{name: "empty agent namespace", args: []string{"--agent-namespace=gpu-operator,"}, err: `--agent-namespace: "" is not a namespace name`},
+		{name: "the default namespace as agent namespace", args: []string{"--agent-namespace=default"}, err: `--agent-namespace: "default" is the namespace every user's pods land in`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := parse(t, tc.args...).validate()
@@ -52,6 +56,11 @@ func TestModes(t *testing.T) {
 
 // Metrics are served over HTTPS behind authentication and authorization unless a local
 // run asks for plain HTTP.
+func TestAgentNamespaces(t *testing.T) {
+	o := parse(t, "--agent-namespace=gpu-operator", "--agent-namespace=monitoring,gpu-operator")
+	assert.Equal(t, []string{"kube-system", "litepool-system", "gpu-operator", "monitoring"}, policy.TrustedAgentNamespaces(o.namespace, o.agentNamespaces))
+}
+
 func TestMetricsSecureByDefault(t *testing.T) {
 	m := parse(t).metricsOptions(nil)
 	assert.True(t, m.SecureServing)

@@ -23,6 +23,9 @@ const (
 	IndexPodNode  = podindex.ByNode
 	IndexPodPool  = podindex.ByPool
 	IndexNodePool = "metadata.labels.pool"
+	// IndexNodeHostname: the nodes' kubernetes.io/hostname label, which a pod's
+	// placement may name instead of the node's name (policy.PlacementPin).
+	IndexNodeHostname = "metadata.labels.hostname"
 )
 
 // Indexes are the field indexes the catalog needs, for SetupIndexes and for fake
@@ -35,6 +38,7 @@ var Indexes = []struct {
 	{&corev1.Pod{}, IndexPodNode, func(o client.Object) []string { return nonEmpty(o.(*corev1.Pod).Spec.NodeName) }},
 	{&corev1.Pod{}, IndexPodPool, func(o client.Object) []string { return nonEmpty(o.GetLabels()[policy.LabelPool]) }},
 	{&corev1.Node{}, IndexNodePool, func(o client.Object) []string { return nonEmpty(o.GetLabels()[policy.LabelPool]) }},
+	{&corev1.Node{}, IndexNodeHostname, func(o client.Object) []string { return nonEmpty(o.GetLabels()[policy.LabelHostname]) }},
 }
 
 func nonEmpty(v string) []string {
@@ -361,6 +365,40 @@ func (c *requestCatalog) PendingPoolPods(pool string) int {
 		}
 	}
 	return n
+}
+
+// NodeNamed implements policy.NodeView.
+func (c *requestCatalog) NodeNamed(name string) *corev1.Node {
+	var node corev1.Node
+	if err := c.r.Get(c.ctx, client.ObjectKey{Name: name}, &node, &client.GetOptions{UnsafeDisableDeepCopy: ptrTrue()}); err != nil {
+		c.fail(client.IgnoreNotFound(err))
+		return nil
+	}
+	return &node
+}
+
+// NodesWithHostname implements policy.NodeView, by the hostname index.
+func (c *requestCatalog) NodesWithHostname(h string) []*corev1.Node {
+	var list corev1.NodeList
+	if err := c.r.List(c.ctx, &list, client.MatchingFields{IndexNodeHostname: h}, noCopy); err != nil {
+		c.fail(err)
+		return nil
+	}
+	out := make([]*corev1.Node, len(list.Items))
+	for i := range list.Items {
+		out[i] = &list.Items[i]
+	}
+	return out
+}
+
+// PoolHasMembers implements policy.NodeView.
+func (c *requestCatalog) PoolHasMembers(pool string) bool {
+	var list corev1.NodeList
+	if err := c.r.List(c.ctx, &list, client.MatchingFields{IndexNodePool: pool}, client.Limit(1), noCopy); err != nil {
+		c.fail(err)
+		return false
+	}
+	return len(list.Items) > 0
 }
 
 // cachedNode is the cache's copy of the node a review names, when the cache holds a

@@ -41,8 +41,8 @@ const (
 // Register serves the webhooks on srv, answering from c; node departures are reserved
 // through d; accel says which resources the pod rules judge as accelerators.
 func Register(srv webhook.Server, c Catalog, d *Departures, accel policy.Accelerators) {
-	srv.Register(PathPlacement, &admission.Webhook{Handler: &PlacementHandler{Catalog: c, Live: liveReader(d), DaemonSetControllers: DaemonSetControllers}})
-	srv.Register(PathPods, &admission.Webhook{Handler: &PodHandler{Catalog: c, Accelerators: accel, Live: liveReader(d), DaemonSetControllers: DaemonSetControllers}})
+	srv.Register(PathPlacement, &admission.Webhook{Handler: &PlacementHandler{Catalog: c, Live: liveReader(d), DaemonSetControllers: DaemonSetControllers, AgentNamespaces: AgentNamespaces}})
+	srv.Register(PathPods, &admission.Webhook{Handler: &PodHandler{Catalog: c, Accelerators: accel, Live: liveReader(d), DaemonSetControllers: DaemonSetControllers, AgentNamespaces: AgentNamespaces}})
 	srv.Register(PathNodes, &admission.Webhook{Handler: &NodeHandler{Catalog: c, Departures: d}})
 	srv.Register(PathPools, &admission.Webhook{Handler: &PoolHandler{Catalog: c}})
 }
@@ -50,6 +50,11 @@ func Register(srv webhook.Server, c Catalog, d *Departures, accel policy.Acceler
 // DaemonSetControllers are the identities P6 takes as the DaemonSet controller's
 // (litepool-webhook --daemonset-controller-user adds to them).
 var DaemonSetControllers = slices.Clone(policy.DaemonSetControllers)
+
+// AgentNamespaces are the namespaces P6 takes node agents from
+// (policy.TrustedAgentNamespaces: litepool-webhook sets them from its namespace and
+// --agent-namespace); nil: kube-system alone.
+var AgentNamespaces []string
 
 const kindPool = "Pool"
 
@@ -115,6 +120,8 @@ type PodHandler struct {
 	// DaemonSetControllers are the identities the DaemonSet controller creates pods
 	// as (P6's node agents); nil: policy.DaemonSetControllers.
 	DaemonSetControllers []string
+	// AgentNamespaces are the namespaces node agents may come from; nil: kube-system.
+	AgentNamespaces []string
 }
 
 // Handle implements admission.Handler.
@@ -189,7 +196,7 @@ func (h *PodHandler) checkPlacement(req admission.Request, pod *corev1.Pod, patc
 	if cat.err != nil {
 		return true, nil // the caller answers the cache's error
 	}
-	return true, policy.CheckExclusivePlacement(pod, ns, pod.Spec.NodeName, members, createdAgent(req, pod, h.DaemonSetControllers))
+	return true, policy.CheckExclusivePlacement(pod, ns, pod.Spec.NodeName, members, createdAgent(req, pod, h.DaemonSetControllers, h.AgentNamespaces))
 }
 
 // NodeHandler is the validating node webhook: rules N1-N3 with the audited override.
@@ -400,6 +407,8 @@ type PlacementHandler struct {
 	// DaemonSetControllers are the identities the DaemonSet controller creates pods
 	// as; nil: policy.DaemonSetControllers.
 	DaemonSetControllers []string
+	// AgentNamespaces are the namespaces node agents may come from; nil: kube-system.
+	AgentNamespaces []string
 	// Live reads the pod a binding names from the API server; nil (unit tests) reads
 	// it from Catalog.
 	Live client.Reader
@@ -439,24 +448,26 @@ func isBinding(req admission.Request) bool {
 }
 
 // agent is what the request says of the pod being a node agent: only a creation knows
-// who creates the pod; a binding knows only what the pod claims.
+// who creates the pod; a binding knows only what the pod claims, and its namespace. The
+// namespace is the request's: the API server has checked it against the pod's.
 func (h *PlacementHandler) agent(req admission.Request, pod *corev1.Pod) policy.Agent {
 	if isBinding(req) {
-		if policy.ClaimsNodeAgent(pod) {
+		if policy.ClaimsNodeAgent(pod, req.Namespace, h.AgentNamespaces) {
 			return policy.AgentClaimed
 		}
 		return policy.AgentNone
 	}
-	return createdAgent(req, pod, h.DaemonSetControllers)
+	return createdAgent(req, pod, h.DaemonSetControllers, h.AgentNamespaces)
 }
 
-// createdAgent is what a pod's creation says of it being a node agent (who creates it
-// is known only then).
-func createdAgent(req admission.Request, pod *corev1.Pod, controllers []string) policy.Agent {
+// createdAgent is what a pod's creation says of it being a node agent: who creates it
+// (known only then) and in which namespace (one of namespaces, which the operator
+// trusts with node agents).
+func createdAgent(req admission.Request, pod *corev1.Pod, controllers, namespaces []string) policy.Agent {
 	if controllers == nil {
 		controllers = policy.DaemonSetControllers
 	}
-	if req.Operation == admissionv1.Create && policy.IsNodeAgent(pod, req.UserInfo.Username, controllers) {
+	if req.Operation == admissionv1.Create && policy.IsNodeAgent(pod, req.Namespace, req.UserInfo.Username, controllers, namespaces) {
 		return policy.AgentCreated
 	}
 	return policy.AgentNone

@@ -421,7 +421,32 @@ func TestPlacementHandler(t *testing.T) {
 	agent.Spec.Containers[0].Resources = corev1.ResourceRequirements{}
 	req = podRequest(t, agent)
 	req.UserInfo.Username = policy.DaemonSetControllers[0]
-	assert.True(t, review(t, h, req).Allowed, "the DaemonSet controller's pod without devices is a node agent")
+	resp = review(t, h, req)
+	assert.False(t, resp.Allowed, "a tenant's DaemonSet: the controller creates anyone's pods")
+	assert.Contains(t, resp.Result.Message, "from a namespace the operator trusts with node agents")
+	req.Namespace = "kube-system"
+	assert.True(t, review(t, h, req).Allowed, "the DaemonSet controller's pod without devices in kube-system is a node agent")
+	req.Namespace = "gpu-operator"
+	assert.False(t, review(t, h, req).Allowed, "a namespace the operator did not list")
+	trusting := &PlacementHandler{Catalog: c, AgentNamespaces: policy.TrustedAgentNamespaces("litepool-system", []string{"gpu-operator"})}
+	assert.True(t, review(t, trusting, req).Allowed, "a namespace the operator listed")
+	req.Namespace = "litepool-system"
+	assert.True(t, review(t, trusting, req).Allowed, "litepool's own namespace")
+	req.Namespace = "ai-team"
+	assert.False(t, review(t, trusting, req).Allowed, "a tenant's namespace, listed nowhere")
+
+	t.Run("a binding's DaemonSet claim counts only in a trusted namespace", func(t *testing.T) {
+		for ns, allowed := range map[string]bool{"ai-team": false, "gpu-operator": true} {
+			claimed := agent.DeepCopy()
+			claimed.Name, claimed.Namespace, claimed.Spec.NodeName = "claimed", ns, ""
+			claimed.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+			require.NoError(t, c.Reader.(client.Client).Create(context.Background(), claimed))
+			b := admissionv1.AdmissionRequest{Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Binding"}, Name: "claimed", Namespace: ns,
+				Resource: metav1.GroupVersionResource{Version: "v1", Resource: "pods"}, SubResource: "binding", Operation: admissionv1.Create,
+				Object: raw(t, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "claimed"}, Target: corev1.ObjectReference{Kind: "Node", Name: "a10-node-9"}})}
+			assert.Equal(t, allowed, review(t, trusting, b).Allowed, ns)
+		}
+	})
 
 	t.Run("an update that gives a pod pinned to the node the toleration is judged", func(t *testing.T) {
 		pinned := pod("pinned", nil, nil)
@@ -433,7 +458,7 @@ func TestPlacementHandler(t *testing.T) {
 		req.Operation, req.OldObject = admissionv1.Update, raw(t, pinned)
 		resp := review(t, h, req)
 		assert.False(t, resp.Allowed)
-		assert.Equal(t, `[P6] pod ai-team/pinned may not run on node "a10-node-9": it tolerates the pool's taint (runwhere.ai/pool Exists) and its node affinity allows the node, but the node belongs to exclusive pool "dev-sandbox", which runs only its own pods and node agents (DaemonSet pods that ask for no device), and the pod asks for no pool; label the pod runwhere.ai/pool=dev-sandbox from a namespace the pool admits, or keep it off the pool's nodes`, resp.Result.Message)
+		assert.Equal(t, `[P6] pod ai-team/pinned may not run on node "a10-node-9": it tolerates the pool's taint (runwhere.ai/pool Exists) and its node affinity allows the node, but the node belongs to exclusive pool "dev-sandbox", which runs only its own pods and node agents (DaemonSet pods that ask for no device, from a namespace the operator trusts with node agents), and the pod asks for no pool; label the pod runwhere.ai/pool=dev-sandbox from a namespace the pool admits, or keep it off the pool's nodes`, resp.Result.Message)
 		require.NotNil(t, resp.Result.Details)
 		assert.Equal(t, []metav1.StatusCause{{Type: policy.CauseRule, Message: "P6"}}, resp.Result.Details.Causes)
 
@@ -486,7 +511,7 @@ func TestPodHandlerJudgesPlacement(t *testing.T) {
 	placed.Spec.NodeName = "a10-node-9"
 	resp := review(t, h, podRequest(t, placed))
 	assert.False(t, resp.Allowed)
-	assert.Equal(t, `[P6] pod ai-team/placed may not run on node "a10-node-9": it is bound to the node, but the node belongs to exclusive pool "dev-sandbox", which runs only its own pods and node agents (DaemonSet pods that ask for no device), and the pod asks for pool "train-a100"; label the pod runwhere.ai/pool=dev-sandbox from a namespace the pool admits, or keep it off the pool's nodes`, resp.Result.Message)
+	assert.Equal(t, `[P6] pod ai-team/placed may not run on node "a10-node-9": it is bound to the node, but the node belongs to exclusive pool "dev-sandbox", which runs only its own pods and node agents (DaemonSet pods that ask for no device, from a namespace the operator trusts with node agents), and the pod asks for pool "train-a100"; label the pod runwhere.ai/pool=dev-sandbox from a namespace the pool admits, or keep it off the pool's nodes`, resp.Result.Message)
 
 	t.Run("a pool's own pod bound to its node is admitted", func(t *testing.T) {
 		own := pod("own", nil, nil) // its pool comes from the namespace's default
@@ -507,6 +532,60 @@ func TestPodHandlerJudgesPlacement(t *testing.T) {
 		req.UserInfo.Username = "mallory"
 		assert.False(t, review(t, h, req).Allowed, "an ownerReference is a claim")
 		req.UserInfo.Username = policy.DaemonSetControllers[0]
-		assert.True(t, review(t, h, req).Allowed)
+		assert.False(t, review(t, h, req).Allowed, "a tenant's DaemonSet is no node agent")
+		trusting := &PodHandler{Catalog: c, AgentNamespaces: []string{"ai-team"}}
+		assert.True(t, review(t, trusting, req).Allowed, "in a namespace the operator trusts with node agents")
 	})
+}
+
+// TestPodHandlerJudgesPinnedPods (P2-P5 on pods pinned by their placement): a pod
+// without the pool label (or labelled default) whose required node affinity only the
+// members of pool train-a100 satisfy is judged as that pool's pod, by the nodes the
+// cache holds.
+func TestPodHandlerJudgesPinnedPods(t *testing.T) {
+	c := fixture(t)
+	cl := c.Reader.(client.Client)
+	restricted := &v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: "restricted"}, Spec: v1alpha1.PoolSpec{Type: v1alpha1.PoolTypeTraining, Namespaces: []string{"research"}}}
+	require.NoError(t, cl.Create(context.Background(), restricted))
+	require.NoError(t, cl.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "research"}}))
+	member := testNode("r-node-1", "", "restricted")
+	member.Labels[corev1.LabelHostname] = "r-host-1"
+	require.NoError(t, cl.Create(context.Background(), member))
+	h := &PodHandler{Catalog: c}
+	affinity := func(terms ...corev1.NodeSelectorTerm) *corev1.Affinity {
+		return &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: terms}}}
+	}
+	in := func(key string, v ...string) corev1.NodeSelectorRequirement {
+		return corev1.NodeSelectorRequirement{Key: key, Operator: corev1.NodeSelectorOpIn, Values: v}
+	}
+	for name, a := range map[string]*corev1.Affinity{
+		"pool In":     affinity(corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{in(policy.LabelPool, "restricted")}}),
+		"matchFields": affinity(corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{in("metadata.name", "r-node-1")}}),
+		"hostname":    affinity(corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{in(corev1.LabelHostname, "r-host-1")}}),
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := pod("pinned", nil, nil)
+			p.Spec.Affinity = a
+			resp := review(t, h, podRequest(t, p))
+			require.False(t, resp.Allowed)
+			assert.Contains(t, resp.Result.Message, `[P4] the pod's required node affinity pins it to pool "restricted" (only the pool's members satisfy it), so it is judged as the pool's pod: namespace "ai-team" may not use pool "restricted"`)
+
+			p.Labels = map[string]string{policy.LabelPool: policy.DefaultPool}
+			resp = review(t, h, podRequest(t, p))
+			require.False(t, resp.Allowed, "labelled default")
+			assert.Contains(t, resp.Result.Message, `[P4] the pod's required node affinity pins it to pool "restricted"`)
+
+			p.Labels = nil
+			p.Namespace = "research"
+			req := podRequest(t, p)
+			req.Namespace = "research"
+			resp = review(t, h, req)
+			require.True(t, resp.Allowed, "from a namespace the pool admits: %v", resp.Result)
+			assert.Equal(t, "restricted", applied(t, p, resp).Labels[policy.LabelPool], "P1 labels it as the pool's pod")
+		})
+	}
+	other := pod("elsewhere", nil, nil)
+	other.Spec.Affinity = affinity(corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{in("metadata.name", "r-node-1")}},
+		corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{in("metadata.name", "a10-node-3")}})
+	assert.True(t, review(t, h, podRequest(t, other)).Allowed, "a node of no pool satisfies it too: no pool's pod")
 }

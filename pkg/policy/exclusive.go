@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
 
@@ -129,7 +131,7 @@ func notThePoolsPod(pod *corev1.Pod, ns *corev1.Namespace, pool PoolInfo) string
 }
 
 func exclusiveViolation(pod *corev1.Pod, m ExclusiveMember, how, why string) error {
-	return Violationf("P6", "pod %s/%s may not run on node %q: %s, but the node belongs to exclusive pool %q, which runs only its own pods and node agents (DaemonSet pods that ask for no device), and %s; label the pod %s=%s from a namespace the pool admits, or keep it off the pool's nodes",
+	return Violationf("P6", "pod %s/%s may not run on node %q: %s, but the node belongs to exclusive pool %q, which runs only its own pods and node agents (DaemonSet pods that ask for no device, from a namespace the operator trusts with node agents), and %s; label the pod %s=%s from a namespace the pool admits, or keep it off the pool's nodes",
 		pod.Namespace, podName(pod), m.Node.Name, how, m.Pool.Name, why, LabelPool, m.Pool.Name)
 }
 
@@ -203,21 +205,64 @@ type Agent int
 const (
 	// AgentNone: not a node agent.
 	AgentNone Agent = iota
-	// AgentCreated: a pod being created by the DaemonSet controller that asks for no
-	// device (IsNodeAgent). It may run on any exclusive node.
+	// AgentCreated: a pod being created by the DaemonSet controller in a namespace
+	// trusted with node agents that asks for no device (IsNodeAgent). It may run on any
+	// exclusive node.
 	AgentCreated
-	// AgentClaimed: a pod being bound whose ownerReferences name a DaemonSet and that
-	// asks for no device. Who created it is not known at binding, so the claim counts
+	// AgentClaimed: a pod being bound, in a namespace trusted with node agents, whose
+	// ownerReferences name a DaemonSet and that asks for no device (ClaimsNodeAgent). Who created it is not known at binding, so the claim counts
 	// only on a node whose taint the pod tolerates: a pod that could pass the taint was
 	// judged when it was created (refused unless the DaemonSet controller made it), and
 	// the binder does what the scheduler would.
 	AgentClaimed
 )
 
-// ClaimsNodeAgent says whether a pod claims to be a node agent: its ownerReferences
-// name a DaemonSet as controller and it asks for no device.
-func ClaimsNodeAgent(pod *corev1.Pod) bool {
-	return isDaemonSetPod(pod) && !RequestsDevices(pod)
+// ClaimsNodeAgent says whether a pod in namespace claims to be a node agent: its
+// ownerReferences name a DaemonSet as controller, it asks for no device, and namespace
+// is one the operator trusts with node agents (TrustsAgentsOf). Outside a trusted
+// namespace the claim counts for nothing, as it would at creation.
+func ClaimsNodeAgent(pod *corev1.Pod, namespace string, trusted []string) bool {
+	return TrustsAgentsOf(namespace, trusted) && isDaemonSetPod(pod) && !RequestsDevices(pod)
+}
+
+// NamespaceKubeSystem is where the cluster's own node agents run (kube-proxy, CNI and
+// CSI node plugins); only cluster administrators write pods there.
+const NamespaceKubeSystem = "kube-system"
+
+// TrustedAgentNamespaces are the namespaces P6 takes node agents from: litepool's own
+// (own; empty when unknown), kube-system, and the operator's (litepool-webhook
+// --agent-namespace), without repeats. A Pool names none: who may write pods in these
+// namespaces is who the operator trusts on every exclusive node.
+func TrustedAgentNamespaces(own string, operators []string) []string {
+	out := []string{NamespaceKubeSystem}
+	for _, ns := range append([]string{own}, operators...) {
+		if ns != "" && !slices.Contains(out, ns) {
+			out = append(out, ns)
+		}
+	}
+	return out
+}
+
+// TrustsAgentsOf says whether node agents may come from namespace: it is one of
+// trusted, or trusted is nil and namespace is kube-system.
+func TrustsAgentsOf(namespace string, trusted []string) bool {
+	if trusted == nil {
+		trusted = []string{NamespaceKubeSystem}
+	}
+	return namespace != "" && slices.Contains(trusted, namespace)
+}
+
+// ValidateAgentNamespace checks a namespace the operator trusts with node agents: a
+// namespace name (DNS-1123 label), and not "default", where anyone given edit in the
+// default namespace, as tenants often are, would run agents on exclusive nodes.
+func ValidateAgentNamespace(ns string) error {
+	if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+		return fmt.Errorf("%q is not a namespace name: %s", ns, strings.Join(errs, "; "))
+	}
+	if ns == metav1.NamespaceDefault {
+		return fmt.Errorf("%q is the namespace every user's pods land in by default: trust a namespace that holds node agents only (gpu-operator, monitoring, ...)", ns)
+	}
+	return nil
 }
 
 // DaemonSetControllers are the identities the DaemonSet controller creates pods as by
@@ -227,14 +272,17 @@ func ClaimsNodeAgent(pod *corev1.Pod) bool {
 // kube-controller-manager alone.
 var DaemonSetControllers = []string{"system:serviceaccount:kube-system:daemon-set-controller", "system:kube-controller-manager"}
 
-// IsNodeAgent says whether a pod created by requester is a node agent, which P6 lets
-// onto an exclusive pool's nodes: a pod the DaemonSet controller created (requester is
-// one of controllers, the identities it runs as; an ownerReference naming a DaemonSet
-// is a claim whoever writes the pod makes) that asks for no device (no extended
-// resource, no ResourceClaim): an agent watches a node, it does not take its
-// accelerators.
-func IsNodeAgent(pod *corev1.Pod, requester string, controllers []string) bool {
-	return slices.Contains(controllers, requester) && isDaemonSetPod(pod) && !RequestsDevices(pod)
+// IsNodeAgent says whether a pod created by requester in namespace is a node agent,
+// which P6 lets onto an exclusive pool's nodes: a pod the DaemonSet controller created
+// (requester is one of controllers, the identities it runs as; an ownerReference naming
+// a DaemonSet is a claim whoever writes the pod makes) that asks for no device (no
+// extended resource, no ResourceClaim; an agent watches a node, it does not take its
+// accelerators), in a namespace the operator trusts with node agents (trusted, see
+// TrustedAgentNamespaces). The DaemonSet controller creates the pods of anyone's
+// DaemonSet: only the namespace says whose it is, and anyone with edit in a namespace
+// may make one that tolerates every taint.
+func IsNodeAgent(pod *corev1.Pod, namespace, requester string, controllers, trusted []string) bool {
+	return slices.Contains(controllers, requester) && ClaimsNodeAgent(pod, namespace, trusted)
 }
 
 // RequestsDevices says whether a pod asks for a device: an extended resource (a name

@@ -30,7 +30,7 @@ func TestCheckExclusivePlacement(t *testing.T) {
 	t.Run("bound by nodeName or binding: foreign pod denied", func(t *testing.T) {
 		err := CheckExclusivePlacement(mk("ai-team", nil), aiTeam, "a10-node-3", members, AgentNone)
 		require.Error(t, err)
-		assert.Equal(t, `[P6] pod ai-team/p may not run on node "a10-node-3": it is bound to the node, but the node belongs to exclusive pool "dev-exclusive", which runs only its own pods and node agents (DaemonSet pods that ask for no device), and the pod asks for no pool; label the pod runwhere.ai/pool=dev-exclusive from a namespace the pool admits, or keep it off the pool's nodes`, err.Error())
+		assert.Equal(t, `[P6] pod ai-team/p may not run on node "a10-node-3": it is bound to the node, but the node belongs to exclusive pool "dev-exclusive", which runs only its own pods and node agents (DaemonSet pods that ask for no device, from a namespace the operator trusts with node agents), and the pod asks for no pool; label the pod runwhere.ai/pool=dev-exclusive from a namespace the pool admits, or keep it off the pool's nodes`, err.Error())
 		assert.NoError(t, CheckExclusivePlacement(mk("ai-team", nil), aiTeam, "a100-node-1", members, AgentNone), "another node")
 	})
 	t.Run("the pool's pod from an admitted namespace is allowed; P4 holds", func(t *testing.T) {
@@ -76,17 +76,45 @@ func TestIsNodeAgent(t *testing.T) {
 	ds := []metav1.OwnerReference{{Kind: "DaemonSet", Name: "ne", Controller: ptr.To(true)}}
 	agent := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{OwnerReferences: ds}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "a",
 		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{"cpu": resource.MustParse("1"), "hugepages-2Mi": resource.MustParse("2Mi")}}}}}}
-	assert.True(t, IsNodeAgent(agent, "system:serviceaccount:kube-system:daemon-set-controller", DaemonSetControllers))
-	assert.True(t, IsNodeAgent(agent, "system:kube-controller-manager", DaemonSetControllers))
-	assert.False(t, IsNodeAgent(agent, "mallory", DaemonSetControllers), "created by anyone else, a DaemonSet owner is a claim")
-	assert.True(t, IsNodeAgent(agent, "kcm-admin", []string{"kcm-admin"}), "a controller manager configured to run as another identity")
-	assert.False(t, IsNodeAgent(&corev1.Pod{}, "system:serviceaccount:kube-system:daemon-set-controller", DaemonSetControllers), "not a DaemonSet's pod")
+	const dsc = "system:serviceaccount:kube-system:daemon-set-controller"
+	trusted := TrustedAgentNamespaces("litepool-system", []string{"gpu-operator"})
+	assert.True(t, IsNodeAgent(agent, "kube-system", dsc, DaemonSetControllers, trusted))
+	assert.True(t, IsNodeAgent(agent, "gpu-operator", "system:kube-controller-manager", DaemonSetControllers, trusted))
+	assert.True(t, IsNodeAgent(agent, "litepool-system", dsc, DaemonSetControllers, trusted), "litepool's own namespace")
+	assert.False(t, IsNodeAgent(agent, "ai-team", dsc, DaemonSetControllers, trusted), "a tenant's DaemonSet: the controller creates anyone's pods")
+	assert.False(t, IsNodeAgent(agent, "", dsc, DaemonSetControllers, trusted), "no namespace")
+	assert.True(t, IsNodeAgent(agent, "kube-system", dsc, DaemonSetControllers, nil), "nil: kube-system alone")
+	assert.False(t, IsNodeAgent(agent, "gpu-operator", dsc, DaemonSetControllers, nil), "nil: kube-system alone")
+	assert.False(t, IsNodeAgent(agent, "kube-system", "mallory", DaemonSetControllers, trusted), "created by anyone else, a DaemonSet owner is a claim")
+	assert.True(t, IsNodeAgent(agent, "kube-system", "kcm-admin", []string{"kcm-admin"}, trusted), "a controller manager configured to run as another identity")
+	assert.False(t, IsNodeAgent(&corev1.Pod{}, "kube-system", dsc, DaemonSetControllers, trusted), "not a DaemonSet's pod")
 	gpu := agent.DeepCopy()
 	gpu.Spec.InitContainers = []corev1.Container{{Name: "i", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}}}}
-	assert.False(t, IsNodeAgent(gpu, "system:serviceaccount:kube-system:daemon-set-controller", DaemonSetControllers), "asks for GPUs")
+	assert.False(t, IsNodeAgent(gpu, "kube-system", dsc, DaemonSetControllers, trusted), "asks for GPUs")
 	claim := agent.DeepCopy()
 	claim.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu"}}
-	assert.False(t, IsNodeAgent(claim, "system:serviceaccount:kube-system:daemon-set-controller", DaemonSetControllers), "asks for a ResourceClaim")
+	assert.False(t, IsNodeAgent(claim, "kube-system", dsc, DaemonSetControllers, trusted), "asks for a ResourceClaim")
+
+	assert.True(t, ClaimsNodeAgent(agent, "gpu-operator", trusted))
+	assert.False(t, ClaimsNodeAgent(agent, "ai-team", trusted), "a claim counts only in a trusted namespace")
+	assert.False(t, ClaimsNodeAgent(gpu, "gpu-operator", trusted), "asks for GPUs")
+}
+
+func TestTrustedAgentNamespaces(t *testing.T) {
+	assert.Equal(t, []string{"kube-system", "litepool-system", "gpu-operator", "monitoring"},
+		TrustedAgentNamespaces("litepool-system", []string{"gpu-operator", "kube-system", "monitoring", "gpu-operator"}))
+	assert.Equal(t, []string{"kube-system"}, TrustedAgentNamespaces("", nil))
+	for _, ok := range []string{"gpu-operator", "monitoring", "nvidia-gpu-operator"} {
+		assert.NoError(t, ValidateAgentNamespace(ok), ok)
+	}
+	for bad, says := range map[string]string{
+		"":             "not a namespace name",
+		"GPU_Operator": "not a namespace name",
+		"a,b":          "not a namespace name",
+		"default":      "every user's pods land in by default",
+	} {
+		assert.ErrorContains(t, ValidateAgentNamespace(bad), says, bad)
+	}
 }
 
 func TestDesiredExclusiveTaints(t *testing.T) {

@@ -129,6 +129,9 @@ const (
 	// PoolFromNodeSelector: its nodeSelector runwhere.ai/pool=<pool>, as Kueue's
 	// ResourceFlavor of a pool's queue sets it on the pods it admits.
 	PoolFromNodeSelector
+	// PoolFromPlacement: its required placement (PlacementPin), which only the pool's
+	// members satisfy.
+	PoolFromPlacement
 )
 
 // PodPoolName is the pool a pod asks for (PodPoolOrigin); fromNamespace says it is its
@@ -171,20 +174,31 @@ func PodPoolOrigin(pod *corev1.Pod, ns *corev1.Namespace) (string, PoolOrigin) {
 // its node): a namespace's default pool does not apply to them, and a pool they ask
 // for by label gets them no nodeSelector (P1 would otherwise pin a pod meant for one
 // node to a pool that may not hold that node, and it could never be scheduled).
+//
+// When pools is also a NodeView (the webhook's catalog), a pod that asks for no pool
+// (no label, or "default") but whose required placement only one pool's members satisfy
+// (PlacementPin) is judged as that pool's pod too.
 func MutatePod(pod *corev1.Pod, ns *corev1.Namespace, pools PoolCatalog, accel Accelerators) (PodPatch, []string, error) {
 	var patch PodPatch
 	name, origin := PodPoolOrigin(pod, ns)
+	var pin Pin
+	if nodes, ok := pools.(NodeView); ok && origin == PoolFromLabel && (name == "" || name == DefaultPool) && !isDaemonSetPod(pod) {
+		if pin = PlacementPin(&pod.Spec, nodes); pin.Pool != "" {
+			name, origin = pin.Pool, PoolFromPlacement
+		}
+	}
 	if name == "" || name == DefaultPool || (origin != PoolFromLabel && isDaemonSetPod(pod)) {
 		return patch, nil, nil
 	}
 	info, ok := pools.Pool(name)
 	if !ok {
-		return patch, nil, poolMissing(name, origin, ns, pools.PoolNames())
+		return patch, nil, poolMissing(name, origin, pin, ns, pools.PoolNames())
 	}
 	var warnings []string
 	errs := []error{
 		checkNodePool(pod, info),
-		podNamespace(info, ns, pod.Namespace, origin),
+		podNamespace(info, ns, pod.Namespace, origin, pin),
+		labelledNoPool(pod, pin),
 	}
 	warn, werr := CheckPodWorkload(pod, info)
 	errs = append(errs, werr)
@@ -202,9 +216,11 @@ func MutatePod(pod *corev1.Pod, ns *corev1.Namespace, pools PoolCatalog, accel A
 
 // poolMissing is rule P2's denial. It names no other pool: the requester may not be
 // allowed to list Pools, and the pools and their namespaces are other teams' business.
-func poolMissing(name string, from PoolOrigin, ns *corev1.Namespace, existing []string) error {
+func poolMissing(name string, from PoolOrigin, pin Pin, ns *corev1.Namespace, existing []string) error {
 	origin, fix := fmt.Sprintf("label %s", LabelPool), "remove the label"
 	switch {
+	case from == PoolFromPlacement:
+		origin, fix = "the pod's "+pin.How+", which only its members satisfy", "place the pod otherwise"
 	case from == PoolFromNamespace && ns != nil:
 		origin = fmt.Sprintf("the default pool of namespace %q", ns.Name)
 		fix = fmt.Sprintf("have the namespace's label %s corrected", LabelPool)
@@ -237,14 +253,27 @@ func checkNodePool(pod *corev1.Pod, info PoolInfo) error {
 
 // podNamespace is P4 for the pod's pool; a pod pinned by nodeSelector is told so, since
 // it may not know it asked for a pool (Kueue's flavor put it there).
-func podNamespace(info PoolInfo, ns *corev1.Namespace, namespace string, origin PoolOrigin) error {
+func podNamespace(info PoolInfo, ns *corev1.Namespace, namespace string, origin PoolOrigin, pin Pin) error {
 	err := CheckPodNamespace(info, ns, namespace)
 	var v *Violation
-	if err == nil || origin != PoolFromNodeSelector || !errors.As(err, &v) {
+	if err == nil || (origin != PoolFromNodeSelector && origin != PoolFromPlacement) || !errors.As(err, &v) {
 		return err
+	}
+	if origin == PoolFromPlacement {
+		return Violationf(v.Rule, "the pod's %s pins it to pool %q (only the pool's members satisfy it), so it is judged as the pool's pod: %s", pin.How, info.Name, v.Message)
 	}
 	return Violationf(v.Rule, "the pod's nodeSelector %s=%s pins it to pool %q (for a Kueue Job: the pool's ResourceFlavor sets it on the pods it admits), so it is judged as the pool's pod: %s",
 		LabelPool, info.Name, info.Name, v.Message)
+}
+
+// labelledNoPool is P1's clash for a pod labelled runwhere.ai/pool=default (no pool)
+// whose placement pins it to a pool: the label is never overwritten.
+func labelledNoPool(pod *corev1.Pod, pin Pin) error {
+	if pin.Pool == "" || pod.Labels[LabelPool] != DefaultPool {
+		return nil
+	}
+	return Violationf("P1", "label %s=%s says the pod asks for no pool, but its %s pins it to pool %q: remove the label (it is then labelled %s=%s and judged as the pool's pod) or place the pod otherwise (litepool never overwrites it)",
+		LabelPool, DefaultPool, pin.How, pin.Pool, LabelPool, pin.Pool)
 }
 
 // CheckPodNamespace is rule P4: the namespace must be allowed to use the pool. A pool

@@ -76,7 +76,7 @@ func StartWebhook(c *Cluster, flags ...string) (*Webhook, error) {
 	}
 	p, err := localwebhook.Launch(localwebhook.Options{Binary: filepath.Join(BinDir, "litepool-webhook"),
 		Kubeconfig: c.Kubeconfig, Namespace: localwebhook.Namespace, Output: logFile,
-		Flags: append([]string{"--cert-mode=files", "--cert-dir=" + certs.Dir}, flags...)})
+		Flags: append(append([]string{"--cert-mode=files", "--cert-dir=" + certs.Dir}, AgentNamespaceFlags()...), flags...)})
 	if err != nil {
 		return nil, err
 	}

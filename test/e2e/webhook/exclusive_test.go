@@ -27,8 +27,9 @@ const exclNode, exclPool, exclNS = "excl-node-1", "excl-dev", "excl-team"
 
 // TestExclusivePool (P6): a pod that is not an exclusive pool's never runs on its node,
 // whichever way it comes (spec.nodeName, tolerate-all with matchFields, a binding by a
-// user other than the scheduler), and the denial names P6; the pool's own pods and a
-// DaemonSet's pod do run there.
+// user other than the scheduler), and the denial names P6; the pool's own pods and the
+// pods of a DaemonSet in a namespace trusted with node agents do run there, a tenant's
+// DaemonSet's do not.
 func TestExclusivePool(t *testing.T) {
 	kube := framework.C.Kube
 	// Registered first, so it runs last, once the webhook is unregistered: the other
@@ -58,7 +59,7 @@ func TestExclusivePool(t *testing.T) {
 	t.Run("spec.nodeName denied", func(t *testing.T) {
 		_, err := createPod(kube, ns, nodeNamed)
 		require.Error(t, err)
-		assert.Equal(t, denied("pod-placement.runwhere.ai", `[P6] pod ai-team/squatter may not run on node "excl-node-1": it is bound to the node, but the node belongs to exclusive pool "excl-dev", which runs only its own pods and node agents (DaemonSet pods that ask for no device), and the pod asks for no pool; label the pod runwhere.ai/pool=excl-dev from a namespace the pool admits, or keep it off the pool's nodes`), err.Error())
+		assert.Equal(t, denied("pod-placement.runwhere.ai", `[P6] pod ai-team/squatter may not run on node "excl-node-1": it is bound to the node, but the node belongs to exclusive pool "excl-dev", which runs only its own pods and node agents (DaemonSet pods that ask for no device, from a namespace the operator trusts with node agents), and the pod asks for no pool; label the pod runwhere.ai/pool=excl-dev from a namespace the pool admits, or keep it off the pool's nodes`), err.Error())
 		assertNoPod(t, kube, ns, "squatter")
 	})
 	t.Run("tolerate-all with matchFields denied", func(t *testing.T) {
@@ -67,6 +68,13 @@ func TestExclusivePool(t *testing.T) {
 		p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
 			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{exclNode}}}}}}}}
 		_, err := createPod(kube, ns, p)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), `denied the request: [P4] the pod's required node affinity pins it to pool "excl-dev" (only the pool's members satisfy it)`,
+			"only the pool's node satisfies it: judged as the pool's pod first (38.2)")
+		// Or an ordinary node: no one pool's pod, so P6 judges it.
+		terms := &p.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+		*terms = append(*terms, corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{"cpu-node-1"}}}})
+		_, err = createPod(kube, ns, p)
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), `denied the request: [P6] pod ai-team/tolerant may not run on node "excl-node-1": it tolerates the pool's taint (operator Exists on every key) and its node affinity allows the node`)
 		assertNoPod(t, kube, ns, "tolerant")
@@ -117,19 +125,36 @@ func TestExclusivePool(t *testing.T) {
 		assert.Equal(t, denied("pods-node-selector.runwhere.ai", `[P4] the pod's nodeSelector runwhere.ai/pool=excl-dev pins it to pool "excl-dev" (for a Kueue Job: the pool's ResourceFlavor sets it on the pods it admits), so it is judged as the pool's pod: namespace "ai-team" may not use pool "excl-dev": the pool admits only the namespaces its spec.namespaces lists or its spec.namespaceSelector selects, and "ai-team" is not among them; use a pool that admits it, or have "ai-team" added to spec.namespaces of pool "excl-dev"`), err.Error())
 		assertNoPod(t, kube, ns, "pinned-elsewhere")
 	})
-	t.Run("a DaemonSet pod runs on the node", func(t *testing.T) {
-		ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "node-agent"}, Spec: appsv1.DaemonSetSpec{
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "node-agent"}},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "node-agent"}}, Spec: corev1.PodSpec{
-				NodeSelector: map[string]string{policy.LabelPool: exclPool},
-				Tolerations:  []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
-				Containers:   []corev1.Container{{Name: "agent", Image: "busybox"}}}}}}
-		_, err := kube.AppsV1().DaemonSets(ns).Create(ctx, ds, metav1.CreateOptions{})
+	t.Run("a DaemonSet pod from a trusted namespace runs on the node, a tenant's does not", func(t *testing.T) {
+		agentNS := framework.ShippedAgentNamespaces()[0] // gpu-operator
+		_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: agentNS}}, metav1.CreateOptions{})
+		if !apierrors.IsAlreadyExists(err) {
+			require.NoError(t, err)
+		}
+		for _, in := range []string{agentNS, "kube-system", ns} {
+			ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "node-agent"}, Spec: appsv1.DaemonSetSpec{
+				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "node-agent"}},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "node-agent"}}, Spec: corev1.PodSpec{
+					NodeSelector: map[string]string{policy.LabelPool: exclPool},
+					Tolerations:  []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+					Containers:   []corev1.Container{{Name: "agent", Image: "busybox"}}}}}}
+			_, err := kube.AppsV1().DaemonSets(in).Create(ctx, ds, metav1.CreateOptions{})
+			require.NoError(t, err)
+			t.Cleanup(func() {
+				_ = kube.AppsV1().DaemonSets(in).Delete(context.Background(), "node-agent", metav1.DeleteOptions{})
+			})
+		}
+		waitRunningOn(t, kube, agentNS, func(p *corev1.Pod) bool { return p.Labels["app"] == "node-agent" })
+		waitRunningOn(t, kube, "kube-system", func(p *corev1.Pod) bool { return p.Labels["app"] == "node-agent" })
+		// The tenant's: the DaemonSet controller's create is refused by P6 (its only
+		// node is exclusive), so no pod of it ever exists.
+		require.NoError(t, wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+			ev, err := kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=FailedCreate,involvedObject.name=node-agent"})
+			return err == nil && len(ev.Items) > 0 && strings.Contains(ev.Items[0].Message, "[P6]"), err
+		}), "the tenant's DaemonSet pod was refused by P6")
+		list, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=node-agent"})
 		require.NoError(t, err)
-		t.Cleanup(func() {
-			_ = kube.AppsV1().DaemonSets(ns).Delete(context.Background(), "node-agent", metav1.DeleteOptions{})
-		})
-		waitRunningOn(t, kube, ns, func(p *corev1.Pod) bool { return p.Labels["app"] == "node-agent" })
+		assert.Empty(t, list.Items, "no pod of the tenant's DaemonSet")
 	})
 	t.Run("ordinary pods never reach the placement webhook", func(t *testing.T) {
 		// Not scheduled, so only its create is counted: the test cluster's scheduler

@@ -45,7 +45,7 @@ func launchWebhook(t *testing.T, flags ...string) (webhookProc, *localwebhook.Lo
 	logs := &localwebhook.LogBuffer{}
 	require.NoError(t, localwebhook.EnsureNamespace(context.Background(), framework.C.Kube, localwebhook.Namespace))
 	p, err := localwebhook.Launch(localwebhook.Options{Binary: filepath.Join(framework.BinDir, "litepool-webhook"),
-		Kubeconfig: framework.C.Kubeconfig, Namespace: localwebhook.Namespace, Flags: flags, Output: logs})
+		Kubeconfig: framework.C.Kubeconfig, Namespace: localwebhook.Namespace, Flags: append(framework.AgentNamespaceFlags(), flags...), Output: logs})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		p.Kill()
@@ -92,7 +92,7 @@ func registerWebhooks(t *testing.T, kube kubernetes.Interface, addr string, caPE
 	t.Helper()
 	cfgs, err := localwebhook.LoadConfigurations(filepath.Join(framework.Root, "deploy", "webhook", "webhooks.yaml"))
 	require.NoError(t, err)
-	require.Len(t, cfgs.Mutating.Webhooks, 3)
+	require.Len(t, cfgs.Mutating.Webhooks, 4)
 	require.Len(t, cfgs.Validating.Webhooks, 8)
 	cfgs.ByURL(addr, caPEM)
 	t.Cleanup(func() { // leave the cluster usable, whatever the test did to the process

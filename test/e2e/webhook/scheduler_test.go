@@ -16,6 +16,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -32,8 +33,11 @@ import (
 )
 
 const (
-	secondScheduler            = "second-scheduler"
-	ssNS, ssPool, ssNode       = "ss-team", "ss-excl", "ss-node-1"
+	secondScheduler      = "second-scheduler"
+	ssNS, ssPool, ssNode = "ss-team", "ss-excl", "ss-node-1"
+	// ssAgentNS holds the DaemonSet: a namespace the shipped webhook trusts with node
+	// agents (--agent-namespace), whose agents the conditions leave out while it is down.
+	ssAgentNS                  = "monitoring"
 	ssSA, ssSANamespace        = "second-scheduler", "default"
 	ssOpenPool, ssOpenNode     = "ss-open", "ss-node-2"
 	ssOpenNodeB                = "ss-node-3"
@@ -58,7 +62,7 @@ func TestSecondSchedulerWithWebhookDown(t *testing.T) {
 	start := func() *localwebhook.Process {
 		logs := &localwebhook.LogBuffer{}
 		p, err := localwebhook.Launch(localwebhook.Options{Binary: filepath.Join(framework.BinDir, "litepool-webhook"), Port: port,
-			Kubeconfig: framework.C.Kubeconfig, Namespace: localwebhook.Namespace, Flags: []string{"--cert-mode=files", "--cert-dir=" + crt.Dir, "--controllers"}, Output: logs})
+			Kubeconfig: framework.C.Kubeconfig, Namespace: localwebhook.Namespace, Flags: append(framework.AgentNamespaceFlags(), "--cert-mode=files", "--cert-dir="+crt.Dir, "--controllers"), Output: logs})
 		require.NoError(t, err)
 		t.Cleanup(func() {
 			p.Kill()
@@ -131,7 +135,11 @@ func TestSecondSchedulerWithWebhookDown(t *testing.T) {
 				SchedulerName: secondScheduler,
 				Tolerations:   []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
 				Containers:    []corev1.Container{{Name: "agent", Image: "busybox"}}}}}}
-		_, err := kube.AppsV1().DaemonSets(ssNS).Create(ctx, ds, metav1.CreateOptions{})
+		_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ssAgentNS}}, metav1.CreateOptions{})
+		if !apierrors.IsAlreadyExists(err) {
+			require.NoError(t, err)
+		}
+		_, err = kube.AppsV1().DaemonSets(ssAgentNS).Create(ctx, ds, metav1.CreateOptions{})
 		require.NoError(t, err)
 		nodes, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		require.NoError(t, err)
@@ -176,7 +184,7 @@ func TestSecondSchedulerWithWebhookDown(t *testing.T) {
 // daemonPods maps node to the DaemonSet pod bound to it.
 func daemonPods(t *testing.T, kube kubernetes.Interface) map[string]string {
 	t.Helper()
-	pods, err := kube.CoreV1().Pods(ssNS).List(ctx, metav1.ListOptions{LabelSelector: "app=ss-agent"})
+	pods, err := kube.CoreV1().Pods(ssAgentNS).List(ctx, metav1.ListOptions{LabelSelector: "app=ss-agent"})
 	require.NoError(t, err)
 	out := map[string]string{}
 	for _, p := range pods.Items {
@@ -298,7 +306,7 @@ func tail(s string, n int) string {
 
 func removeSchedulerFixture(kube kubernetes.Interface) {
 	bg := context.Background()
-	_ = kube.AppsV1().DaemonSets(ssNS).Delete(bg, "agent", metav1.DeleteOptions{})
+	_ = kube.AppsV1().DaemonSets(ssAgentNS).Delete(bg, "agent", metav1.DeleteOptions{})
 	_ = kube.CoreV1().Namespaces().Delete(bg, ssNS, metav1.DeleteOptions{})
 	for _, p := range []string{ssPool, ssOpenPool} {
 		_ = poolclient.New(framework.C.Dynamic).Delete(bg, p, metav1.DeleteOptions{})

@@ -2,9 +2,7 @@ package webhook
 
 import (
 	"context"
-	"fmt"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -86,9 +84,19 @@ func TestExclusivePoolSideDoors(t *testing.T) {
 	})
 	t.Run("foreign pods stay off, the pool's own run", func(t *testing.T) {
 		for _, n := range []string{sdLabelled, sdOpenNode} {
+			// Pinned to the node by hostname: only the pool's node satisfies it, so it is
+			// judged as the pool's pod, from a namespace the pool does not admit (38.2).
+			pinned := newPod("pinned-"+n, nil, nil)
+			pinned.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": n}
+			_, err := createPod(kube, ns, pinned)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), `[P4] the pod's nodeSelector kubernetes.io/hostname=`+n+` pins it to pool`)
+			// The node or an ordinary one: no one pool's pod, not P6's to refuse (no
+			// toleration, no nodeName); the taint keeps it off the exclusive node.
 			foreign := newPod("foreign-"+n, nil, nil)
-			foreign.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": n}
-			_, err := createPod(kube, ns, foreign)
+			foreign.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpIn, Values: []string{n, "cpu-node-1"}}}}}}}}
+			_, err = createPod(kube, ns, foreign)
 			require.NoError(t, err, "no toleration, no nodeName: not P6's to refuse, the taint keeps it off")
 		}
 		own := newPod("own", map[string]string{policy.LabelPool: sdPool, policy.LabelWorkloadType: "development"}, nil)
@@ -118,14 +126,18 @@ func TestExclusivePoolSideDoors(t *testing.T) {
 			require.NoError(t, kube.CoreV1().Pods(sdNS).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}))
 		}
 		for _, n := range []string{sdLabelled, sdOpenNode} {
-			// The scheduler has tried it: it reports why the node does not fit.
-			waitUnschedulable(t, kube, ns, "foreign-"+n, "untolerated taint")
+			// The scheduler places it on the one node whose taints it tolerates.
+			waitPodOn(t, kube, ns, "foreign-"+n, "cpu-node-1")
 		}
 	})
 	t.Run("a foreign pod pinned to the node cannot gain the toleration by update", func(t *testing.T) {
 		p := newPod("gains-toleration", nil, corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")})
 		p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
-			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{sdMember}}}}}}}}
+			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{sdMember}}}},
+				// or an ordinary node, so that it is no one pool's pod (38.2 would judge
+				// it as sd-excl's and refuse it at once); never scheduled.
+				{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{"cpu-node-1"}}}}}}}}
+		p.Spec.SchedulerName = "no-such-scheduler"
 		created, err := createPod(kube, ns, p)
 		require.NoError(t, err)
 		for _, tol := range []string{`{"key":"runwhere.ai/pool","operator":"Exists"}`, `{"operator":"Exists"}`} {
@@ -301,29 +313,6 @@ func waitPodOn(t *testing.T, kube kubernetes.Interface, namespace, name, node st
 		last = p
 		return p.Spec.NodeName == node && p.Status.Phase == corev1.PodRunning, nil
 	}), "pod %s/%s never ran on %s: %+v", namespace, name, node, last.Status)
-}
-
-// waitUnschedulable waits until the scheduler has reported the pod unschedulable, with
-// a message that says why, and checks it is still unbound.
-func waitUnschedulable(t *testing.T, kube kubernetes.Interface, namespace, name, why string) {
-	t.Helper()
-	var msg string
-	require.NoError(t, wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
-		p, err := kube.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		if p.Spec.NodeName != "" {
-			return false, fmt.Errorf("pod %s/%s was bound to %s", namespace, name, p.Spec.NodeName)
-		}
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Reason == corev1.PodReasonUnschedulable {
-				msg = c.Message
-				return strings.Contains(c.Message, why), nil
-			}
-		}
-		return false, nil
-	}), "pod %s/%s: %q", namespace, name, msg)
 }
 
 // waitBindingTargets waits until the controller has written exactly nodes into P6's
