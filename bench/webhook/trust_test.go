@@ -11,10 +11,12 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/runwhere-ai/litepool/pkg/policy"
@@ -109,18 +111,22 @@ func TestPinnedConditionSends(t *testing.T) {
 		selector map[string]string
 		terms    []corev1.NodeSelectorTerm
 		sent     bool
+		owner    string // a controller ownerReference of this kind
+		gpus     bool
 	}{
-		{"nothing", nil, nil, false},
-		{"nodeSelector pool", map[string]string{"runwhere.ai/pool": "p"}, nil, true},
-		{"nodeSelector hostname", map[string]string{"kubernetes.io/hostname": "h"}, nil, true},
-		{"nodeSelector zone", map[string]string{"topology.kubernetes.io/zone": "z"}, nil, false},
-		{"pool In", nil, []corev1.NodeSelectorTerm{exprs(in("runwhere.ai/pool", "p"))}, true},
-		{"hostname In", nil, []corev1.NodeSelectorTerm{exprs(in("kubernetes.io/hostname", "h"))}, true},
-		{"matchFields", nil, []corev1.NodeSelectorTerm{byName}, true},
-		{"two bounded terms", nil, []corev1.NodeSelectorTerm{byName, exprs(in("runwhere.ai/pool", "p"))}, true},
-		{"a bounded term or an unbounded one", nil, []corev1.NodeSelectorTerm{byName, exprs(in("runwhere.ai/gpu-type", "A100"))}, false},
-		{"pool NotIn", nil, []corev1.NodeSelectorTerm{exprs(corev1.NodeSelectorRequirement{Key: "runwhere.ai/pool", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"p"}})}, false},
-		{"zone affinity", nil, []corev1.NodeSelectorTerm{exprs(in("topology.kubernetes.io/zone", "z"))}, false},
+		{"nothing", nil, nil, false, "", false},
+		{"nodeSelector pool", map[string]string{"runwhere.ai/pool": "p"}, nil, true, "", false},
+		{"nodeSelector hostname", map[string]string{"kubernetes.io/hostname": "h"}, nil, true, "", false},
+		{"nodeSelector zone", map[string]string{"topology.kubernetes.io/zone": "z"}, nil, false, "", false},
+		{"pool In", nil, []corev1.NodeSelectorTerm{exprs(in("runwhere.ai/pool", "p"))}, true, "", false},
+		{"hostname In", nil, []corev1.NodeSelectorTerm{exprs(in("kubernetes.io/hostname", "h"))}, true, "", false},
+		{"matchFields", nil, []corev1.NodeSelectorTerm{byName}, true, "", false},
+		{"two bounded terms", nil, []corev1.NodeSelectorTerm{byName, exprs(in("runwhere.ai/pool", "p"))}, true, "", false},
+		{"a bounded term or an unbounded one", nil, []corev1.NodeSelectorTerm{byName, exprs(in("runwhere.ai/gpu-type", "A100"))}, false, "", false},
+		{"pool NotIn", nil, []corev1.NodeSelectorTerm{exprs(corev1.NodeSelectorRequirement{Key: "runwhere.ai/pool", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"p"}})}, false, "", false},
+		{"zone affinity", nil, []corev1.NodeSelectorTerm{exprs(in("topology.kubernetes.io/zone", "z"))}, false, "", false},
+		{"a node agent (a DaemonSet's, no device)", nil, []corev1.NodeSelectorTerm{byName}, false, "DaemonSet", false},
+		{"a DaemonSet's pod asking for GPUs", nil, []corev1.NodeSelectorTerm{byName}, true, "DaemonSet", true},
 	} {
 		for _, label := range []string{"", "default", "p"} {
 			pod := defaultedPod()
@@ -129,6 +135,12 @@ func TestPinnedConditionSends(t *testing.T) {
 				pod.Labels["runwhere.ai/pool"] = label
 			}
 			pod.Spec.NodeSelector = tc.selector
+			if tc.owner != "" {
+				pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: tc.owner, Name: "agent", UID: "u", Controller: ptr.To(true)}}
+			}
+			if tc.gpus {
+				pod.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}
+			}
 			if tc.terms != nil {
 				pod.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: tc.terms}}}
 			}

@@ -83,7 +83,9 @@ func TestCacheOptions(t *testing.T) {
 	assert.False(t, withControllers.ReaderFailOnMissingInformer)
 
 	node := &corev1.Node{Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{"nvidia.com/gpu": mustQuantity(t, "8")}}}
-	for name, opts := range map[string]int{"webhook only": 0, "with controllers": 1} {
+	// Both keep the accelerators: N2 compares a joining node's with its super node's,
+	// and the inventory counts them.
+	for name, opts := range map[string]int{"webhook only": 1, "with controllers": 1} {
 		by := webhookOnly.ByObject
 		if opts == 1 {
 			by = withControllers.ByObject
@@ -93,7 +95,7 @@ func TestCacheOptions(t *testing.T) {
 			require.IsType(t, &corev1.Node{}, obj, name)
 			out, err := o.Transform(node.DeepCopy())
 			require.NoError(t, err)
-			assert.Len(t, out.(*corev1.Node).Status.Allocatable, opts, "%s: allocatable accelerators are kept for the inventory only", name)
+			assert.Len(t, out.(*corev1.Node).Status.Allocatable, opts, "%s: allocatable accelerators are kept", name)
 		}
 	}
 }

@@ -180,6 +180,9 @@ func TestMutatePodJudgesPinnedPodsAsThePools(t *testing.T) {
 	patch, _, err = MutatePod(testPod(inNamespace("mallory"), ownedBy("DaemonSet"), byName), ns("mallory"), view, Accelerators{})
 	require.NoError(t, err, "a DaemonSet's pod is placed node by node")
 	assert.True(t, patch.Empty())
+	_, _, err = MutatePod(testPod(inNamespace("mallory"), ownedBy("DaemonSet"), limits("nvidia.com/gpu", 8), byName), ns("mallory"), view, Accelerators{})
+	assert.ErrorContains(t, err, `[P4] the pod's required node affinity pins it to pool "restricted"`,
+		"a DaemonSet owner (a claim) asking for GPUs on a restricted pool's member is judged by its pin: only node agents, which ask for no device, are placed node by node")
 
 	_, _, err = MutatePod(testPod(inNamespace("mallory"), affinityTerms(fields(req(fieldNodeName, corev1.NodeSelectorOpIn, "r-1")), fields(req(fieldNodeName, corev1.NodeSelectorOpIn, "free-1")))), ns("mallory"), view, Accelerators{})
 	assert.NoError(t, err, "a placement that a node of no pool satisfies too is no pool's pod")

@@ -182,12 +182,15 @@ func MutatePod(pod *corev1.Pod, ns *corev1.Namespace, pools PoolCatalog, accel A
 	var patch PodPatch
 	name, origin := PodPoolOrigin(pod, ns)
 	var pin Pin
-	if nodes, ok := pools.(NodeView); ok && origin == PoolFromLabel && (name == "" || name == DefaultPool) && !isDaemonSetPod(pod) {
+	// A node agent's pod (a DaemonSet's, asking for no device) is placed node by node
+	// and judged by P6 alone. The owner is a claim, so what it skips is only what a real
+	// DaemonSet of the tenant's gets: a pod that asks for devices is judged by its pin.
+	if nodes, ok := pools.(NodeView); ok && origin == PoolFromLabel && (name == "" || name == DefaultPool) && !(isDaemonSetPod(pod) && !RequestsDevices(pod)) {
 		if pin = PlacementPin(&pod.Spec, nodes); pin.Pool != "" {
 			name, origin = pin.Pool, PoolFromPlacement
 		}
 	}
-	if name == "" || name == DefaultPool || (origin != PoolFromLabel && isDaemonSetPod(pod)) {
+	if name == "" || name == DefaultPool || ((origin == PoolFromNamespace || origin == PoolFromNodeSelector) && isDaemonSetPod(pod)) {
 		return patch, nil, nil
 	}
 	info, ok := pools.Pool(name)
