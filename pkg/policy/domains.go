@@ -2,9 +2,13 @@ package policy
 
 import (
 	"cmp"
+	"fmt"
+	"maps"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 )
@@ -176,4 +180,42 @@ func (v DomainView) Status(unit string) *v1alpha1.TopologyStatus {
 func summary(d Domain) v1alpha1.DomainSummary {
 	return v1alpha1.DomainSummary{Name: d.Name, Nodes: int32(len(d.Members)), ReadyNodes: int32(len(d.Schedulable)),
 		Total: d.Total, Free: d.Free, State: d.State}
+}
+
+// CheckTopology is rule R1 for a pool's spec.topology on create (old nil) and update:
+// ResolveTopology's checks, and a floor (minNodesPerDomain) no current domain of the
+// members is below. The floor is judged only when the topology is new or changed, so
+// that a domain that lost members since does not block unrelated edits of the Pool.
+func CheckTopology(pool, old *v1alpha1.Pool, members []*corev1.Node) error {
+	if !HasTopology(pool) {
+		return nil
+	}
+	t, err := ResolveTopology(pool.Spec.Topology)
+	if err != nil {
+		return err
+	}
+	if old != nil && equality.Semantic.DeepEqual(old.Spec.Topology, pool.Spec.Topology) {
+		return nil
+	}
+	domains, _ := t.GroupByDomain(members)
+	var small []string
+	smallest := int(t.MinNodesPerDomain)
+	for _, name := range slices.Sorted(maps.Keys(domains)) {
+		if n := len(domains[name]); n < int(t.MinNodesPerDomain) {
+			small = append(small, fmt.Sprintf("%q (%d)", name, n))
+			smallest = min(smallest, n)
+		}
+	}
+	if len(small) == 0 {
+		return nil
+	}
+	const shown = 5
+	more := ""
+	if len(small) > shown {
+		more = fmt.Sprintf(" and %d more", len(small)-shown)
+		small = small[:shown]
+	}
+	return fieldViolationf("R1", "spec.topology.minNodesPerDomain",
+		"spec.topology.minNodesPerDomain %d is above the members of domain %s%s of %s: a domain keeps at least that many while it stays in the pool; set it to %d or less, or add members to those domains first",
+		t.MinNodesPerDomain, strings.Join(small, ", "), more, t.Unit, smallest)
 }
