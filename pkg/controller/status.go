@@ -135,6 +135,7 @@ func (r *StatusReconciler) inventory(ctx context.Context, pools []v1alpha1.Pool)
 	b := inventory.NewBuilder()
 	b.WithoutLabels = true
 	b.Accelerators = r.Accelerators
+	b.Topologies = inventory.TopologiesOf(pools)
 	var err error
 	if b.DRA, err = r.draNodes(ctx); err != nil {
 		return nil, err

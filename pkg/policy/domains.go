@@ -182,6 +182,58 @@ func summary(d Domain) v1alpha1.DomainSummary {
 		Total: d.Total, Free: d.Free, State: d.State}
 }
 
+// DomainNode is a copy of node holding only what Domains and NodeOut read: its name,
+// the topology's level labels, the pool and model labels, litepool's annotations, the
+// Ready condition, the cordon, the NoSchedule and NoExecute taints, and the extended
+// resources' allocatable and capacity. A listing of thousands of members keeps these
+// instead of whole nodes.
+func DomainNode(node *corev1.Node, t Topology) *corev1.Node {
+	out := &corev1.Node{}
+	out.Name = node.Name
+	out.Labels = make(map[string]string, len(t.Levels)+2)
+	for _, l := range append(slices.Clip(t.Levels), LabelPool, LabelGPUType, LabelNVIDIAProduct, LabelNPUChipName, LabelAscendFamily) {
+		if v, ok := node.Labels[l]; ok {
+			out.Labels[l] = v
+		}
+	}
+	for k, v := range node.Annotations {
+		if strings.HasPrefix(k, Prefix) {
+			if out.Annotations == nil {
+				out.Annotations = map[string]string{}
+			}
+			out.Annotations[k] = v
+		}
+	}
+	out.Spec.Unschedulable = node.Spec.Unschedulable
+	for _, taint := range node.Spec.Taints {
+		if taint.Effect == corev1.TaintEffectNoSchedule || taint.Effect == corev1.TaintEffectNoExecute {
+			out.Spec.Taints = append(out.Spec.Taints, taint)
+		}
+	}
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			out.Status.Conditions = []corev1.NodeCondition{{Type: c.Type, Status: c.Status}}
+		}
+	}
+	out.Status.Allocatable = extendedResources(node.Status.Allocatable)
+	out.Status.Capacity = extendedResources(node.Status.Capacity)
+	return out
+}
+
+// extendedResources are the entries of l named with a domain (nvidia.com/gpu, not cpu).
+func extendedResources(l corev1.ResourceList) corev1.ResourceList {
+	var out corev1.ResourceList
+	for name, q := range l {
+		if strings.Contains(string(name), "/") {
+			if out == nil {
+				out = corev1.ResourceList{}
+			}
+			out[name] = q
+		}
+	}
+	return out
+}
+
 // CheckTopology is rule R1 for a pool's spec.topology on create (old nil) and update:
 // ResolveTopology's checks, and a floor (minNodesPerDomain) no current domain of the
 // members is below. The floor is judged only when the topology is new or changed, so
