@@ -41,6 +41,9 @@ type DomainView struct {
 	// Outside are the members lacking a level's label, sorted: in no domain, shown
 	// apart, never dropped.
 	Outside []string
+	// OutsideFigures are those members' figures counted as if they were one domain
+	// (no name); they count in neither LargestFreeBlock nor WholeFree.
+	OutsideFigures Domain
 	// LargestFreeBlock is the most accelerators free in one whole domain: the largest
 	// job that fits inside one unit now. A degraded domain is not counted: the jobs a
 	// domain exists for need all of it.
@@ -58,10 +61,13 @@ func (t Topology) Domains(members []*corev1.Node, used map[string]int64, resourc
 	var v DomainView
 	index := map[string]int{}
 	shapes := map[string]*domainShape{}
+	outside := &domainShape{}
 	for _, n := range members {
 		name, ok := t.DomainOf(n)
 		if !ok {
 			v.Outside = append(v.Outside, n.Name)
+			v.OutsideFigures.add(n, used, resource)
+			outside.add(n, resource)
 			continue
 		}
 		i, seen := index[name]
@@ -71,23 +77,13 @@ func (t Topology) Domains(members []*corev1.Node, used map[string]int64, resourc
 			v.Domains = append(v.Domains, Domain{Name: name})
 			shapes[name] = &domainShape{}
 		}
-		d := &v.Domains[i]
-		d.Members = append(d.Members, n.Name)
+		v.Domains[i].add(n, used, resource)
 		shapes[name].add(n, resource)
-		if NodeOut(n, n.Labels[LabelPool], resource) != "" {
-			continue
-		}
-		d.Schedulable = append(d.Schedulable, n.Name)
-		q := n.Status.Allocatable[resource]
-		d.Total += q.Value()
-		d.Free += max(q.Value()-used[n.Name], 0)
 	}
+	v.OutsideFigures.finish(outside)
 	for i := range v.Domains {
 		d := &v.Domains[i]
-		slices.Sort(d.Members)
-		slices.Sort(d.Schedulable)
-		d.Mixed = shapes[d.Name].mixed
-		d.State = domainState(len(d.Schedulable), len(d.Members))
+		d.finish(shapes[d.Name])
 		if d.State == DomainWhole {
 			v.LargestFreeBlock = max(v.LargestFreeBlock, d.Free)
 			if d.Free == d.Total && d.Total > 0 {
@@ -98,6 +94,29 @@ func (t Topology) Domains(members []*corev1.Node, used map[string]int64, resourc
 	slices.SortFunc(v.Domains, func(a, b Domain) int { return cmp.Compare(a.Name, b.Name) })
 	slices.Sort(v.Outside)
 	return v
+}
+
+// add counts member n: schedulable when NodeOut says so, with its allocatable and
+// what its pods leave of it.
+func (d *Domain) add(n *corev1.Node, used map[string]int64, resource corev1.ResourceName) {
+	d.Members = append(d.Members, n.Name)
+	if NodeOut(n, n.Labels[LabelPool], resource) != "" {
+		return
+	}
+	d.Schedulable = append(d.Schedulable, n.Name)
+	q := n.Status.Allocatable[resource]
+	d.Total += q.Value()
+	d.Free += max(q.Value()-used[n.Name], 0)
+}
+
+func (d *Domain) finish(shape *domainShape) {
+	if len(d.Members) == 0 {
+		return
+	}
+	slices.Sort(d.Members)
+	slices.Sort(d.Schedulable)
+	d.Mixed = shape.mixed
+	d.State = domainState(len(d.Schedulable), len(d.Members))
 }
 
 func domainState(schedulable, members int) string {

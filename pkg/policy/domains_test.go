@@ -65,6 +65,8 @@ func TestDomains(t *testing.T) {
 	v := top.Domains(members, used, "nvidia.com/gpu")
 
 	assert.Equal(t, []string{"a-out", "z-out"}, v.Outside)
+	assert.Equal(t, Domain{Members: []string{"a-out", "z-out"}, Schedulable: []string{"a-out", "z-out"}, Total: 16, Free: 16, State: DomainWhole},
+		v.OutsideFigures, "outside members' figures, counted apart")
 	want := []Domain{
 		{Name: "p1", Members: []string{"p1-a", "p1-b"}, Schedulable: []string{"p1-a", "p1-b"}, Total: 16, Free: 16, State: DomainWhole},
 		{Name: "p2", Members: []string{"p2-a", "p2-b"}, Schedulable: []string{"p2-a", "p2-b"}, Total: 16, Free: 4, State: DomainWhole},
