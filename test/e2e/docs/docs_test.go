@@ -1,8 +1,8 @@
 // Package docs runs every shell transcript of README.md, docs/quickstart.md and
 // docs/topology.md (a "$ " line and the output after it) on the demo cluster, as make
 // demo leaves it (the sample AI cluster, the local webhook with the controller), and
-// compares what each command prints with what the document shows (internal/transcript says how). A document whose
-// example drifts from the code fails here.
+// compares what each command prints with what the document shows (internal/transcript
+// says how). A document whose example drifts from the code fails here.
 package docs
 
 import (
