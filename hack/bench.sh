@@ -75,6 +75,8 @@ awk -v sizes="$sizes" '
               "getpools.floor|get pools: wall time / floor|<= 1.25;" \
               "getpools.rss|get pools: peak RSS (MiB)|< 64;" \
               "getpools.scanner|get pools: wall the scanner saves vs Unmarshal (%)|-;" \
+              "getpools.domains-floor|get domains: wall time / floor|<= 1.25;" \
+              "getpools.domains-rss|get domains: peak RSS (MiB)|< 64;" \
               "getpools.dra-floor|get pools with DRA objects: wall / floor with DRA|<= 1.25;" \
               "getpools.dra-rss|get pools with DRA objects: peak RSS (MiB)|< 64 @5000;" \
               "webhook.creates|pod create: litepool / trivial, median of rounds|<= 1.05;" \

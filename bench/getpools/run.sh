@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# bench/getpools: `kubectl litepool get pools` on a cluster of 5,000 accelerator nodes
-# and 40,000 pods, side by side in one run with two yardsticks on the same cluster:
+# bench/getpools: `kubectl litepool get pools` and `get domains` on a cluster of 5,000
+# accelerator nodes in 625 topology domains and 40,000 pods, side by side in one run with
+# two yardsticks on the same cluster:
 #   floor    a minimal client-go program that pages through every node and pod and sums
 #            accelerator requests (bench/getpools/floor): what any tool pays
 #   kubectl  `kubectl get nodes -o json` plus `kubectl get pods -A -o json`
@@ -52,6 +53,9 @@ for round in $(seq "$rounds"); do
   measure litepool kubectl litepool get pools
   measure plugin-direct "$bin/kubectl-litepool" get pools
   measure plugin-unmarshal "$out/kubectl-litepool-unmarshal" get pools
+  # Every Pool object has spec.topology (populate -domain-size 8: 625 domains at 5,000
+  # nodes), so get pools computes the domains too; get domains lists each.
+  measure litepool-domains kubectl litepool get domains
   # kubectl holds everything at once (4.5 GiB at 5,000 nodes): beyond that, left out.
   if [ "$nodes" -le 5000 ]; then
     measure kubectl-nodes kubectl get nodes -o json
@@ -78,6 +82,7 @@ row floor "floor (client-go pager, bench/getpools/floor)"
 row litepool "kubectl litepool get pools"
 row plugin-direct "kubectl-litepool get pools (without kubectl)"
 row plugin-unmarshal "the same, items decoded by generated Unmarshal"
+row litepool-domains "kubectl litepool get domains"
 [ ! -f "$out/kubectl.times" ] || row kubectl "kubectl get nodes -o json + get pods -A -o json"
 echo
 lp_wall=$(median "$out/litepool.times" 1); lp_rss=$(median "$out/litepool.times" 2)
@@ -86,7 +91,12 @@ echo "$lp_wall $floor_wall $lp_rss" | awk '{
   printf "goal: peak under 64 MiB: %.1f MiB %s\n", $3/1024, ($3 < 65536 ? "(met)" : "(missed)") }'
 echo "$(median "$out/plugin-direct.times" 1) $(median "$out/plugin-unmarshal.times" 1)" | awk '{
   printf "scanner vs generated Unmarshal (same pager): %.2f s vs %.2f s, the scanner saves %.1f%% of wall time\n", $1, $2, 100*($2-$1)/$2 }'
+dom_wall=$(median "$out/litepool-domains.times" 1); dom_rss=$(median "$out/litepool-domains.times" 2)
+echo "$dom_wall $floor_wall $dom_rss $(grep -c . "$out/litepool-domains.out")" | awk '{
+  printf "get domains (%d rows): wall within 1.25x of the floor: %.2fx %s; peak under 64 MiB: %.1f MiB %s\n", $4-1, $1/$2, ($1 <= 1.25*$2 ? "(met)" : "(missed)"), $3/1024, ($3 < 65536 ? "(met)" : "(missed)") }'
 if [ -n "${BENCH_FIGURES:-}" ]; then # for the table hack/bench.sh prints
+  echo "$dom_wall $floor_wall $dom_rss" | awk -v n="$nodes" '{
+    printf "%s getpools.domains-floor %.2f\n%s getpools.domains-rss %.2f\n", n, $1/$2, n, $3/1024 }' >>"$BENCH_FIGURES"
   echo "$lp_wall $floor_wall $lp_rss $(median "$out/plugin-direct.times" 1) $(median "$out/plugin-unmarshal.times" 1)" | awk -v n="$nodes" '{
     printf "%s getpools.floor %.2f\n%s getpools.rss %.2f\n%s getpools.scanner %.1f\n", n, $1/$2, n, $3/1024, n, 100*($5-$4)/$5 }' >>"$BENCH_FIGURES"
 fi

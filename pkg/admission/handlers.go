@@ -367,9 +367,14 @@ func (h *PoolHandler) Handle(ctx context.Context, req admission.Request) admissi
 			members = info.Members
 		}
 		err = policy.ValidatePool(&pool, old, members)
-		if old == nil {
-			err = errors.Join(err, policy.CheckAdoption(&pool, cat.members(pool.Name)))
+		var nodes []*corev1.Node
+		if old == nil || policy.HasTopology(&pool) {
+			nodes = cat.members(pool.Name)
 		}
+		if old == nil {
+			err = errors.Join(err, policy.CheckAdoption(&pool, nodes))
+		}
+		err = errors.Join(err, policy.CheckTopology(&pool, old, nodes))
 	case admissionv1.Delete:
 		var pool v1alpha1.Pool
 		if derr := decode(req.OldObject, &pool); derr != nil {

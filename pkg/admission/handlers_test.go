@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -374,6 +375,64 @@ func TestPoolHandler(t *testing.T) {
 		empty := &v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: "dev-sandbox"}}
 		assert.True(t, review(t, h, poolRequest(t, admissionv1.Delete, nil, empty)).Allowed)
 	})
+}
+
+// TestPoolHandlerTopology: R1 on spec.topology, each bad input refused naming the field,
+// and a floor above a current domain's members refused naming the domain, read from the
+// cache (a100-node-1 and -2 in super pod sp1, a100-node-3 alone in sp2).
+func TestPoolHandlerTopology(t *testing.T) {
+	objs := []client.Object{&v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: "train-a100"}}}
+	for i, n := range []string{"a100-node-1", "a100-node-2", "a100-node-3"} {
+		node := testNode(n, "A100-80G", "train-a100")
+		node.Labels["huawei.com/topotree.superpodid"] = map[bool]string{true: "sp1", false: "sp2"}[i < 2]
+		node.Labels["huawei.com/topotree.rackid"] = "r1"
+		objs = append(objs, node)
+	}
+	h := &PoolHandler{Catalog: catalogOf(t, objs...)}
+	pool := func(top *v1alpha1.TopologySpec) *v1alpha1.Pool {
+		return &v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: "train-a100"}, Spec: v1alpha1.PoolSpec{Type: v1alpha1.PoolTypeTraining,
+			Accelerator: v1alpha1.AcceleratorSpec{Type: "A100-80G"}, Topology: top}}
+	}
+	many := make([]string, 16)
+	for i := range many {
+		many[i] = fmt.Sprintf("level-%d", i)
+	}
+	for name, tc := range map[string]struct {
+		top *v1alpha1.TopologySpec
+		msg string
+	}{
+		"unknown preset": {&v1alpha1.TopologySpec{Preset: "Cray"},
+			`[R1] unknown topology preset "Cray": use one of Ascend, EKS, GKE, NVIDIA, Topograph, or list the node label keys in spec.topology.levels`},
+		"duplicate level": {&v1alpha1.TopologySpec{Levels: []string{"block", "rack", "block"}},
+			`[R1] level "block" is listed twice: each level is a different node label key`},
+		"too many levels": {&v1alpha1.TopologySpec{Levels: many},
+			`[R1] spec.topology.levels has 16 levels: Kueue takes at most 16 with the implied kubernetes.io/hostname, so list at most 15`},
+		"hostname not last": {&v1alpha1.TopologySpec{Levels: []string{corev1.LabelHostname, "rack"}},
+			`[R1] kubernetes.io/hostname may only be the last level (it is implied last): remove it or move it to the end`},
+		"floor above a domain's size": {&v1alpha1.TopologySpec{Preset: v1alpha1.TopologyAscend, MinNodesPerDomain: 2},
+			`[R1] spec.topology.minNodesPerDomain 2 is above the members of domain "sp2" (1) of huawei.com/topotree.superpodid: a domain keeps at least that many while it stays in the pool; set it to 1 or less, or add members to those domains first`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			for _, op := range []admissionv1.Operation{admissionv1.Create, admissionv1.Update} {
+				var old *v1alpha1.Pool
+				if op == admissionv1.Update {
+					old = pool(nil)
+				}
+				resp := review(t, h, poolRequest(t, op, pool(tc.top), old))
+				assert.False(t, resp.Allowed, op)
+				assert.Equal(t, tc.msg, resp.Result.Message, op)
+			}
+		})
+	}
+	floor3 := &v1alpha1.TopologySpec{Preset: v1alpha1.TopologyAscend, MinNodesPerDomain: 3}
+	resp := review(t, h, poolRequest(t, admissionv1.Create, pool(floor3), nil))
+	assert.Contains(t, resp.Result.Message, `domain "sp1" (2), "sp2" (1) of huawei.com/topotree.superpodid`)
+	assert.Contains(t, resp.Result.Message, "set it to 1 or less")
+
+	ok := &v1alpha1.TopologySpec{Preset: v1alpha1.TopologyAscend}
+	assert.True(t, review(t, h, poolRequest(t, admissionv1.Create, pool(ok), nil)).Allowed)
+	assert.True(t, review(t, h, poolRequest(t, admissionv1.Update, pool(floor3), pool(floor3))).Allowed,
+		"an unchanged topology is not judged again: a domain that lost members does not block other edits")
 }
 
 // TestPlacementHandler (P6): a pod bound to a node of the exclusive pool dev-sandbox by

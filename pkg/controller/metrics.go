@@ -66,7 +66,8 @@ var (
 // alerts use only these.
 var Gauges = []*prometheus.GaugeVec{acceleratorsTotal, acceleratorsUsed, acceleratorsFree,
 	poolNodes, upgradeNodes, minNodes, poolCondition, statusUpdate,
-	quarantinedNodes, healthBreakerTripped, healthHeldOut, draDevices, queueQuota, queueWorkloads}
+	quarantinedNodes, healthBreakerTripped, healthHeldOut, draDevices, queueQuota, queueWorkloads,
+	domainAcceleratorsTotal, domainAcceleratorsFree, domainNodes, domainState, largestFreeBlock}
 
 // MetricNames are the names of Gauges.
 var MetricNames = []string{
@@ -75,6 +76,8 @@ var MetricNames = []string{
 	"litepool_pool_status_last_sync_timestamp_seconds",
 	"litepool_pool_quarantined_nodes", "litepool_pool_health_breaker_tripped", "litepool_pool_health_held_out_nodes",
 	"litepool_pool_dra_devices", "litepool_pool_queue_quota", "litepool_pool_queue_workloads",
+	"litepool_pool_domain_accelerators_allocatable", "litepool_pool_domain_accelerators_free",
+	"litepool_pool_domain_nodes", "litepool_pool_domain_state", "litepool_pool_largest_free_block",
 }
 
 func init() {
@@ -97,6 +100,8 @@ type poolMetrics struct {
 	seen map[string]string // pool -> resource label last set
 	// draSeen is the DRA rows last set (metrics_dra.go).
 	draSeen map[[4]string]bool
+	// domainsSeen is the pools and domains last set (metrics_domains.go).
+	domainsSeen map[[2]string]bool
 }
 
 func (m *poolMetrics) record(inv *inventory.Inventory, objects map[string]*v1alpha1.Pool) {
@@ -133,6 +138,7 @@ func (m *poolMetrics) record(inv *inventory.Inventory, objects map[string]*v1alp
 	}
 	m.seen = now
 	m.draSeen = recordDRA(inv, m.draSeen)
+	m.domainsSeen = recordDomains(inv, m.domainsSeen)
 }
 
 func (m *poolMetrics) recordConditions(name string, sum *inventory.Pool, obj *v1alpha1.Pool) {

@@ -9,9 +9,16 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/runwhere-ai/litepool/pkg/inventory"
+	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
 var monitoringDir = filepath.Join("..", "..", "deploy", "monitoring")
@@ -91,4 +98,40 @@ func TestGrafanaDashboardUsesRegisteredMetrics(t *testing.T) {
 	}
 	walk("dashboard", dash)
 	assert.GreaterOrEqual(t, exprs, 8, "the dashboard's panels and variables")
+}
+
+// The domain gauges follow the pools' domains, and the series of a domain that is gone
+// (its members relabelled, or the pool's topology removed) are deleted.
+func TestDomainMetrics(t *testing.T) {
+	node := func(name, rack string, ready bool) *corev1.Node {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{policy.LabelPool: "m-train", "rack": rack}}}
+		n.Status.Allocatable = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}
+		st := corev1.ConditionTrue
+		if !ready {
+			st = corev1.ConditionFalse
+		}
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: st}}
+		return n
+	}
+	build := func(nodes ...*corev1.Node) *inventory.Inventory {
+		b := inventory.NewBuilder()
+		b.Topologies = map[string]inventory.PoolTopology{"m-train": {Topology: policy.Topology{Levels: []string{"rack"}, Unit: "rack", MinNodesPerDomain: 1}}}
+		for _, n := range nodes {
+			b.AddNode(n)
+		}
+		return b.Build()
+	}
+	seen := recordDomains(build(node("a", "r1", true), node("b", "r1", true), node("c", "r2", false)), nil)
+	assert.Equal(t, 16.0, testutil.ToFloat64(domainAcceleratorsFree.WithLabelValues("m-train", "r1")))
+	assert.Equal(t, 1.0, testutil.ToFloat64(domainNodes.WithLabelValues("m-train", "r2", "total")))
+	assert.Equal(t, 0.0, testutil.ToFloat64(domainNodes.WithLabelValues("m-train", "r2", "schedulable")))
+	assert.Equal(t, 1.0, testutil.ToFloat64(domainState.WithLabelValues("m-train", "r2", policy.DomainOut)))
+	assert.Equal(t, 16.0, testutil.ToFloat64(largestFreeBlock.WithLabelValues("m-train")))
+
+	recordDomains(build(node("a", "r1", true), node("b", "r1", true), node("c", "r1", true)), seen)
+	assert.Equal(t, 2, testutil.CollectAndCount(domainNodes), "r2 is gone: only r1's two series")
+	assert.Equal(t, 24.0, testutil.ToFloat64(domainAcceleratorsFree.WithLabelValues("m-train", "r1")))
+	recordDomains(inventory.NewBuilder().Build(), map[[2]string]bool{{"m-train", ""}: true, {"m-train", "r1"}: true})
+	assert.Zero(t, testutil.CollectAndCount(domainNodes))
+	assert.Zero(t, testutil.CollectAndCount(largestFreeBlock))
 }

@@ -339,7 +339,7 @@ func queueMessage(pool *v1alpha1.Pool, sched v1alpha1.QueueScheduler, c policy.C
 		msg += fmt.Sprintf(", less headroom %d", h)
 	}
 	if out := len(c.Out); out > 0 {
-		msg += fmt.Sprintf(" (%d held out: not Ready, cordoned, quarantined or upgrading)", out)
+		msg += fmt.Sprintf(" (%d held out: not Ready, cordoned, quarantined, upgrading or tainted beyond what its pods tolerate)", out)
 	}
 	if shares, _ := queue.Split(pool, c); len(shares) > 0 {
 		var parts []string

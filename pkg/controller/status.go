@@ -135,6 +135,7 @@ func (r *StatusReconciler) inventory(ctx context.Context, pools []v1alpha1.Pool)
 	b := inventory.NewBuilder()
 	b.WithoutLabels = true
 	b.Accelerators = r.Accelerators
+	b.Topologies = inventory.TopologiesOf(pools)
 	var err error
 	if b.DRA, err = r.draNodes(ctx); err != nil {
 		return nil, err
@@ -278,7 +279,11 @@ func nodeChanged(oldObj, newObj client.Object) bool {
 		old.Spec.Unschedulable != new.Spec.Unschedulable ||
 		!equality.Semantic.DeepEqual(old.Labels, new.Labels) ||
 		!equality.Semantic.DeepEqual(old.Annotations, new.Annotations) ||
-		!equality.Semantic.DeepEqual(old.Status.Allocatable, new.Status.Allocatable)
+		!equality.Semantic.DeepEqual(old.Status.Allocatable, new.Status.Allocatable) ||
+		// A taint can take a member out of its domain's figures (policy.NodeOut), and
+		// capacity makes a domain mixed (status.topology).
+		!equality.Semantic.DeepEqual(old.Spec.Taints, new.Spec.Taints) ||
+		!equality.Semantic.DeepEqual(old.Status.Capacity, new.Status.Capacity)
 }
 
 // podChanged lets through binding, phase and request changes of the index's entries.

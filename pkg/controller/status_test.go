@@ -170,6 +170,12 @@ func TestPredicatesIgnoreHeartbeatsAndStatusWrites(t *testing.T) {
 	b = a.DeepCopy()
 	b.Spec.Unschedulable = true
 	assert.True(t, nodeChanged(a, b))
+	b = a.DeepCopy()
+	b.Spec.Taints = []corev1.Taint{{Key: "example.com/maintenance", Effect: corev1.TaintEffectNoSchedule}}
+	assert.True(t, nodeChanged(a, b), "a taint moves a domain's figures (status.topology)")
+	b = a.DeepCopy()
+	b.Status.Capacity = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("16")}
+	assert.True(t, nodeChanged(a, b), "capacity makes a domain mixed")
 
 	p := pod("x", "", "1")
 	q := p.DeepCopy()

@@ -73,6 +73,10 @@ type Pool struct {
 	DriverVersions []string
 	MIG            []MIGSlices  // Ready members' slices (used: all members'), per profile
 	DRA            []DRADevices // Ready members' DRA devices, as for GPUs
+	// Topology and Domains are the pool's topology and its domain view, for a pool
+	// that declares one (Builder.Topologies); nil otherwise.
+	Topology *PoolTopology
+	Domains  *policy.DomainView
 }
 
 // Free is total minus used, never negative.
@@ -97,6 +101,11 @@ type Builder struct {
 	Accelerators policy.Accelerators
 	// DRA is the nodes' DRA devices (DRACounter.Finish), set before AddNode.
 	DRA DRANodes
+	// Topologies are the topologies of the pools that declare one (TopologiesOf), set
+	// before AddNode: Build gives those pools their domain view, in the same pass.
+	Topologies map[string]PoolTopology
+	// domainNodes are those pools' members, slimmed (policy.DomainNode).
+	domainNodes map[string][]*corev1.Node
 }
 
 // NewBuilder returns an empty Builder.
@@ -173,6 +182,7 @@ func (b *Builder) AddNode(node *corev1.Node) {
 		DRA:           dra.devices(),
 		Labels:        labels,
 	})
+	b.keepForDomains(node)
 }
 
 // migSlices pairs a node's MIG allocatable with its pods' MIG requests, sorted by
@@ -257,6 +267,7 @@ func (b *Builder) Build(extraPools ...string) *Inventory {
 	for _, p := range inv.Pools {
 		p.finish()
 	}
+	b.buildDomains(inv)
 	return inv
 }
 

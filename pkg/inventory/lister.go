@@ -33,6 +33,8 @@ type Options struct {
 	WithoutLabels bool
 	// Accelerators says which resources are counted; the zero value is the known set.
 	Accelerators policy.Accelerators
+	// Topologies are the pools' topologies (TopologiesOf): those pools get a domain view.
+	Topologies map[string]PoolTopology
 }
 
 // Collect lists pods, then nodes, page by page and builds the inventory. Pool names in
@@ -93,6 +95,7 @@ func collect(ctx context.Context, client kubernetes.Interface, opts Options, dra
 
 func (o Options) builder() *Builder {
 	b := NewBuilder()
+	b.Topologies = o.Topologies
 	b.WithoutLabels = o.WithoutLabels
 	b.Accelerators = o.Accelerators
 	return b

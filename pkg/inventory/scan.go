@@ -26,9 +26,9 @@ import (
 // They do not interpret anything themselves: each item becomes a slim corev1.Pod or
 // corev1.Node holding just the fields the policy functions read (requests and limits of
 // accelerators, init-container restart policies, overhead, phase, owner kinds, mirror
-// annotation, node name; node labels, litepool annotations, unschedulable, accelerator
-// allocatable, the Ready condition), and the Builder handles it exactly as it handles a
-// full object. A test checks both paths agree on generated objects.
+// annotation, node name; node labels, litepool annotations, unschedulable, taints,
+// accelerator allocatable and capacity, the Ready condition), and the Builder handles it
+// exactly as it handles a full object. A test checks both paths agree on generated objects.
 //
 // Field numbers are those of k8s.io/api/core/v1/generated.proto and
 // k8s.io/apimachinery/pkg/apis/meta/v1/generated.proto.
@@ -435,10 +435,13 @@ func scanNode(b []byte, node *corev1.Node, accel policy.Accelerators) error {
 		switch num {
 		case 1:
 			return scanNodeMeta(v, node)
-		case 2: // NodeSpec.unschedulable (4)
+		case 2: // NodeSpec.unschedulable (4), taints (5): NodeOut reads both
 			return fields(v, func(num protowire.Number, _ protowire.Type, v []byte) error {
-				if num == 4 {
+				switch num {
+				case 4:
 					node.Spec.Unschedulable = v != nil
+				case 5:
+					return scanTaint(v, node)
 				}
 				return nil
 			})
@@ -447,6 +450,24 @@ func scanNode(b []byte, node *corev1.Node, accel policy.Accelerators) error {
 		}
 		return nil
 	})
+}
+
+// scanTaint appends a Taint message's key (1), value (2) and effect (3).
+func scanTaint(b []byte, node *corev1.Node) error {
+	var t corev1.Taint
+	err := fields(b, func(num protowire.Number, _ protowire.Type, v []byte) error {
+		switch num {
+		case 1:
+			t.Key = string(v)
+		case 2:
+			t.Value = string(v)
+		case 3:
+			t.Effect = corev1.TaintEffect(v)
+		}
+		return nil
+	})
+	node.Spec.Taints = append(node.Spec.Taints, t)
+	return err
 }
 
 func scanNodeMeta(b []byte, node *corev1.Node) error {
@@ -480,6 +501,8 @@ func scanNodeMeta(b []byte, node *corev1.Node) error {
 func scanNodeStatus(b []byte, node *corev1.Node, accel policy.Accelerators) error {
 	return fields(b, func(num protowire.Number, _ protowire.Type, v []byte) error {
 		switch num {
+		case 1: // capacity: a domain's per-node count (policy.Topology.Domains)
+			return acceleratorMap(&node.Status.Capacity, v, accel)
 		case 2:
 			return acceleratorMap(&node.Status.Allocatable, v, accel)
 		case 4: // conditions: Ready only

@@ -55,6 +55,9 @@ func filler(seed int64) *randfill.Filler {
 				"nvidia.com/gpu.product":              {"NVIDIA-A100-SXM4-80GB"},
 				"nvidia.com/cuda.driver-version.full": {"535.104.05"},
 				"huawei.com/driver.version":           {"24.1.rc3"},
+				"huawei.com/topotree.superpodid":      {"sp1", "sp2"},
+				"huawei.com/topotree.rackid":          {"r1", "r2"},
+				"accelerator":                         {"huawei-Ascend910", "huawei-Ascend310"},
 				corev1.MirrorPodAnnotationKey:         {"hash"},
 			}
 			// In a fixed order: ranging over the map would draw the random numbers in
@@ -73,6 +76,14 @@ func filler(seed int64) *randfill.Filler {
 		},
 		func(s *corev1.ConditionStatus, c randfill.Continue) {
 			*s = corev1.ConditionStatus(pick(c, "True", "False", "Unknown"))
+		},
+		func(e *corev1.TaintEffect, c randfill.Continue) {
+			*e = corev1.TaintEffect(pick(c, "NoSchedule", "NoExecute", "PreferNoSchedule"))
+		},
+		func(t *corev1.Taint, c randfill.Continue) {
+			c.FillNoCustom(t)
+			t.Key = pick(c, t.Key, "runwhere.ai/pool", "nvidia.com/gpu", "runwhere.ai/quarantine")
+			t.Value = pick(c, t.Value, "pool-a")
 		},
 		func(p *corev1.ContainerRestartPolicy, c randfill.Continue) {
 			*p = corev1.ContainerRestartPolicy(pick(c, "Always", "Never", "OnFailure"))
@@ -98,7 +109,8 @@ func filler(seed int64) *randfill.Filler {
 
 func TestScannerKeepsEveryFieldPolicyReads(t *testing.T) {
 	var used int64
-	states := map[string]bool{}
+	states, domainStates := map[string]bool{}, map[string]bool{}
+	domains, mixed := 0, 0
 	for seed := int64(1); seed <= 20; seed++ {
 		f := filler(seed)
 		pods := &corev1.PodList{}
@@ -113,10 +125,25 @@ func TestScannerKeepsEveryFieldPolicyReads(t *testing.T) {
 			var n corev1.Node
 			f.Fill(&n)
 			n.Name = fmt.Sprintf("n%d", i)
+			if i < 7 { // most nodes in a domain of a pool with a topology; the rest as drawn
+				if n.Labels == nil {
+					n.Labels = map[string]string{}
+				}
+				n.Labels[policy.LabelPool] = []string{"pool-a", "pool-b"}[i%2]
+				n.Labels["huawei.com/topotree.superpodid"] = fmt.Sprintf("sp%d", i%3)
+				n.Labels["huawei.com/topotree.rackid"] = "r1"
+			}
 			nodes.Items = append(nodes.Items, n)
 		}
 
+		// Both pools have a topology: the domain views (NodeOut's taints, the
+		// per-node count's capacity, the levels' labels) must agree too.
+		topologies := map[string]PoolTopology{
+			"pool-a": {Topology: policy.Topology{Levels: []string{"huawei.com/topotree.superpodid", "huawei.com/topotree.rackid"}, Unit: "huawei.com/topotree.rackid", MinNodesPerDomain: 1}},
+			"pool-b": {Topology: policy.Topology{Levels: []string{"huawei.com/topotree.superpodid"}, Unit: "huawei.com/topotree.superpodid", MinNodesPerDomain: 1}, Resource: "nvidia.com/gpu"},
+		}
 		full := NewBuilder()
+		full.Topologies = topologies
 		for i := range pods.Items {
 			full.AddPod(&pods.Items[i])
 		}
@@ -124,6 +151,7 @@ func TestScannerKeepsEveryFieldPolicyReads(t *testing.T) {
 			full.AddNode(&nodes.Items[i])
 		}
 		scanned := NewBuilder()
+		scanned.Topologies = topologies
 		var pod corev1.Pod
 		_, err := listItems(encode(t, pods), func(b []byte) error {
 			if err := scanPod(b, &pod, map[string]string{}, policy.Accelerators{}); err != nil {
@@ -152,9 +180,23 @@ func TestScannerKeepsEveryFieldPolicyReads(t *testing.T) {
 			used += n.Used
 			states[string(n.State)] = true
 		}
+		for _, p := range want.Pools {
+			if p.Domains != nil {
+				domains += len(p.Domains.Domains)
+				for _, d := range p.Domains.Domains {
+					domainStates[d.State] = true
+					if d.Mixed {
+						mixed++
+					}
+				}
+			}
+		}
 	}
 	// The random sample takes the branches that matter: accelerators in use, and nodes
 	// in every state policy tells apart.
 	assert.Greater(t, used, int64(100))
 	assert.Len(t, states, 6, "%v", states)
+	assert.Greater(t, domains, 100)
+	assert.Len(t, domainStates, 3, "%v", domainStates)
+	assert.Positive(t, mixed)
 }

@@ -38,6 +38,10 @@ func SetStatus(pool *v1alpha1.Pool, sum *Pool) {
 	s.DRA = DRAStatus(sum.DRA)
 	s.GPUTypes, s.DriverVersions = sum.GPUTypes, sum.DriverVersions
 	s.NodeStates, s.UpgradeStates = countMap(sum.NodeStates), countMap(sum.UpgradeStates)
+	s.Topology = nil
+	if sum.Domains != nil {
+		s.Topology = sum.Domains.Status(sum.Topology.Unit)
+	}
 }
 
 func countMap[K ~string](m map[K]int) map[string]int32 {

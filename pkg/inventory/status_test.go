@@ -67,3 +67,36 @@ func TestSetStatusAndConditions(t *testing.T) {
 	assert.Equal(t, metav1.ConditionFalse, status(ConditionDegraded))
 	assert.Equal(t, metav1.ConditionFalse, status(ConditionUpgrading))
 }
+
+// A pool with a topology gets its domains in the same pass as its figures, and its
+// status the bounded summary; a pool without one gets none.
+func TestSetStatusTopology(t *testing.T) {
+	pools := []v1alpha1.Pool{
+		{ObjectMeta: metav1.ObjectMeta{Name: "train"}, Spec: v1alpha1.PoolSpec{Topology: &v1alpha1.TopologySpec{Levels: []string{"rack"}}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "broken"}, Spec: v1alpha1.PoolSpec{Topology: &v1alpha1.TopologySpec{Preset: "Cray"}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "flat"}},
+	}
+	b := NewBuilder()
+	b.Topologies = TopologiesOf(pools)
+	assert.Len(t, b.Topologies, 1, "a topology R1 refuses gives no domains")
+	b.AddPod(gpuPod("p", "n1", corev1.PodRunning, "2"))
+	for _, n := range []*corev1.Node{gpuNode("n1", "train", 8, true), gpuNode("n2", "train", 8, true),
+		gpuNode("n3", "train", 8, true), gpuNode("n4", "train", 8, false), gpuNode("n5", "train", 8, true), gpuNode("f1", "flat", 8, true)} {
+		if n.Name != "n5" {
+			n.Labels["rack"] = map[bool]string{true: "r1", false: "r2"}[n.Name < "n3"]
+		}
+		b.AddNode(n)
+	}
+	inv := b.Build()
+	train := inv.Pools["train"]
+	assert.Equal(t, []string{"n5"}, train.Domains.Outside)
+	SetStatus(&pools[0], train)
+	assert.Equal(t, &v1alpha1.TopologyStatus{Unit: "rack", Domains: 2, Whole: 1, Degraded: 1, WholeFree: 0, Outside: 1, LargestFreeBlock: 14,
+		Fullest: []v1alpha1.DomainSummary{{Name: "r2", Nodes: 2, ReadyNodes: 1, Total: 8, Free: 8, State: policy.DomainDegraded},
+			{Name: "r1", Nodes: 2, ReadyNodes: 2, Total: 16, Free: 14, State: policy.DomainWhole}},
+		Freest: []v1alpha1.DomainSummary{{Name: "r1", Nodes: 2, ReadyNodes: 2, Total: 16, Free: 14, State: policy.DomainWhole},
+			{Name: "r2", Nodes: 2, ReadyNodes: 1, Total: 8, Free: 8, State: policy.DomainDegraded}}}, pools[0].Status.Topology)
+	pools[2].Status.Topology = &v1alpha1.TopologyStatus{Unit: "stale"}
+	SetStatus(&pools[2], inv.Pools["flat"])
+	assert.Nil(t, pools[2].Status.Topology, "a pool without a topology has no summary, whatever it held")
+}

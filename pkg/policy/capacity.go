@@ -5,6 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/klog/v2"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 )
@@ -15,7 +16,12 @@ const (
 	OutCordoned    = "Cordoned"
 	OutQuarantined = "Quarantined"
 	OutUpgrading   = "Upgrading"
+	OutTainted     = "Tainted"
 )
+
+// TaintKeyNvidiaGPU is the key GKE (and others) taint GPU nodes with; the
+// ExtendedResourceToleration admission plugin tolerates it for pods requesting GPUs.
+const TaintKeyNvidiaGPU = "nvidia.com/gpu"
 
 // Capacity is a pool's schedulable capacity: what a scheduler's queue may promise. It is
 // scheduler-neutral, the one number every queue adapter writes (Kueue's ClusterQueue
@@ -42,10 +48,14 @@ type Capacity struct {
 
 // NodeOut is why a member's capacity is not schedulable ("" when it is): it is not
 // Ready, it is cordoned (by hand, by a driver rollout or by a drain), the health loop
-// holds it out with its quarantine taint, or a driver rollout has it between cordon and
-// done. Each is read from the node, never from Pool status, and each can only take
-// capacity away: whoever writes them cannot raise a quota with them.
-func NodeOut(node *corev1.Node) string {
+// holds it out with its quarantine taint, a driver rollout has it between cordon and
+// done, or it carries a NoSchedule or NoExecute taint that the pool's pods do not
+// tolerate (OutTainted: what Kueue's TAS and the scheduler leave out too). pool is the
+// pool the node is a member of and resource the accelerator its pods request: its own
+// exclusive taint and the taint ExtendedResourceToleration tolerates for that resource
+// are counted in. Each is read from the node, never from Pool status, and each can only
+// take capacity away: whoever writes them cannot raise a quota with them.
+func NodeOut(node *corev1.Node, pool string, resource corev1.ResourceName) string {
 	switch {
 	case !IsNodeReady(node):
 		return OutNotReady
@@ -55,8 +65,35 @@ func NodeOut(node *corev1.Node) string {
 		return OutUpgrading
 	case node.Spec.Unschedulable:
 		return OutCordoned
+	case hasUntoleratedTaint(node, pool, resource):
+		return OutTainted
 	}
 	return ""
+}
+
+// hasUntoleratedTaint says whether node carries a NoSchedule or NoExecute taint that a
+// pod of pool requesting resource does not tolerate. Tolerated: the pool's exclusive
+// taint (the webhook gives its pods ExclusivePoolToleration), and a NoSchedule taint
+// keyed by the resource or by nvidia.com/gpu, which the ExtendedResourceToleration
+// admission plugin tolerates for pods requesting it, as GKE taints its GPU nodes. That
+// plugin tolerates NoSchedule only: a NoExecute taint of the same key still counts.
+// PreferNoSchedule never keeps a pod off a node.
+func hasUntoleratedTaint(node *corev1.Node, pool string, resource corev1.ResourceName) bool {
+	tolerations := []corev1.Toleration{ExclusivePoolToleration(pool),
+		{Key: TaintKeyNvidiaGPU, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+	if resource != "" {
+		tolerations = append(tolerations, corev1.Toleration{Key: string(resource), Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule})
+	}
+	for i := range node.Spec.Taints {
+		t := &node.Spec.Taints[i]
+		if t.Effect != corev1.TaintEffectNoSchedule && t.Effect != corev1.TaintEffectNoExecute {
+			continue
+		}
+		if !slices.ContainsFunc(tolerations, func(tol corev1.Toleration) bool { return tol.ToleratesTaint(klog.Background(), t, false) }) {
+			return true
+		}
+	}
+	return false
 }
 
 // PoolCapacity computes pool's schedulable capacity from nodes: only nodes whose
@@ -76,7 +113,7 @@ func PoolCapacity(pool *v1alpha1.Pool, nodes []*corev1.Node, accel Accelerators)
 	}
 	var total int64
 	for _, n := range members {
-		if why := NodeOut(n); why != "" {
+		if why := NodeOut(n, pool.Name, c.Resource); why != "" {
 			c.Out[n.Name] = why
 			continue
 		}

@@ -55,6 +55,45 @@ func TestPoolCapacity(t *testing.T) {
 		assert.Equal(t, map[string]string{"b": OutNotReady, "c": OutCordoned, "d": OutQuarantined, "e": OutUpgrading}, c.Out)
 		assert.Equal(t, "64", c.CPU.String())
 	})
+	t.Run("a taint the pool's pods do not tolerate leaves the capacity", func(t *testing.T) {
+		taint := func(key, value string, effect corev1.TaintEffect) func(*corev1.Node) {
+			return func(n *corev1.Node) {
+				n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: key, Value: value, Effect: effect})
+			}
+		}
+		c := PoolCapacity(pool, []*corev1.Node{
+			capacityNode("own", "train", 8, exclusive),
+			capacityNode("gke", "train", 8, taint("nvidia.com/gpu", "present", corev1.TaintEffectNoSchedule)),
+			capacityNode("prefer", "train", 8, taint("maintenance", "soon", corev1.TaintEffectPreferNoSchedule)),
+			capacityNode("noschedule", "train", 8, taint("maintenance", "", corev1.TaintEffectNoSchedule)),
+			capacityNode("noexecute", "train", 8, taint("example.com/evict", "", corev1.TaintEffectNoExecute)),
+			capacityNode("gpu-noexecute", "train", 8, taint("nvidia.com/gpu", "", corev1.TaintEffectNoExecute)),
+			capacityNode("other-pool", "train", 8, func(n *corev1.Node) { n.Spec.Taints = []corev1.Taint{ExclusiveTaint("infer")} }),
+			capacityNode("quarantined-too", "train", 8, quarantined, taint("maintenance", "", corev1.TaintEffectNoSchedule)),
+		}, accel)
+		assert.Equal(t, []string{"gke", "own", "prefer"}, c.Nodes, "own taint, nvidia.com/gpu NoSchedule (ExtendedResourceToleration) and PreferNoSchedule are tolerated")
+		assert.EqualValues(t, 24, c.Accelerators)
+		assert.Equal(t, map[string]string{"noschedule": OutTainted, "noexecute": OutTainted,
+			"gpu-noexecute": OutTainted, "other-pool": OutTainted, "quarantined-too": OutQuarantined}, c.Out,
+			"ExtendedResourceToleration tolerates NoSchedule only; another pool's taint is not the pool's own")
+	})
+	t.Run("a taint keyed by the pool's own accelerator is tolerated (ExtendedResourceToleration)", func(t *testing.T) {
+		p := pool.DeepCopy()
+		p.Spec.Accelerator.ResourceName = "huawei.com/Ascend910"
+		npu := capacityNode("npu", "train", 0, func(n *corev1.Node) {
+			n.Status.Allocatable["huawei.com/Ascend910"] = resource.MustParse("16")
+			n.Spec.Taints = []corev1.Taint{{Key: "huawei.com/Ascend910", Effect: corev1.TaintEffectNoSchedule}}
+		})
+		c := PoolCapacity(p, []*corev1.Node{npu}, accel)
+		assert.EqualValues(t, 16, c.Accelerators)
+		assert.Empty(t, c.Out)
+	})
+	t.Run("allocatable counts, not capacity", func(t *testing.T) {
+		n := capacityNode("a", "train", 7, func(n *corev1.Node) {
+			n.Status.Capacity = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}
+		})
+		assert.EqualValues(t, 7, PoolCapacity(pool, []*corev1.Node{n}, accel).Accelerators)
+	})
 	t.Run("a node of another pool gives nothing, whoever passes it", func(t *testing.T) {
 		c := PoolCapacity(pool, []*corev1.Node{capacityNode("a", "train", 8), capacityNode("x", "infer", 8), capacityNode("y", "", 8)}, accel)
 		assert.EqualValues(t, 8, c.Accelerators)

@@ -133,7 +133,8 @@ func (c *Creator) Check(ctx context.Context, docs []Document) (*Plan, error) {
 }
 
 // checkAdoption is N2 for the nodes of a pool that exists so far only as labels: each
-// must match the new object's accelerator.
+// must match the new object's accelerator; and R1 on its topology, whose floor no
+// domain of those nodes may be below.
 func (c *Creator) checkAdoption(ctx context.Context, p *v1alpha1.Pool) error {
 	members, err := c.Kube.CoreV1().Nodes().List(ctx, membersOf(p.Name))
 	if err != nil {
@@ -143,7 +144,7 @@ func (c *Creator) checkAdoption(ctx context.Context, p *v1alpha1.Pool) error {
 	for i := range members.Items {
 		nodes[i] = &members.Items[i]
 	}
-	return policy.CheckAdoption(p, nodes)
+	return errors.Join(policy.CheckAdoption(p, nodes), policy.CheckTopology(p, nil, nodes))
 }
 
 // checkGpuctlNode checks a node a gpuctl file lists: it is in the default pool (or

@@ -134,3 +134,32 @@ func TestApplyUndoesNewestFirst(t *testing.T) {
 		assert.Empty(t, n.Spec.Taints, name)
 	}
 }
+
+// Check refuses a topology R1 refuses, and a floor above a domain of the nodes the new
+// Pool adopts (l1, alone in super pod sp1), before anything changes.
+func TestCheckJudgesTheTopology(t *testing.T) {
+	c, kube, _, _ := creator(t)
+	l1, err := kube.CoreV1().Nodes().Get(context.Background(), "l1", metav1.GetOptions{})
+	require.NoError(t, err)
+	l1.Labels["huawei.com/topotree.superpodid"], l1.Labels["huawei.com/topotree.rackid"] = "sp1", "r1"
+	_, err = kube.CoreV1().Nodes().Update(context.Background(), l1, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	kube.ClearActions()
+
+	dup := gpuctlDoc("dup.yaml", "train")
+	dup.Pool.Spec.Topology = &v1alpha1.TopologySpec{Levels: []string{"block", "block"}}
+	_, err = c.Check(context.Background(), []Document{dup})
+	require.EqualError(t, err, "nothing was created:\n"+`dup.yaml: [R1] level "block" is listed twice: each level is a different node label key`)
+
+	floor := gpuctlDoc("floor.yaml", "train")
+	floor.Pool.Spec.Topology = &v1alpha1.TopologySpec{Preset: v1alpha1.TopologyAscend, MinNodesPerDomain: 2}
+	_, err = c.Check(context.Background(), []Document{floor})
+	require.EqualError(t, err, "nothing was created:\n"+`floor.yaml: [R1] spec.topology.minNodesPerDomain 2 is above the members of domain "sp1" (1) of huawei.com/topotree.superpodid: a domain keeps at least that many while it stays in the pool; set it to 1 or less, or add members to those domains first`)
+
+	floor.Pool.Spec.Topology.MinNodesPerDomain = 1
+	_, err = c.Check(context.Background(), []Document{floor})
+	require.NoError(t, err)
+	for _, a := range kube.Actions() {
+		assert.Contains(t, []string{"get", "list"}, a.GetVerb(), "a check only reads")
+	}
+}

@@ -41,6 +41,7 @@ var (
 	inPools    = flag.Float64("in-pools", 0.9, "share of the nodes that belong to a pool")
 	workers    = flag.Int("workers", 96, "concurrent writers")
 	namespaces = flag.Int("namespaces", 20, "namespaces the pods are spread over")
+	domainSize = flag.Int("domain-size", 8, "nodes per topology domain: every node is labelled accelerator.topograph.run/domain (5,000 nodes: 625 domains) and every Pool object has spec.topology preset Topograph; 0 for none")
 )
 
 func main() {
@@ -188,6 +189,9 @@ func createPool(ctx context.Context, dyn dynamic.Interface, p int) error {
 			"nodePools": []any{map[string]any{"name": "np-a"}, map[string]any{"name": "np-b"}},
 		},
 	}}
+	if *domainSize > 0 {
+		u.Object["spec"].(map[string]any)["topology"] = map[string]any{"preset": "Topograph"}
+	}
 	_, err := dyn.Resource(v1alpha1.PoolResource).Create(ctx, u, metav1.CreateOptions{})
 	return ignoreExists(err)
 }
@@ -226,6 +230,9 @@ func node(i int) *corev1.Node {
 		labels["nvidia.com/cuda.driver-version.full"] = "535.104.05"
 	}
 	labels["runwhere.ai/gpu-type"] = model
+	if *domainSize > 0 {
+		labels["accelerator.topograph.run/domain"] = fmt.Sprintf("domain-%04d", i / *domainSize)
+	}
 	if p >= 0 {
 		labels["runwhere.ai/pool"] = poolName(p)
 		if p < *numPools*3/4 {

@@ -101,6 +101,7 @@ func describePoolBody(w prefixWriter, pool *v1alpha1.Pool, sum *inventory.Pool) 
 	}
 	describePoolDRA(w, s.DRA)
 	describePoolQueue(w, pool)
+	describePoolTopology(w, pool)
 	w.Write(level0, "Driver Versions:\t%s\n", kit.JoinOrNone(s.DriverVersions))
 	describeNodePools(w, pool, sum)
 	describeMembers(w, sum)
@@ -228,4 +229,26 @@ func describePoolQueue(w prefixWriter, pool *v1alpha1.Pool) {
 	if cond != nil && cond.Status != metav1.ConditionTrue {
 		w.Write(level0, "Queue Problem:\t%s\n", cond.Message)
 	}
+}
+
+// describePoolTopology writes the pool's domains (spec.topology, docs/topology.md): the
+// levels and unit, the largest free block ("fits 32 in one huawei.com/topotree.superpodid
+// domain") and the domains by state; `get domains` lists each.
+func describePoolTopology(w prefixWriter, pool *v1alpha1.Pool) {
+	spec, st := pool.Spec.Topology, pool.Status.Topology
+	if spec == nil {
+		return
+	}
+	t, err := policy.ResolveTopology(spec)
+	if err != nil {
+		w.Write(level0, "Topology:\t<invalid> (%v)\n", err)
+		return
+	}
+	w.Write(level0, "Topology:\t%s (unit %s, at least %d nodes per domain)\n", strings.Join(t.Levels, " > "), t.Unit, t.MinNodesPerDomain)
+	if st == nil {
+		return
+	}
+	w.Write(level0, "Largest Free Block:\tfits %d in one %s domain\n", st.LargestFreeBlock, st.Unit)
+	w.Write(level0, "Domains:\t%d: %d whole (%d of them free), %d degraded, %d out, %d mixed; %d members outside every domain\n",
+		st.Domains, st.Whole, st.WholeFree, st.Degraded, st.Out, st.Mixed, st.Outside)
 }

@@ -177,7 +177,11 @@ func (o *EditPoolOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := errors.Join(policy.ValidatePool(updated, old, len(members)), policy.ValidateNodePools(updated)); err != nil {
+	nodes := make([]*corev1.Node, len(members))
+	for i := range members {
+		nodes[i] = &members[i]
+	}
+	if err := errors.Join(policy.ValidatePool(updated, old, len(members)), policy.CheckTopology(updated, old, nodes), policy.ValidateNodePools(updated)); err != nil {
 		return fmt.Errorf("pool %q was not changed:\n%w", o.Name, err)
 	}
 	written := updated

@@ -194,9 +194,11 @@ func TestEditPoolInTheEditor(t *testing.T) {
 
 func TestEditPoolInTheEditorRefusals(t *testing.T) {
 	for sed, want := range map[string]string{
-		"s/type: A100-80G/type: H100-80G/":     "^pool \"train-a100\" was not changed:\n\\[R1\\] accelerator type of pool \"train-a100\" cannot change from \"A100-80G\" to \"H100-80G\" while it has 2 node\\(s\\); remove its nodes first$",
-		"s/name: train-a100/name: train-h100/": `^pool "train-a100" was not changed: the name cannot change \(to "train-h100"\); your changes are in /.*/litepool-edit-\d+\.yaml$`,
-		"s/minNodes: 1/minNode: 1/":            `^pool "train-a100" was not changed: the edited file is not a valid Pool: unknown field "minNode"; your changes are in /.*/litepool-edit-\d+\.yaml$`,
+		"s/type: A100-80G/type: H100-80G/":                                                "^pool \"train-a100\" was not changed:\n\\[R1\\] accelerator type of pool \"train-a100\" cannot change from \"A100-80G\" to \"H100-80G\" while it has 2 node\\(s\\); remove its nodes first$",
+		"s/name: train-a100/name: train-h100/":                                            `^pool "train-a100" was not changed: the name cannot change \(to "train-h100"\); your changes are in /.*/litepool-edit-\d+\.yaml$`,
+		`s/^spec:/spec:\n  topology:\n    preset: Cray/`:                                  `^pool "train-a100" was not changed:\n\[R1\] unknown topology preset "Cray": use one of Ascend, EKS, GKE, NVIDIA, Topograph, or list the node label keys in spec.topology.levels$`,
+		`s/^spec:/spec:\n  topology:\n    levels: [rack, kubernetes.io\/hostname, rack]/`: `^pool "train-a100" was not changed:\n\[R1\] kubernetes.io/hostname may only be the last level`,
+		"s/minNodes: 1/minNode: 1/":                                                       `^pool "train-a100" was not changed: the edited file is not a valid Pool: unknown field "minNode"; your changes are in /.*/litepool-edit-\d+\.yaml$`,
 	} {
 		f := cluster(t)
 		before := f.Pool(t, "train-a100")

@@ -16,7 +16,7 @@ import (
 func NewCmdGet(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "get",
-		Short: "Display pools, nodes, node pools or litepool labels",
+		Short: "Display pools, nodes, node pools, topology domains or litepool labels",
 		Long:  "Display one or many litepool resources as a table, or as json, yaml, name or jsonpath with -o.",
 		Example: templates.Examples(`
 			kubectl litepool get pools
@@ -28,6 +28,7 @@ func NewCmdGet(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Command
 		NewCmdGetNodePools(f, streams),
 		NewCmdGetLabels(f, streams),
 		NewCmdGetQuota(f, streams),
+		NewCmdGetDomains(f, streams),
 	)
 	return cmd
 }

@@ -53,7 +53,32 @@ func PoolTable(pools []v1alpha1.Pool) *metav1.Table {
 	}
 	withDRAPools(t, pools)
 	withQueues(t, pools)
+	withTopology(t, pools)
 	return t
+}
+
+// topologyColumns head the -o wide columns of a pool's domains (spec.topology,
+// docs/topology.md), shown only when some pool has them: the largest free block (the
+// most accelerators free in one whole domain: the largest job that fits in one unit
+// now) and the whole domains with nothing in use, of all domains.
+var topologyColumns = []metav1.TableColumnDefinition{
+	kit.Column("Largest Free Block", "string", true),
+	kit.Column("Whole Free Domains", "string", true),
+}
+
+// withTopology adds the topology columns to the table of `get pools`.
+func withTopology(t *metav1.Table, pools []v1alpha1.Pool) {
+	if !slices.ContainsFunc(pools, func(p v1alpha1.Pool) bool { return p.Status.Topology != nil }) {
+		return
+	}
+	t.ColumnDefinitions = append(t.ColumnDefinitions, topologyColumns...)
+	for i := range pools {
+		cells := []any{"<none>", "<none>"}
+		if top := pools[i].Status.Topology; top != nil {
+			cells = []any{fmt.Sprint(top.LargestFreeBlock), fmt.Sprintf("%d/%d", top.WholeFree, top.Domains)}
+		}
+		t.Rows[i].Cells = append(t.Rows[i].Cells, cells...)
+	}
 }
 
 // migColumn heads the -o wide column of MIG slices, shown only when some row has any:

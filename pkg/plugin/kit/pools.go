@@ -26,7 +26,8 @@ func LoadPools(ctx context.Context, c *Clients, nodeSelector string, warn io.Wri
 	for i := range objects {
 		names[i] = objects[i].Name
 	}
-	inv, err := inventory.Collect(ctx, c.Kube, inventory.Options{NodeSelector: nodeSelector, WithoutLabels: true, Accelerators: c.Accelerators}, names...)
+	inv, err := inventory.Collect(ctx, c.Kube, inventory.Options{NodeSelector: nodeSelector, WithoutLabels: true, Accelerators: c.Accelerators,
+		Topologies: inventory.TopologiesOf(objects)}, names...)
 	if err != nil {
 		return nil, err
 	}
@@ -55,7 +56,8 @@ func LoadPool(ctx context.Context, c *Clients, name string, warn io.Writer) (*v1
 			return nil, nil, err
 		}
 	}
-	inv, err := inventory.Collect(ctx, c.Kube, inventory.Options{NodeSelector: PoolSelector(name), WithoutLabels: true, Accelerators: c.Accelerators}, name)
+	inv, err := inventory.Collect(ctx, c.Kube, inventory.Options{NodeSelector: PoolSelector(name), WithoutLabels: true, Accelerators: c.Accelerators,
+		Topologies: inventory.TopologiesOf(objects)}, name)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -1,8 +1,8 @@
-// Package docs runs every shell transcript of README.md and docs/quickstart.md (a "$ "
-// line and the output after it) on the demo cluster, as make demo leaves it (the sample
-// AI cluster, the local webhook with the controller), and compares what each command
-// prints with what the document shows (internal/transcript says how). A document whose
-// example drifts from the code fails here.
+// Package docs runs every shell transcript of README.md, docs/quickstart.md and
+// docs/topology.md (a "$ " line and the output after it) on the demo cluster, as make
+// demo leaves it (the sample AI cluster, the local webhook with the controller), and
+// compares what each command prints with what the document shows (internal/transcript
+// says how). A document whose example drifts from the code fails here.
 package docs
 
 import (
@@ -22,8 +22,9 @@ import (
 func TestMain(m *testing.M) { framework.Main(m, "e2e-docs") }
 
 // The documents, in the order a reader meets them: README's commands change the
-// cluster (a pod), and the quickstart reads it after.
-var documents = []string{"README.md", "docs/quickstart.md"}
+// cluster (a pod), and the quickstart reads it after; docs/topology.md adds its own pool
+// and nodes last.
+var documents = []string{"README.md", "docs/quickstart.md", "docs/topology.md"}
 
 func TestTranscripts(t *testing.T) {
 	startDemoWebhook(t)

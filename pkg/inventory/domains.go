@@ -1,0 +1,74 @@
+package inventory
+
+import (
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/policy"
+)
+
+// PoolTopology is a pool's resolved spec.topology and the resource its domains count.
+type PoolTopology struct {
+	policy.Topology
+	// Resource is the pool's spec.accelerator.resourceName; empty: the resource the
+	// inventory finds on its members (as the pool's status shows).
+	Resource corev1.ResourceName
+}
+
+// TopologiesOf resolves the topologies of the pools that declare one. A topology R1
+// refuses (stored while the webhook was down) is left out: the pool shows no domains
+// rather than domains of a guess.
+func TopologiesOf(pools []v1alpha1.Pool) map[string]PoolTopology {
+	var out map[string]PoolTopology
+	for i := range pools {
+		p := &pools[i]
+		if !policy.HasTopology(p) {
+			continue
+		}
+		t, err := policy.ResolveTopology(p.Spec.Topology)
+		if err != nil {
+			continue
+		}
+		if out == nil {
+			out = map[string]PoolTopology{}
+		}
+		out[p.Name] = PoolTopology{Topology: t, Resource: p.Spec.Accelerator.ResourceName}
+	}
+	return out
+}
+
+// keepForDomains keeps a member of a pool with a topology, slimmed to what
+// policy.Topology.Domains reads (DomainNode), for Build.
+func (b *Builder) keepForDomains(node *corev1.Node) {
+	pool := policy.PoolOf(node)
+	t, ok := b.Topologies[pool]
+	if !ok {
+		return
+	}
+	if b.domainNodes == nil {
+		b.domainNodes = map[string][]*corev1.Node{}
+	}
+	b.domainNodes[pool] = append(b.domainNodes[pool], policy.DomainNode(node, t.Topology))
+}
+
+// buildDomains gives each pool with a topology its domain view, from its kept members
+// and the accelerators its pods use on them.
+func (b *Builder) buildDomains(inv *Inventory) {
+	for name, t := range b.Topologies {
+		p := inv.Pools[name]
+		if p == nil {
+			continue
+		}
+		resource := t.Resource
+		if resource == "" {
+			resource = p.Resource
+		}
+		used := make(map[string]int64, len(p.Nodes))
+		for _, n := range p.Nodes {
+			used[n.Name] = n.Used
+		}
+		view := t.Domains(b.domainNodes[name], used, resource)
+		p.Topology, p.Domains = &t, &view
+	}
+	b.domainNodes = nil
+}
