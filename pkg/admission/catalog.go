@@ -285,10 +285,14 @@ func (c *requestCatalog) domainMembers(pool string, t policy.Topology, d string)
 func (c *requestCatalog) DomainAfter(pool, node string, t policy.Topology, d string) ([]string, int) {
 	nodes := c.domainMembers(pool, t, d)
 	names := make([]string, 0, len(nodes))
+	var resource corev1.ResourceName
+	if info, ok := c.Pool(pool); ok && info.Object != nil {
+		resource = info.Object.Spec.Accelerator.ResourceName
+	}
 	inService := 0
 	for _, n := range nodes {
 		names = append(names, n.Name)
-		if n.Name != node && !c.granted[n.Name] && policy.NodeOut(n) == "" {
+		if n.Name != node && !c.granted[n.Name] && policy.NodeOut(n, pool, resource) == "" {
 			inService++
 		}
 	}

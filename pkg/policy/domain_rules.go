@@ -41,7 +41,7 @@ type DomainLeave struct {
 // the catalog cannot count domains.
 func domainLeave(pool *v1alpha1.Pool, old *corev1.Node, pools NodeCatalog) *DomainLeave {
 	dc, ok := pools.(DomainCounter)
-	if !ok || !HasTopology(pool) || NodeOut(old) != "" {
+	if !ok || !HasTopology(pool) || NodeOut(old, pool.Name, pool.Spec.Accelerator.ResourceName) != "" {
 		return nil
 	}
 	t, err := ResolveTopology(pool.Spec.Topology)

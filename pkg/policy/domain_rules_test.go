@@ -34,7 +34,7 @@ func (c *domainCatalog) DomainAfter(pool, node string, t Topology, d string) ([]
 	in := 0
 	for _, n := range c.DomainPeers(pool, "", t, d) {
 		names = append(names, n.Name)
-		if n.Name != node && !c.granted[n.Name] && NodeOut(n) == "" {
+		if n.Name != node && !c.granted[n.Name] && NodeOut(n, pool, "") == "" {
 			in++
 		}
 	}

@@ -37,7 +37,7 @@ func NewDomainScale(pool string, t Topology, members []*corev1.Node) DomainScale
 		if d, ok := t.DomainOf(n); ok {
 			ds.Domain[n.Name] = d
 		}
-		ds.InService[n.Name] = NodeOut(n) == ""
+		ds.InService[n.Name] = NodeOut(n, pool, "") == ""
 	}
 	return ds
 }
@@ -309,9 +309,8 @@ func (b FreeBlock) String() string {
 }
 
 // LargestFreeBlock is the largest free block of members once the nodes in gone have
-// left: per whole domain, the allocatable of resource less used (per node), the most of
-// them (a tie goes to the smaller name). It is the one place the plan computes it, until
-// the domain view (Topology.Domains) gives it.
+// left, read from the domain view (Topology.Domains, the one capacity computation): the
+// whole domain with the most free accelerators (a tie goes to the smaller name).
 func LargestFreeBlock(t Topology, members []*corev1.Node, used map[string]int64, resource corev1.ResourceName, gone map[string]bool) FreeBlock {
 	var stay []*corev1.Node
 	for _, n := range members {
@@ -319,21 +318,10 @@ func LargestFreeBlock(t Topology, members []*corev1.Node, used map[string]int64,
 			stay = append(stay, n)
 		}
 	}
-	domains, _ := t.GroupByDomain(stay)
 	best := FreeBlock{Resource: resource}
-	for d, nodes := range domains {
-		var free int64
-		whole := true
-		for _, n := range nodes {
-			if NodeOut(n) != "" {
-				whole = false
-				break
-			}
-			q := n.Status.Allocatable[resource]
-			free += q.Value() - used[n.Name]
-		}
-		if whole && (best.Domain == "" || free > best.Free || (free == best.Free && d < best.Domain)) {
-			best.Domain, best.Free = d, free
+	for _, d := range t.Domains(stay, used, resource).Domains { // sorted by name
+		if d.State == DomainWhole && (best.Domain == "" || d.Free > best.Free) {
+			best.Domain, best.Free = d.Name, d.Free
 		}
 	}
 	return best
