@@ -185,7 +185,7 @@ func MutatePod(pod *corev1.Pod, ns *corev1.Namespace, pools PoolCatalog, accel A
 	// A node agent's pod (a DaemonSet's, asking for no device) is placed node by node
 	// and judged by P6 alone. The owner is a claim, so what it skips is only what a real
 	// DaemonSet of the tenant's gets: a pod that asks for devices is judged by its pin.
-	if nodes, ok := pools.(NodeView); ok && origin == PoolFromLabel && (name == "" || name == DefaultPool) && !(isDaemonSetPod(pod) && !RequestsDevices(pod)) {
+	if nodes, ok := pools.(NodeView); ok && origin == PoolFromLabel && (name == "" || name == DefaultPool) && !claimsToBeAnAgent(pod) {
 		if pin = PlacementPin(&pod.Spec, nodes); pin.Pool != "" {
 			name, origin = pin.Pool, PoolFromPlacement
 		}
@@ -216,6 +216,9 @@ func MutatePod(pod *corev1.Pod, ns *corev1.Namespace, pools PoolCatalog, accel A
 	}
 	return patch, warnings, nil
 }
+
+// claimsToBeAnAgent: a DaemonSet owner (a claim) and no device asked for.
+func claimsToBeAnAgent(pod *corev1.Pod) bool { return isDaemonSetPod(pod) && !RequestsDevices(pod) }
 
 // poolMissing is rule P2's denial. It names no other pool: the requester may not be
 // allowed to list Pools, and the pools and their namespaces are other teams' business.
