@@ -27,8 +27,8 @@ import (
 )
 
 // Issue 38's node agents on the real node: an exclusive pool whose members are the real
-// node and a kwok node, a kwok node of no pool, and a tenant with edit in a namespace
-// of its own.
+// node and a kwok node, admitting only the workloads' namespace; a kwok node of no
+// pool; and a tenant with edit in a namespace of its own.
 const (
 	agentPool   = "rn-excl"
 	agentKwok   = "rn-excl-kwok"
@@ -97,10 +97,11 @@ func testNodeAgents(t *testing.T) {
 			open := pods[openKwok]
 			return refusal != "" && open != nil && open.Status.Phase == corev1.PodRunning, nil
 		}), "the tenant's DaemonSet: pods %v, refusal for %s %q", podNodes(pods), node, refusal)
-		assert.Contains(t, refusal, `Error creating: `+denied("pod-placement.runwhere.ai", fmt.Sprintf(
-			`[P6] pod %s/%s-* may not run on node %q: it tolerates the pool's taint (operator Exists on every key) and its node affinity allows the node, but the node belongs to exclusive pool %q`,
-			tenantNS, tenantDS, node, agentPool)))
-		assert.Contains(t, refusal, "and the pod asks for no pool")
+		// The API server names a pod before admission: the denial names the pod made.
+		want := regexp.QuoteMeta(`Error creating: `+denied("pod-placement.runwhere.ai", fmt.Sprintf(
+			`[P6] pod %s/%s-NAME may not run on node %q: it tolerates the pool's taint (operator Exists on every key) and its node affinity allows the node, but the node belongs to exclusive pool %q, which runs only its own pods and node agents (DaemonSet pods that ask for no device, from a namespace the operator trusts with node agents), and the pod asks for no pool; label the pod %s=%s from a namespace the pool admits, or keep it off the pool's nodes`,
+			tenantNS, tenantDS, node, agentPool, policy.LabelPool, agentPool)))
+		assert.Regexp(t, "^"+strings.Replace(want, "NAME", "[a-z0-9]{5}", 1)+"$", refusal)
 		for _, m := range members {
 			assert.NotContains(t, pods, m, "no pod of the tenant's DaemonSet is made for %s", m)
 			on, err := kube.CoreV1().Pods(tenantNS).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + m})
@@ -115,7 +116,8 @@ func testNodeAgents(t *testing.T) {
 func joinExclusivePool(t *testing.T) {
 	kube := framework.C.Kube
 	_, err := poolclient.New(framework.C.Dynamic).Create(ctx, &v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: agentPool},
-		Spec: v1alpha1.PoolSpec{Type: v1alpha1.PoolTypeDevelopment, Exclusive: true, Description: "the real node, exclusive"}}, metav1.CreateOptions{})
+		Spec: v1alpha1.PoolSpec{Type: v1alpha1.PoolTypeDevelopment, Exclusive: true, Namespaces: []string{workloads},
+			Description: "the real node, exclusive"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	framework.CreateReadyNode(t, kube, agentKwok, agentPool)
 	framework.CreateReadyNode(t, kube, openKwok, "")
@@ -162,14 +164,15 @@ func tenantClient(t *testing.T) kubernetes.Interface {
 }
 
 // waitP6Judges waits until every webhook replica knows the real node is an exclusive
-// member: a tenant's pod that tolerates every taint, pinned to the real node, is
-// refused by P6 in a row of server dry runs (each may reach another replica; none is
-// stored). Without it, a replica whose cache is behind could admit the tenant's
-// DaemonSet pod and the test would judge the cache, not the rule.
+// member: a tenant's pod that tolerates every taint, placed on the real node or the
+// node of no pool, is refused by P6 in a row of server dry runs (each may reach another
+// replica; none is stored). Without it, a replica whose cache is behind could admit the
+// tenant's DaemonSet pod and the test would judge the cache, not the rule. (A pod
+// placed on the real node alone is pinned to its pool, judged as its pod by P4.)
 func waitP6Judges(t *testing.T, tenant kubernetes.Interface) {
 	probe := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "p6-probe-"}, Spec: corev1.PodSpec{
 		Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
-		Affinity:    pinnedTo(node),
+		Affinity:    onHosts(node, openKwok),
 		Containers:  []corev1.Container{{Name: "main", Image: lingerImage}}}}
 	const inARow = 10
 	refused := 0
@@ -182,15 +185,15 @@ func waitP6Judges(t *testing.T, tenant kubernetes.Interface) {
 			refused = 0
 		}
 		return refused == inARow, nil
-	}), "the webhook never refused a tolerate-all pod pinned to the exclusive real node %d times in a row; last: %v", inARow, err)
+	}), "the webhook never refused a tolerate-all pod placed on the exclusive real node %d times in a row; last: %v", inARow, err)
 }
 
-// pinnedTo is a required node affinity on the nodes' names, as the DaemonSet controller
-// writes it for each of its pods.
-func pinnedTo(nodes ...string) *corev1.Affinity {
+// onHosts is a required node affinity on the nodes' hostname labels (every node here
+// is labelled with its name).
+func onHosts(nodes ...string) *corev1.Affinity {
 	return &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
-		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{
-			{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: nodes}}}}}}}
+		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+			{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: nodes}}}}}}}
 }
 
 // agentDaemonSet is a node agent as a tenant or an operator writes one: no device asked
@@ -202,7 +205,7 @@ func agentDaemonSet(name string, nodes []string) *appsv1.DaemonSet {
 		Selector: &metav1.LabelSelector{MatchLabels: labels},
 		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
 			Tolerations:                   []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
-			Affinity:                      pinnedTo(nodes...),
+			Affinity:                      onHosts(nodes...),
 			TerminationGracePeriodSeconds: ptrTo(agentsGrace),
 			Containers:                    []corev1.Container{{Name: "agent", Image: lingerImage, ImagePullPolicy: corev1.PullNever}},
 		}}}}
