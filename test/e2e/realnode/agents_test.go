@@ -93,12 +93,17 @@ func testNodeAgents(t *testing.T) {
 		var pods map[string]*corev1.Pod
 		require.NoError(t, wait.PollUntilContextTimeout(ctx, time.Second, 4*time.Minute, true, func(context.Context) (bool, error) {
 			pods = daemonPods(t, tenantNS, tenantDS)
+			for _, m := range members {
+				if p := pods[m]; p != nil {
+					return false, fmt.Errorf("pod %s of the tenant's DaemonSet was made for exclusive member %s (%s)", p.Name, m, p.Status.Phase)
+				}
+			}
 			refusal = failedCreate(t, node)
 			open := pods[openKwok]
 			return refusal != "" && open != nil && open.Status.Phase == corev1.PodRunning, nil
 		}), "the tenant's DaemonSet: pods %v, refusal for %s %q", podNodes(pods), node, refusal)
 		// The API server names a pod before admission: the denial names the pod made.
-		want := regexp.QuoteMeta(`Error creating: `+denied("pod-placement.runwhere.ai", fmt.Sprintf(
+		want := regexp.QuoteMeta(`Error creating: ` + denied("pod-placement.runwhere.ai", fmt.Sprintf(
 			`[P6] pod %s/%s-NAME may not run on node %q: it tolerates the pool's taint (operator Exists on every key) and its node affinity allows the node, but the node belongs to exclusive pool %q, which runs only its own pods and node agents (DaemonSet pods that ask for no device, from a namespace the operator trusts with node agents), and the pod asks for no pool; label the pod %s=%s from a namespace the pool admits, or keep it off the pool's nodes`,
 			tenantNS, tenantDS, node, agentPool, policy.LabelPool, agentPool)))
 		assert.Regexp(t, "^"+strings.Replace(want, "NAME", "[a-z0-9]{5}", 1)+"$", refusal)
