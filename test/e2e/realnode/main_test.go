@@ -62,6 +62,7 @@ func TestRealNode(t *testing.T) {
 		{"admission survives a deleted webhook pod", testWebhookPodDeleted},
 		{"a drain honours the grace period and the PDB", testDrain},
 		{"the leader pod is killed mid-rollout", testLeaderKilledMidRollout},
+		{"node agents on the exclusive real node come only from trusted namespaces", testNodeAgents},
 		{"kubectl delete -k leaves no webhook configuration", func(t *testing.T) { testUninstall(t, overlay) }},
 		// After litepool is gone: the installers' drains would evict it from the node.
 		{"driver installers and stress tests run as real containers", testRealContainers},
