@@ -85,6 +85,8 @@ type Reconciler struct {
 	// answer that it acts on the spec, and a later command must not take a dead
 	// plugin's pass for a controller.
 	StandIn bool
+	// predictPool is the rollout's Pool for Predict, which has no Client.
+	predictPool *v1alpha1.Pool
 }
 
 func (r *Reconciler) now() time.Time {
@@ -450,11 +452,23 @@ func (r *Reconciler) scope(ctx context.Context, ro *v1alpha1.DriverRollout, node
 // Predict lists the waves the rollout will run from the node states in its status if
 // every node succeeds, the nodes it cannot start (NotReady), and its max-unavailable as
 // a node count: what --dry-run shows.
-func Predict(ctx context.Context, kube kubernetes.Interface, ro *v1alpha1.DriverRollout) (waves [][]string, waiting []string, maxU int, err error) {
-	r := &Reconciler{Kube: kube}
+// pool is the rollout's Pool object (nil when there is none): its topology keys the
+// domains of nodes the rollout has not fixed yet, its minNodes is a rollout by domain's
+// floor.
+func Predict(ctx context.Context, kube kubernetes.Interface, ro *v1alpha1.DriverRollout, pool *v1alpha1.Pool) (waves [][]string, waiting []string, maxU int, err error) {
+	r := &Reconciler{Kube: kube, predictPool: pool}
 	scope, err := r.scope(ctx, ro, nil)
 	if err != nil {
 		return nil, nil, 0, err
+	}
+	if policy.HasTopology(pool) {
+		if t, err := policy.ResolveTopology(pool.Spec.Topology); err == nil {
+			for i := range ro.Status.Nodes {
+				if n := &ro.Status.Nodes[i]; n.Domain == "" && scope[n.Name] != nil {
+					n.Domain, _ = t.DomainOf(scope[n.Name])
+				}
+			}
+		}
 	}
 	p := &passState{}
 	if _, err := r.plan(ctx, ro, scope, p); err != nil {
@@ -544,6 +558,12 @@ func (r *Reconciler) plan(ctx context.Context, ro *v1alpha1.DriverRollout, scope
 // poolFloor is the pool's minNodes: the floor on available nodes a rollout by domain
 // keeps (a pool of labels only has the floor of 1, as N3 gives it none).
 func (r *Reconciler) poolFloor(ctx context.Context, name string) (int, error) {
+	if r.Client == nil {
+		if r.predictPool == nil {
+			return 1, nil
+		}
+		return int(max(r.predictPool.Spec.MinNodes, 1)), nil
+	}
 	var pool v1alpha1.Pool
 	if err := r.Client.Get(ctx, client.ObjectKey{Name: name}, &pool); apierrors.IsNotFound(err) {
 		return 1, nil

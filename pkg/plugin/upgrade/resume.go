@@ -131,7 +131,13 @@ func (o *UpgradeResumeOptions) printPlan(ctx context.Context, ro *v1alpha1.Drive
 			shown.Status.Nodes[i].State = string(policy.UpgradeRequired)
 		}
 	}
-	waves, waiting, maxU, err := upgrade.Predict(ctx, o.clients.Kube, shown)
+	var pool *v1alpha1.Pool
+	if ro.Spec.Pool != "" {
+		if p, err := o.clients.Pools.Get(ctx, ro.Spec.Pool); err == nil {
+			pool = p
+		}
+	}
+	waves, waiting, maxU, err := upgrade.Predict(ctx, o.clients.Kube, shown, pool)
 	if err != nil {
 		return err
 	}
