@@ -62,9 +62,9 @@ type UpgradeDriverOptions struct {
 	MaxUnavailable      string
 	// MaxUnavailableDomains, when set, rolls the pool domain by domain.
 	MaxUnavailableDomains int32
-	Canary              string
-	InstallerImage      string
-	InstallerCommand    []string
+	Canary                string
+	InstallerImage        string
+	InstallerCommand      []string
 	// fromPool names what of the installer the Pool's spec.upgrade gave (image,
 	// command), and poolName that Pool.
 	fromPool        []string
