@@ -87,9 +87,9 @@ func TestRolloutByDomainTakesEachSuperPodOutOnce(t *testing.T) {
 
 	byNode, wn := rollPool(t, "upg-dn", "--max-unavailable", "1")
 	byDomain, wd := rollPool(t, "upg-dd", "--max-unavailable-domains", "1")
-	t.Logf("%d domains x %d nodes, installs of %s: node by node: wall %s, domain-unavailable %.1f min; by domain: wall %s, domain-unavailable %.1f min",
-		domains, perDomain, domainInstall, wallOf(byNode), float64(byNode.Status.DomainUnavailableSeconds)/60,
-		wallOf(byDomain), float64(byDomain.Status.DomainUnavailableSeconds)/60)
+	t.Logf("%d domains x %d nodes, installs of %s: node by node: wall %s, domain-unavailable %ds; by domain: wall %s, domain-unavailable %ds",
+		domains, perDomain, domainInstall, wallOf(byNode), byNode.Status.DomainUnavailableSeconds,
+		wallOf(byDomain), byDomain.Status.DomainUnavailableSeconds)
 	assert.Less(t, byDomain.Status.DomainUnavailableSeconds, byNode.Status.DomainUnavailableSeconds,
 		"by domain holds super pods out for less time than node by node")
 
