@@ -139,3 +139,40 @@ func TestRolloutByDomainWithoutTopologyDoesNotStart(t *testing.T) {
 	assert.Empty(t, ro.Status.Nodes)
 	assert.Zero(t, w.unschedulable())
 }
+
+// A writer of node labels who merges every rack into one after the rollout started
+// (the topology labels are claims) gets nothing: each node's domain was fixed when the
+// rollout started, so still one rack at a time goes out.
+func TestRolloutByDomainIgnoresDomainLabelsChangedAfterItsStart(t *testing.T) {
+	w := newRackWorld(t, byDomainRollout("r", 1), []string{"a", "b", "c"}, 2, 1)
+	r := w.reconciler()
+	w.reconcile(r, "r")
+	ctx := context.Background()
+	list, err := w.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	fixed := map[string]string{}
+	for i := range list.Items {
+		n := &list.Items[i]
+		fixed[n.Name] = n.Labels[cliqueLabel]
+		n.Labels[cliqueLabel] = "uuid.merged"
+		_, err := w.kube.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+		require.NoError(t, err)
+	}
+	for i := 0; i < 40 && w.rollout("r").Status.Phase != v1alpha1.RolloutSucceeded; i++ {
+		w.reconcile(r, "r")
+		nodes, err := w.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		out := map[string]bool{}
+		for _, n := range nodes.Items {
+			if n.Spec.Unschedulable {
+				out[fixed[n.Name]] = true
+			}
+		}
+		require.LessOrEqual(t, len(out), 1, "racks out at once: %v", out)
+		w.playInstallers()
+		w.clock.Step(time.Minute)
+	}
+	ro := w.rollout("r")
+	require.Equal(t, v1alpha1.RolloutSucceeded, ro.Status.Phase, ro.Status.Message)
+	assert.Len(t, ro.Status.Domains, 3, "the domains the rollout started with")
+}

@@ -91,6 +91,9 @@ func (o *UpgradeResumeOptions) Run(ctx context.Context) error {
 	if o.MaxUnavailable != "" && ro.Spec.Pool == "" {
 		return fmt.Errorf("--max-unavailable applies to a pool rollout; driverrollout %s upgrades named nodes", ro.Name)
 	}
+	if o.MaxUnavailable != "" && ro.Spec.MaxUnavailableDomains != nil {
+		return fmt.Errorf("--max-unavailable paces a rollout node by node; driverrollout %s rolls by domain (spec.maxUnavailableDomains %d, fixed): abort it and start another to change its pace", ro.Name, *ro.Spec.MaxUnavailableDomains)
+	}
 	err = o.patch(ctx, ro, func(ro *v1alpha1.DriverRollout) {
 		ro.Spec.Paused = false
 		if len(failed) > 0 {
