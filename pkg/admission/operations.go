@@ -35,7 +35,7 @@ func RegisterOperations(srv webhook.Server, c Catalog, matrix MatrixLoader) {
 
 // OperationsHandler judges DriverRollouts and StressRuns on creation, so that one made
 // by any client (plain kubectl, a GitOps tool) gets the checks the plugin makes before
-// it creates one: U2, U5 and the compatibility pre-flight C1 for a rollout (overridden,
+// it creates one: U2, U5, U6 (a rollout by domain) and the compatibility pre-flight C1 for a rollout (overridden,
 // as the plugin's --force does, by runwhere.ai/force on the rollout: "<who>: <why>"),
 // T3 for a stress run. Their specs are immutable where these rules look, so updates are
 // not judged.
@@ -105,6 +105,11 @@ func (h *OperationsHandler) rollout(ctx context.Context, cat *requestCatalog, ro
 	}
 	if err := policy.CheckDriverRollout(ro.Spec, nodeNames(targets), missing); err != nil {
 		return nil, err, nil
+	}
+	if k := ro.Spec.MaxUnavailableDomains; k != nil {
+		if err := policy.CheckMaxUnavailableDomains(cat.poolObject(ro.Spec.Pool), ro.Spec.Pool, targets, *k); err != nil {
+			return nil, err, nil
+		}
 	}
 	m, err := h.Matrix(ctx)
 	if err != nil {

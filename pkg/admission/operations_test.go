@@ -9,7 +9,9 @@ import (
 	"github.com/stretchr/testify/require"
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/compat"
@@ -23,8 +25,19 @@ func operationsHandler(t *testing.T) *OperationsHandler {
 		&v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: "train-snt9b"}, Spec: v1alpha1.PoolSpec{Type: v1alpha1.PoolTypeTraining, MinNodes: 1,
 			Accelerator: v1alpha1.AcceleratorSpec{Type: "Snt9B", ResourceName: "huawei.com/Ascend910"}}},
 		testNode("snt9b-node-1", "Snt9B", "train-snt9b"), testNode("snt9b-node-2", "Snt9B", "train-snt9b"),
-		testNode("a10-node-1", "A10-24G", "infer-a10"), testNode("spare-1", "Snt9B", ""))
+		testNode("a10-node-1", "A10-24G", "infer-a10"), testNode("spare-1", "Snt9B", ""),
+		&v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: "train-racks"}, Spec: v1alpha1.PoolSpec{Type: v1alpha1.PoolTypeTraining, MinNodes: 3,
+			Accelerator: v1alpha1.AcceleratorSpec{Type: "Snt9B", ResourceName: "huawei.com/Ascend910"},
+			Topology:    &v1alpha1.TopologySpec{Preset: v1alpha1.TopologyNVIDIA}}},
+		rackNode("rack-a-1", "a"), rackNode("rack-a-2", "a"), rackNode("rack-b-1", "b"), rackNode("rack-b-2", "b"), rackNode("rack-c-1", "c"), rackNode("rack-c-2", "c"))
 	return &OperationsHandler{Catalog: cat, Matrix: func(context.Context) (*compat.Matrix, error) { return compat.Embedded() }}
+}
+
+// rackNode is a Snt9B member of train-racks in NVLink clique rack.
+func rackNode(name, rack string) *corev1.Node {
+	n := testNode(name, "Snt9B", "train-racks")
+	n.Labels["nvidia.com/gpu.clique"] = "cluster." + rack
+	return n
 }
 
 func operationRequest(t *testing.T, kind string, obj any) admissionv1.AdmissionRequest {
@@ -63,6 +76,11 @@ func TestOperationsHandlerRollouts(t *testing.T) {
 			denied: `[U5] spec.canary "spare-1" is not a member of pool "train-snt9b": name one of snt9b-node-1, snt9b-node-2`},
 		{name: "nodes that do not exist", ro: rollout(v1alpha1.DriverRolloutSpec{Nodes: []string{"spare-1", "ghost"}, Version: "24.1.0.3", Installer: installer}, ""),
 			denied: "[U5] spec.nodes names nodes that do not exist: ghost"},
+		{name: "by domain, one rack of three out leaves minNodes", ro: rollout(v1alpha1.DriverRolloutSpec{Pool: "train-racks", MaxUnavailableDomains: ptr.To[int32](1), Version: "24.1.0.3", Installer: installer}, "")},
+		{name: "by domain, two racks out would go below minNodes", ro: rollout(v1alpha1.DriverRolloutSpec{Pool: "train-racks", MaxUnavailableDomains: ptr.To[int32](2), Version: "24.1.0.3", Installer: installer}, ""),
+			denied: `[U6] spec.maxUnavailableDomains 2 would leave 2 of pool "train-racks"'s 6 nodes available (its 2 largest domains hold 4), below its minNodes 3; accepted: at most 1`},
+		{name: "by domain on a pool without topology", ro: rollout(v1alpha1.DriverRolloutSpec{Pool: "train-snt9b", MaxUnavailableDomains: ptr.To[int32](1), Version: "24.1.0.3", Installer: installer}, ""),
+			denied: `[U6] spec.maxUnavailableDomains applies to a pool with a topology, and pool "train-snt9b" has none`},
 		{name: "a node outside any pool, judged by its own model", ro: rollout(v1alpha1.DriverRolloutSpec{Nodes: []string{"spare-1"}, Version: "24.1.0.3", Installer: installer}, "")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

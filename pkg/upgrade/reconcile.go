@@ -85,6 +85,8 @@ type Reconciler struct {
 	// answer that it acts on the spec, and a later command must not take a dead
 	// plugin's pass for a controller.
 	StandIn bool
+	// predictPool is the rollout's Pool for Predict, which has no Client.
+	predictPool *v1alpha1.Pool
 }
 
 func (r *Reconciler) now() time.Time {
@@ -114,6 +116,10 @@ type passState struct {
 	transitions []transition
 	started     []string
 	maxU        int
+	// byDomain: the rollout goes domain by domain (spec.maxUnavailableDomains); maxU
+	// is then a count of domains and minNodes the pool's floor on available nodes.
+	byDomain bool
+	minNodes int
 	// retry: a step waits for something only time brings (Outcome.Retry).
 	retry bool
 }
@@ -122,6 +128,14 @@ func (p *passState) move(n *v1alpha1.DriverRolloutNode, to policy.UpgradeState, 
 	from := policy.UpgradeState(n.State)
 	p.transitions = append(p.transitions, transition{node: n.Name, from: from, to: to, msg: msg})
 	n.State, n.Message, n.Since = string(to), msg, p.now.DeepCopy()
+	// The node is out from its cordon to its done; a failed node stays cordoned, so
+	// it stays out through its retries.
+	if from == policy.UpgradeRequired && policy.UpgradeStarted(to) && n.OutSince == nil {
+		n.OutSince = p.now.DeepCopy()
+	}
+	if to == policy.UpgradeDone {
+		n.OutUntil = p.now.DeepCopy()
+	}
 }
 
 // Reconcile is one pass over one rollout (pass.Pass): its steps, recorded in its
@@ -276,6 +290,10 @@ func (r *Reconciler) start(ctx context.Context, ro *v1alpha1.DriverRollout, p *p
 	if t.Wait < 0 || t.Drain < 0 || t.Install < 0 || t.Validate < 0 {
 		return "[U2] timeouts must not be negative", nil
 	}
+	topo, why, err := r.rolloutTopology(ctx, ro)
+	if err != nil || why != "" {
+		return why, err
+	}
 	var targets []corev1.Node
 	if spec.Pool != "" {
 		list, err := r.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: labels.Set{policy.LabelPool: spec.Pool}.String()})
@@ -299,9 +317,13 @@ func (r *Reconciler) start(ctx context.Context, ro *v1alpha1.DriverRollout, p *p
 		}
 	}
 	var need []string
+	domain := map[string]string{}
 	for i := range targets {
 		if policy.DriverVersion(&targets[i]) != spec.Version {
 			need = append(need, targets[i].Name)
+			if topo != nil {
+				domain[targets[i].Name], _ = topo.DomainOf(&targets[i])
+			}
 		}
 	}
 	sort.Strings(need)
@@ -317,10 +339,44 @@ func (r *Reconciler) start(ctx context.Context, ro *v1alpha1.DriverRollout, p *p
 	}
 	ro.Status.Nodes = []v1alpha1.DriverRolloutNode{}
 	for _, name := range need {
-		ro.Status.Nodes = append(ro.Status.Nodes, v1alpha1.DriverRolloutNode{Name: name, Attempt: 1})
+		ro.Status.Nodes = append(ro.Status.Nodes, v1alpha1.DriverRolloutNode{Name: name, Attempt: 1, Domain: domain[name]})
 		p.move(&ro.Status.Nodes[len(ro.Status.Nodes)-1], policy.UpgradeRequired, "waiting for its wave")
 	}
+	ro.Status.StartTime = p.now.DeepCopy()
 	return "", nil
+}
+
+// rolloutTopology is the topology of the rollout's pool (nil without one), and why the
+// rollout cannot start: a rollout by domain of a pool without a topology (rule U6, as
+// admission refuses it, for a rollout that came while the webhook was away).
+func (r *Reconciler) rolloutTopology(ctx context.Context, ro *v1alpha1.DriverRollout) (*policy.Topology, string, error) {
+	var pool *v1alpha1.Pool
+	if ro.Spec.Pool != "" {
+		var p v1alpha1.Pool
+		err := r.Client.Get(ctx, client.ObjectKey{Name: ro.Spec.Pool}, &p)
+		switch {
+		case err == nil:
+			pool = &p
+		case !apierrors.IsNotFound(err):
+			return nil, "", err
+		}
+	}
+	if !policy.HasTopology(pool) {
+		if ro.Spec.MaxUnavailableDomains != nil {
+			return nil, policy.CheckMaxUnavailableDomains(pool, ro.Spec.Pool, nil, *ro.Spec.MaxUnavailableDomains).Error(), nil
+		}
+		return nil, "", nil
+	}
+	t, err := policy.ResolveTopology(pool.Spec.Topology)
+	switch {
+	case err != nil && ro.Spec.MaxUnavailableDomains != nil:
+		return nil, err.Error(), nil
+	case err != nil:
+		// A topology R1 would refuse (written while the webhook was away) paces
+		// nothing here: node by node goes on, without the domains' figures.
+		return nil, "", nil
+	}
+	return &t, "", nil
 }
 
 // Holds are the nodes of the rollouts that have not ended, but the one of uid (none when
@@ -401,11 +457,23 @@ func (r *Reconciler) scope(ctx context.Context, ro *v1alpha1.DriverRollout, node
 // Predict lists the waves the rollout will run from the node states in its status if
 // every node succeeds, the nodes it cannot start (NotReady), and its max-unavailable as
 // a node count: what --dry-run shows.
-func Predict(ctx context.Context, kube kubernetes.Interface, ro *v1alpha1.DriverRollout) (waves [][]string, waiting []string, maxU int, err error) {
-	r := &Reconciler{Kube: kube}
+// pool is the rollout's Pool object (nil when there is none): its topology keys the
+// domains of nodes the rollout has not fixed yet, its minNodes is a rollout by domain's
+// floor.
+func Predict(ctx context.Context, kube kubernetes.Interface, ro *v1alpha1.DriverRollout, pool *v1alpha1.Pool) (waves [][]string, waiting []string, maxU int, err error) {
+	r := &Reconciler{Kube: kube, predictPool: pool}
 	scope, err := r.scope(ctx, ro, nil)
 	if err != nil {
 		return nil, nil, 0, err
+	}
+	if policy.HasTopology(pool) {
+		if t, err := policy.ResolveTopology(pool.Spec.Topology); err == nil {
+			for i := range ro.Status.Nodes {
+				if n := &ro.Status.Nodes[i]; n.Domain == "" && scope[n.Name] != nil {
+					n.Domain, _ = t.DomainOf(scope[n.Name])
+				}
+			}
+		}
 	}
 	p := &passState{}
 	if _, err := r.plan(ctx, ro, scope, p); err != nil {
@@ -415,7 +483,11 @@ func Predict(ctx context.Context, kube kubernetes.Interface, ro *v1alpha1.Driver
 	if err != nil {
 		return nil, nil, 0, err
 	}
-	waves, waiting = policy.PredictUpgradeWaves(nodes, p.maxU, ro.Spec.Canary)
+	if p.byDomain {
+		waves, waiting = policy.PredictDomainWaves(nodes, domainKeys(ro), p.maxU, p.minNodes)
+	} else {
+		waves, waiting = policy.PredictUpgradeWaves(nodes, p.maxU, ro.Spec.Canary)
+	}
 	return waves, waiting, p.maxU, nil
 }
 
@@ -473,12 +545,46 @@ func (r *Reconciler) plan(ctx context.Context, ro *v1alpha1.DriverRollout, scope
 		return policy.WavePlan{}, err
 	}
 	p.maxU = 1
+	if k := ro.Spec.MaxUnavailableDomains; k != nil {
+		if p.minNodes, err = r.poolFloor(ctx, ro.Spec.Pool); err != nil {
+			return policy.WavePlan{}, err
+		}
+		p.byDomain, p.maxU = true, int(max(*k, 1))
+		return policy.PlanDomainWave(nodes, domainKeys(ro), p.maxU, p.minNodes), nil
+	}
 	if ro.Spec.MaxUnavailable != nil {
 		if v, err := policy.ParseMaxUnavailable(ro.Spec.MaxUnavailable.String()); err == nil {
 			p.maxU = policy.MaxUnavailableNodes(v, len(nodes))
 		}
 	}
 	return policy.PlanUpgradeWave(nodes, p.maxU, ro.Spec.Canary), nil
+}
+
+// poolFloor is the pool's minNodes: the floor on available nodes a rollout by domain
+// keeps (a pool of labels only has the floor of 1, as N3 gives it none).
+func (r *Reconciler) poolFloor(ctx context.Context, name string) (int, error) {
+	if r.Client == nil {
+		if r.predictPool == nil {
+			return 1, nil
+		}
+		return int(max(r.predictPool.Spec.MinNodes, 1)), nil
+	}
+	var pool v1alpha1.Pool
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: name}, &pool); apierrors.IsNotFound(err) {
+		return 1, nil
+	} else if err != nil {
+		return 0, err
+	}
+	return int(max(pool.Spec.MinNodes, 1)), nil
+}
+
+// domainKeys keys each rollout node's domain, as it was when the rollout started.
+func domainKeys(ro *v1alpha1.DriverRollout) map[string]string {
+	out := make(map[string]string, len(ro.Status.Nodes))
+	for _, n := range ro.Status.Nodes {
+		out[n.Name] = policy.RolloutDomainKey(n.Name, n.Domain)
+	}
+	return out
 }
 
 // upgradeNodes is what the planner knows of the scope's nodes.
@@ -582,11 +688,16 @@ func summarize(ro *v1alpha1.DriverRollout, plan policy.WavePlan, p *passState) {
 	c := CountsOf(ro)
 	st.Total, st.Done, st.Failed = int32(c.Total), int32(c.Done), int32(c.Failed)
 	st.Progress = fmt.Sprintf("%d/%d", c.Done, c.Total)
+	defer measureDomains(ro, p)
+	limit := fmt.Sprintf("max unavailable %d", p.maxU)
+	if p.byDomain {
+		limit = fmt.Sprintf("max unavailable domains %d, minNodes %d", p.maxU, p.minNodes)
+	}
 	reason := ""
 	switch {
 	case c.InProgress > 0 || len(p.started) > 0:
 		st.Phase = v1alpha1.RolloutProgressing
-		st.Message = fmt.Sprintf("%d/%d done; upgrading %s (max unavailable %d)", c.Done, c.Total, strings.Join(inProgress(ro), ", "), p.maxU)
+		st.Message = fmt.Sprintf("%d/%d done; upgrading %s (%s)", c.Done, c.Total, strings.Join(inProgress(ro), ", "), limit)
 	case ro.Spec.Abort:
 		st.Phase = v1alpha1.RolloutAborted
 		st.Message = fmt.Sprintf("aborted: %d/%d done, %d left the rollout, %d failed", c.Done, c.Total, c.Aborted, c.Failed)
@@ -609,6 +720,10 @@ func summarize(ro *v1alpha1.DriverRollout, plan policy.WavePlan, p *passState) {
 	case ro.Spec.Paused:
 		st.Phase = v1alpha1.RolloutPaused
 		st.Message = fmt.Sprintf("paused: %d/%d done, %d waiting; `kubectl litepool upgrade resume %s` continues it", c.Done, c.Total, c.Pending, ro.Name)
+	case plan.Stalled() && p.byDomain:
+		st.Phase, reason = v1alpha1.RolloutProgressing, ReasonStalled
+		st.Message = policy.Violationf("U2", "rollout %s cannot start another domain: a whole domain out would leave fewer than pool %s's minNodes %d available (unavailable now: %s); %d/%d done; bring nodes back or lower the pool's minNodes",
+			ro.Name, ro.Spec.Pool, p.minNodes, orNone(plan.Unavailable), c.Done, c.Total).Error()
 	case plan.Stalled():
 		st.Phase, reason = v1alpha1.RolloutProgressing, ReasonStalled
 		st.Message = policy.Violationf("U2", "rollout %s cannot start more nodes: max unavailable %d is taken by %d unavailable node(s) of the pool (%s); %d/%d done; bring them back or raise it: `kubectl litepool upgrade resume %s --max-unavailable N`",
@@ -624,6 +739,21 @@ func summarize(ro *v1alpha1.DriverRollout, plan policy.WavePlan, p *passState) {
 		reason = string(st.Phase)
 	}
 	setComplete(ro, reason, st.Message)
+}
+
+// measureDomains records each domain's progress and the domain-unavailable time, and
+// when the rollout ended.
+func measureDomains(ro *v1alpha1.DriverRollout, p *passState) {
+	st := &ro.Status
+	if Final(ro) && st.CompletionTime == nil {
+		st.CompletionTime = p.now.DeepCopy()
+	}
+	end := p.now.Time
+	if st.CompletionTime != nil {
+		end = st.CompletionTime.Time
+	}
+	domains, total := policy.RolloutDomains(st.Nodes, end)
+	st.Domains, st.DomainUnavailableSeconds = domains, int64(total/time.Second)
 }
 
 func setComplete(ro *v1alpha1.DriverRollout, reason, msg string) {

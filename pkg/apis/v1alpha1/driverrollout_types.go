@@ -21,6 +21,9 @@ import (
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="has(self.spec.pool) != has(self.spec.nodes)",message="name exactly one of spec.pool or spec.nodes"
 // +kubebuilder:validation:XValidation:rule="!has(self.spec.canary) || has(self.spec.pool)",message="spec.canary applies to a pool rollout (spec.pool)"
+// +kubebuilder:validation:XValidation:rule="!has(self.spec.maxUnavailableDomains) || has(self.spec.pool)",message="spec.maxUnavailableDomains applies to a pool rollout (spec.pool) whose pool has a topology"
+// +kubebuilder:validation:XValidation:rule="!has(self.spec.maxUnavailableDomains) || !has(self.spec.maxUnavailable)",message="set one of spec.maxUnavailable (node by node) or spec.maxUnavailableDomains (domain by domain)"
+// +kubebuilder:validation:XValidation:rule="!has(self.spec.maxUnavailableDomains) || !has(self.spec.canary)",message="spec.canary is a node: a rollout by domain (spec.maxUnavailableDomains) takes whole domains; start a rollout of the canary's node first (spec.nodes)"
 
 // DriverRollout is one driver upgrade of a pool's nodes, or of named nodes: litepool's
 // controller takes each node through the state machine of pkg/policy (upgrade-required
@@ -66,6 +69,14 @@ type DriverRolloutSpec struct {
 	// +kubebuilder:validation:XIntOrString
 	// +optional
 	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
+	// MaxUnavailableDomains chooses the rollout by domain: the pool's unit domains
+	// (spec.topology) are upgraded whole, all members of a domain cordoned, drained and
+	// upgraded together, at most this many domains at once; the pool's minNodes still
+	// holds as a floor on available nodes. Absent: node by node (maxUnavailable).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.maxUnavailableDomains is immutable: start another rollout"
+	// +optional
+	MaxUnavailableDomains *int32 `json:"maxUnavailableDomains,omitempty"`
 	// Canary is upgraded alone first; the rest follow only if it succeeds.
 	// +optional
 	Canary string `json:"canary,omitempty"`
@@ -153,6 +164,24 @@ type DriverRolloutStatus struct {
 	// RetriedFailed is the spec.retryFailed the controller has honoured.
 	// +optional
 	RetriedFailed int32 `json:"retriedFailed,omitempty"`
+	// StartTime is when the rollout fixed its nodes; CompletionTime when it ended
+	// (Succeeded or Aborted): the wall time is the one less the other.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+	// DomainUnavailableSeconds is the sum over the pool's domains of the time the
+	// rollout held at least one of their members out (from its cordon to its done or
+	// failed): one member out makes a domain unfit for the jobs that span it. Only for
+	// a pool with a topology.
+	// +optional
+	DomainUnavailableSeconds int64 `json:"domainUnavailableSeconds,omitempty"`
+	// Domains is the progress of each unit domain of the rollout's nodes (a pool with
+	// a topology), whatever the strategy.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Domains []DriverRolloutDomain `json:"domains,omitempty"`
 	// Nodes is each node's progress, fixed when the rollout starts.
 	// +listType=map
 	// +listMapKey=name
@@ -182,6 +211,33 @@ type DriverRolloutNode struct {
 	// Job is the installer Job, in litepool's namespace.
 	// +optional
 	Job string `json:"job,omitempty"`
+	// Domain is the node's unit domain when the rollout started (a pool with a
+	// topology; empty for a node outside every domain): fixed then, so that a label
+	// changed later does not move the node to another domain's wave.
+	// +optional
+	Domain string `json:"domain,omitempty"`
+	// OutSince is when the node first left upgrade-required (its cordon); OutUntil
+	// when it reached done. A failed node stays cordoned, so it stays out (no OutUntil)
+	// through its retries.
+	// +optional
+	OutSince *metav1.Time `json:"outSince,omitempty"`
+	// +optional
+	OutUntil *metav1.Time `json:"outUntil,omitempty"`
+}
+
+// DriverRolloutDomain is one unit domain's progress in a rollout.
+type DriverRolloutDomain struct {
+	// Name is the domain's path of level values (policy.Topology.DomainOf).
+	Name string `json:"name"`
+	// State: Waiting, InProgress, Done, Failed.
+	State string `json:"state"`
+	// Nodes and Done count the domain's nodes in the rollout.
+	Nodes int32 `json:"nodes"`
+	// +optional
+	Done int32 `json:"done"`
+	// UnavailableSeconds is the time the rollout held at least one member out.
+	// +optional
+	UnavailableSeconds int64 `json:"unavailableSeconds,omitempty"`
 }
 
 // +kubebuilder:object:root=true

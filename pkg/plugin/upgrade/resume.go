@@ -91,6 +91,9 @@ func (o *UpgradeResumeOptions) Run(ctx context.Context) error {
 	if o.MaxUnavailable != "" && ro.Spec.Pool == "" {
 		return fmt.Errorf("--max-unavailable applies to a pool rollout; driverrollout %s upgrades named nodes", ro.Name)
 	}
+	if o.MaxUnavailable != "" && ro.Spec.MaxUnavailableDomains != nil {
+		return fmt.Errorf("--max-unavailable paces a rollout node by node; driverrollout %s rolls by domain (spec.maxUnavailableDomains %d, fixed): abort it and start another to change its pace", ro.Name, *ro.Spec.MaxUnavailableDomains)
+	}
 	err = o.patch(ctx, ro, func(ro *v1alpha1.DriverRollout) {
 		ro.Spec.Paused = false
 		if len(failed) > 0 {
@@ -131,7 +134,13 @@ func (o *UpgradeResumeOptions) printPlan(ctx context.Context, ro *v1alpha1.Drive
 			shown.Status.Nodes[i].State = string(policy.UpgradeRequired)
 		}
 	}
-	waves, waiting, maxU, err := upgrade.Predict(ctx, o.clients.Kube, shown)
+	var pool *v1alpha1.Pool
+	if ro.Spec.Pool != "" {
+		if p, err := o.clients.Pools.Get(ctx, ro.Spec.Pool); err == nil {
+			pool = p
+		}
+	}
+	waves, waiting, maxU, err := upgrade.Predict(ctx, o.clients.Kube, shown, pool)
 	if err != nil {
 		return err
 	}

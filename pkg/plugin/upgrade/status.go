@@ -3,6 +3,8 @@ package upgrade
 import (
 	"context"
 	"fmt"
+	"io"
+	"time"
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -10,6 +12,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/kubectl/pkg/util/templates"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
@@ -25,6 +28,7 @@ type UpgradeStatusOptions struct {
 	Watch    bool
 	clients  *kit.Clients
 	rollouts client.Client
+	clock    clock.PassiveClock
 	genericiooptions.IOStreams
 }
 
@@ -67,6 +71,7 @@ func (o *UpgradeStatusOptions) Complete(f kit.Factory, cmd *cobra.Command, args 
 	if o.clients, err = f.Clients(); err != nil {
 		return err
 	}
+	o.clock = f.Clock()
 	o.rollouts, err = rolloutClientFor(f)
 	return err
 }
@@ -108,6 +113,13 @@ type UpgradeRolloutStatus struct {
 	Pending    int    `json:"pending"`
 	Failed     int    `json:"failed"`
 	Aborted    int    `json:"aborted"`
+	// Strategy is Node (maxUnavailable) or Domain (maxUnavailableDomains).
+	Strategy string `json:"strategy"`
+	// WallSeconds is from the rollout's start to its end (or now while under way).
+	WallSeconds int64 `json:"wallSeconds,omitempty"`
+	// DomainUnavailableSeconds: the sum over domains of the time with a member out.
+	DomainUnavailableSeconds int64                          `json:"domainUnavailableSeconds,omitempty"`
+	Domains                  []v1alpha1.DriverRolloutDomain `json:"domains,omitempty"`
 }
 
 // UpgradeStatus is what `upgrade status -o json|yaml` prints.
@@ -123,7 +135,8 @@ func (o *UpgradeStatusOptions) statusOf(ctx context.Context, list []v1alpha1.Dri
 		c := upgrade.CountsOf(ro)
 		st.Rollouts = append(st.Rollouts, UpgradeRolloutStatus{Name: ro.Name, Pool: ro.Spec.Pool, Target: ro.Spec.Version,
 			Phase: string(orPending(ro.Status.Phase)), Message: ro.Status.Message, Total: c.Total, Done: c.Done,
-			InProgress: c.InProgress, Pending: c.Pending, Failed: c.Failed, Aborted: c.Aborted})
+			InProgress: c.InProgress, Pending: c.Pending, Failed: c.Failed, Aborted: c.Aborted, Strategy: strategyOf(ro),
+			WallSeconds: wallSeconds(ro, o.now()), DomainUnavailableSeconds: ro.Status.DomainUnavailableSeconds, Domains: ro.Status.Domains})
 		for _, n := range ro.Status.Nodes {
 			ns := UpgradeNodeStatus{Node: n.Name, State: n.State, Target: ro.Spec.Version, Message: n.Message, Rollout: ro.Name, Job: n.Job}
 			node, err := o.clients.Kube.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
@@ -137,6 +150,49 @@ func (o *UpgradeStatusOptions) statusOf(ctx context.Context, list []v1alpha1.Dri
 		}
 	}
 	return st, nil
+}
+
+func (o *UpgradeStatusOptions) now() time.Time {
+	if o.clock == nil {
+		return time.Now()
+	}
+	return o.clock.Now()
+}
+
+// strategyOf names how a rollout paces itself.
+func strategyOf(ro *v1alpha1.DriverRollout) string {
+	if ro.Spec.MaxUnavailableDomains != nil {
+		return "Domain"
+	}
+	return "Node"
+}
+
+// wallSeconds is the rollout's wall time: start to end, or to now while under way.
+func wallSeconds(ro *v1alpha1.DriverRollout, now time.Time) int64 {
+	st := ro.Status
+	if st.StartTime == nil {
+		return 0
+	}
+	if st.CompletionTime != nil {
+		now = st.CompletionTime.Time
+	}
+	return int64(now.Sub(st.StartTime.Time) / time.Second)
+}
+
+// printDomains is the per-domain table of the rollouts that have domains.
+func printDomains(out io.Writer, rollouts []UpgradeRolloutStatus) error {
+	w := printers.GetNewTabWriter(out)
+	header := false
+	for _, r := range rollouts {
+		for _, d := range r.Domains {
+			if !header {
+				fmt.Fprintln(w, "DOMAIN\tROLLOUT\tSTATE\tDONE\tUNAVAILABLE")
+				header = true
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%d/%d\t%s\n", d.Name, r.Name, d.State, d.Done, d.Nodes, time.Duration(d.UnavailableSeconds)*time.Second)
+		}
+	}
+	return w.Flush()
 }
 
 // Run prints the table and the progress.
@@ -167,11 +223,17 @@ func (o *UpgradeStatusOptions) Run(ctx context.Context) error {
 	if err := w.Flush(); err != nil {
 		return err
 	}
+	if err := printDomains(o.Out, st.Rollouts); err != nil {
+		return err
+	}
 	last := map[string]string{}
 	for i := range list {
 		line := progressLine(&list[i])
 		fmt.Fprintln(o.Out, line)
 		last[list[i].Name] = line
+		if r := st.Rollouts[i]; r.WallSeconds > 0 {
+			fmt.Fprintf(o.Out, "%s: wall time %s, domain-unavailable %.1f min\n", r.Name, time.Duration(r.WallSeconds)*time.Second, float64(r.DomainUnavailableSeconds)/60)
+		}
 	}
 	if !o.Watch {
 		return nil

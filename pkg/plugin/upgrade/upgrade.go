@@ -60,9 +60,11 @@ type UpgradeDriverOptions struct {
 	kit.Mutation
 	Pool, Node, Version string
 	MaxUnavailable      string
-	Canary              string
-	InstallerImage      string
-	InstallerCommand    []string
+	// MaxUnavailableDomains, when set, rolls the pool domain by domain.
+	MaxUnavailableDomains int32
+	Canary                string
+	InstallerImage        string
+	InstallerCommand      []string
 	// fromPool names what of the installer the Pool's spec.upgrade gave (image,
 	// command), and poolName that Pool.
 	fromPool        []string
@@ -152,6 +154,7 @@ func NewCmdUpgradeDriver(f kit.Factory, streams genericiooptions.IOStreams) *cob
 	fl.StringVar(&o.Node, "node", "", "Upgrade this node")
 	fl.StringVar(&o.Version, "version", "", "Target driver version, as the node's driver-version label will read it")
 	fl.StringVar(&o.MaxUnavailable, "max-unavailable", "1", "Most nodes of the pool unavailable at once: a count or a percentage (rounded up, at least 1)")
+	fl.Int32Var(&o.MaxUnavailableDomains, "max-unavailable-domains", 0, "Roll the pool by domain (its spec.topology): each domain's members cordoned, drained and upgraded together, at most this many domains at once (replaces --max-unavailable; the pool's minNodes stays available)")
 	fl.StringVar(&o.Canary, "canary", "", "Upgrade this node alone first; the rest follow only if it succeeds")
 	fl.StringVar(&o.InstallerImage, "installer-image", "", "Installer image (default: the pool's spec.upgrade.installerImage)")
 	fl.String("installer-namespace", "", "")
@@ -208,6 +211,15 @@ func (o *UpgradeDriverOptions) Validate() error {
 	if _, err := policy.ParseMaxUnavailable(o.MaxUnavailable); err != nil {
 		return err
 	}
+	if o.MaxUnavailableDomains < 0 {
+		return fmt.Errorf("--max-unavailable-domains %d: must be at least 1", o.MaxUnavailableDomains)
+	}
+	if o.MaxUnavailableDomains > 0 && o.Pool == "" {
+		return fmt.Errorf("--max-unavailable-domains applies to a pool rollout (--pool) of a pool with a topology")
+	}
+	if o.MaxUnavailableDomains > 0 && o.Canary != "" {
+		return fmt.Errorf("--canary is a node and --max-unavailable-domains takes whole domains: upgrade the canary first with --node, then the pool by domain")
+	}
 	if o.Canary != "" && o.Pool == "" {
 		return fmt.Errorf("--canary applies to a pool rollout (--pool)")
 	}
@@ -255,6 +267,15 @@ func (o *UpgradeDriverOptions) Run(ctx context.Context) error {
 			if pl, err := c.Pools.Get(ctx, p); err == nil {
 				pool = pl
 			}
+		}
+	}
+	if o.MaxUnavailableDomains > 0 {
+		members := make([]*corev1.Node, len(targets))
+		for i := range targets {
+			members[i] = &targets[i]
+		}
+		if err := policy.CheckMaxUnavailableDomains(pool, o.Pool, members, o.MaxUnavailableDomains); err != nil {
+			return fmt.Errorf("--max-unavailable-domains: %w", err)
 		}
 	}
 	if err := o.installerFromPool(pool); err != nil {
@@ -315,10 +336,13 @@ func (o *UpgradeDriverOptions) rollout(need []string) *v1alpha1.DriverRollout {
 		WaitTimeout: &metav1.Duration{Duration: o.WaitTimeout}, DrainTimeout: &metav1.Duration{Duration: o.DrainTimeout},
 		InstallTimeout: &metav1.Duration{Duration: o.InstallTimeout}, ValidateTimeout: &metav1.Duration{Duration: o.ValidateTimeout},
 		ForceDrain: o.ForceDrain}
-	if o.Pool != "" {
+	switch {
+	case o.Pool != "" && o.MaxUnavailableDomains > 0:
+		spec.MaxUnavailableDomains = &o.MaxUnavailableDomains
+	case o.Pool != "":
 		v, _ := policy.ParseMaxUnavailable(o.MaxUnavailable)
 		spec.MaxUnavailable = &v
-	} else {
+	default:
 		scope = o.Node
 		spec.Nodes = need
 	}
@@ -429,6 +453,9 @@ func (o *UpgradeDriverOptions) risk(n int) kit.Risk {
 	if o.Pool != "" {
 		scope = fmt.Sprintf("%d node(s) of pool %s", n, o.Pool)
 		pace = fmt.Sprintf(", at most %s unavailable at a time", o.MaxUnavailable)
+		if o.MaxUnavailableDomains > 0 {
+			pace = fmt.Sprintf(", domain by domain (all members of a domain together), at most %d domain(s) at a time", o.MaxUnavailableDomains)
+		}
 		if o.Canary != "" {
 			pace += ", canary " + o.Canary + " first"
 		}
@@ -452,11 +479,23 @@ func (o *UpgradeDriverOptions) printPlan(ctx context.Context, ro *v1alpha1.Drive
 	for _, n := range need {
 		shown.Status.Nodes = append(shown.Status.Nodes, v1alpha1.DriverRolloutNode{Name: n, State: string(policy.UpgradeRequired)})
 	}
-	waves, waiting, maxU, err := upgrade.Predict(ctx, o.clients.Kube, shown)
+	var pool *v1alpha1.Pool
+	if o.Pool != "" {
+		if p, err := o.clients.Pools.Get(ctx, o.Pool); err == nil {
+			pool = p
+		} else if !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	waves, waiting, maxU, err := upgrade.Predict(ctx, o.clients.Kube, shown, pool)
 	if err != nil {
 		return err
 	}
-	o.Say(o.IOStreams, "would upgrade %d node(s) to %s with %s (max unavailable %d):\n", len(need), o.Version, o.installer(), maxU)
+	limit := fmt.Sprintf("max unavailable %d", maxU)
+	if o.MaxUnavailableDomains > 0 {
+		limit = fmt.Sprintf("by domain, max unavailable domains %d", maxU)
+	}
+	o.Say(o.IOStreams, "would upgrade %d node(s) to %s with %s (%s):\n", len(need), o.Version, o.installer(), limit)
 	for i, w := range waves {
 		o.Say(o.IOStreams, "  wave %d: %s\n", i+1, strings.Join(w, ", "))
 	}

@@ -265,3 +265,25 @@ Type "yes" to confirm: `)
 	assert.Contains(t, res.ErrOut, `reinstalled by installer inst:2 running "/install.sh", at most 1`)
 	assert.NotContains(t, res.ErrOut, "spec.upgrade")
 }
+
+// --max-unavailable-domains goes with a pool rollout and no canary, and on a pool
+// without a topology U6 refuses it before anything is created.
+func TestDriverByDomainFlagIsChecked(t *testing.T) {
+	f, c := setup(t, nil, poolNode("p-1", "p"), poolNode("p-2", "p"))
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{args: []string{"--node", "p-1"}, want: "--max-unavailable-domains applies to a pool rollout (--pool) of a pool with a topology"},
+		{args: []string{"--pool", "p", "--canary", "p-1"}, want: "--canary is a node and --max-unavailable-domains takes whole domains"},
+		{args: []string{"--pool", "p"}, want: `[U6] spec.maxUnavailableDomains applies to a pool with a topology, and pool "p" has none`},
+	} {
+		args := append([]string{"driver", "--version", target, "--installer-image", "inst:1", "--max-unavailable-domains", "1", "--yes"}, tc.args...)
+		res := kittest.Run(f, NewCmdUpgrade, "", args...)
+		require.Error(t, res.Err, tc.want)
+		assert.Contains(t, res.Err.Error(), tc.want)
+	}
+	var list v1alpha1.DriverRolloutList
+	require.NoError(t, c.List(context.Background(), &list))
+	assert.Empty(t, list.Items)
+}

@@ -13,7 +13,7 @@ import (
 )
 
 // TestOperations: DriverRollouts and StressRuns written with plain kubectl get the checks
-// the plugin makes before it creates one (U2, U5, C1; T3), from the operations webhook.
+// the plugin makes before it creates one (U2, U5, U6, C1; T3), from the operations webhook.
 // Server dry runs: the API server runs admission, and nothing is stored for a
 // controller to act on.
 func TestOperations(t *testing.T) {
@@ -43,6 +43,10 @@ func TestOperations(t *testing.T) {
 			want: `[U2] invalid spec.version "535 beta"`},
 		{name: "a canary outside the pool (U5)", manifest: rollout("", "  pool: train-a100\n  canary: a100-node-4\n  version: 535.104.05\n"),
 			want: `[U5] spec.canary "a100-node-4" is not a member of pool "train-a100": name one of a100-node-1, a100-node-2, a100-node-3`},
+		{name: "a rollout by domain of a pool without a topology (U6)", manifest: rollout("", "  pool: train-a100\n  maxUnavailableDomains: 1\n  version: 535.104.05\n"),
+			want: `admission webhook "operations.runwhere.ai" denied the request: [U6] spec.maxUnavailableDomains applies to a pool with a topology, and pool "train-a100" has none`},
+		{name: "both paces at once (the CRD)", manifest: rollout("", "  pool: train-a100\n  maxUnavailable: 1\n  maxUnavailableDomains: 1\n  version: 535.104.05\n"),
+			want: "set one of spec.maxUnavailable (node by node) or spec.maxUnavailableDomains (domain by domain)"},
 		{name: "a published driver for the pool's model", ok: true, manifest: rollout("", "  pool: train-a100\n  version: 535.104.05\n"),
 			want: "driverrollout.runwhere.ai/by-kubectl created (server dry run)"},
 		{name: "a stress run on a node outside its pool (T3)",

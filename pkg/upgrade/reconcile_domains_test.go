@@ -1,0 +1,178 @@
+package upgrade
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
+	"github.com/runwhere-ai/litepool/pkg/policy"
+)
+
+const cliqueLabel = "nvidia.com/gpu.clique"
+
+// newRackWorld is pool p with a topology (NVIDIA preset) of racks × perRack nodes
+// (rack-a-1, ...) and minNodes, and the rollout ro.
+func newRackWorld(t *testing.T, ro *v1alpha1.DriverRollout, racks []string, perRack int, minNodes int32) *world {
+	w := newWorld(t, ro)
+	pool := &v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: v1alpha1.PoolSpec{MinNodes: minNodes,
+		Topology: &v1alpha1.TopologySpec{Preset: v1alpha1.TopologyNVIDIA}}}
+	require.NoError(t, w.c.Create(context.Background(), pool))
+	for _, r := range racks {
+		for i := 1; i <= perRack; i++ {
+			n := testNode(fmt.Sprintf("rack-%s-%d", r, i))
+			n.Labels[cliqueLabel] = "uuid." + r
+			_, err := w.kube.CoreV1().Nodes().Create(context.Background(), n, metav1.CreateOptions{})
+			require.NoError(t, err)
+		}
+	}
+	return w
+}
+
+func byDomainRollout(name string, k int32) *v1alpha1.DriverRollout {
+	ro := testRollout(name, 1)
+	ro.Spec.MaxUnavailable, ro.Spec.MaxUnavailableDomains = nil, ptr.To(k)
+	return ro
+}
+
+// cordonedRacks are the racks with a cordoned member now.
+func (w *world) cordonedRacks() []string {
+	list, err := w.kube.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	require.NoError(w.t, err)
+	seen := map[string]bool{}
+	var out []string
+	for _, n := range list.Items {
+		if r := n.Labels[cliqueLabel]; n.Spec.Unschedulable && !seen[r] {
+			seen[r] = true
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// runToEnd reconciles, alternately with two reconcilers (a leader change at every
+// pass: all state is in the rollout's status), completing installers, a minute a
+// pass, and returns the racks out after each pass.
+func (w *world) runToEnd(name string) [][]string {
+	a, b := w.reconciler(), w.reconciler()
+	var out [][]string
+	for i := 0; i < 80 && w.rollout(name).Status.Phase != v1alpha1.RolloutSucceeded; i++ {
+		r := a
+		if i%2 == 1 {
+			r = b
+		}
+		w.reconcile(r, name)
+		out = append(out, w.cordonedRacks())
+		w.playInstallers()
+		w.clock.Step(time.Minute)
+	}
+	ro := w.rollout(name)
+	require.Equal(w.t, v1alpha1.RolloutSucceeded, ro.Status.Phase, ro.Status.Message)
+	return out
+}
+
+func TestReconcileRollsByDomainEachDomainOutOnce(t *testing.T) {
+	racks := []string{"a", "b", "c"}
+	w := newRackWorld(t, byDomainRollout("r", 1), racks, 3, 1)
+	history := w.runToEnd("r")
+	ro := w.rollout("r")
+	// At most one rack out at a time, and each rack out in one stretch.
+	var order []string
+	for _, out := range history {
+		require.LessOrEqual(t, len(out), 1, "more than maxUnavailableDomains racks out: %v", out)
+		if len(out) == 1 && (len(order) == 0 || order[len(order)-1] != out[0]) {
+			order = append(order, out[0])
+		}
+	}
+	assert.Equal(t, []string{"uuid.a", "uuid.b", "uuid.c"}, order, "each rack out once, in order")
+	assert.Equal(t, "9/9", ro.Status.Progress)
+	require.Len(t, ro.Status.Domains, 3)
+	for _, d := range ro.Status.Domains {
+		assert.Equal(t, policy.RolloutDomainDone, d.State, d.Name)
+		assert.Equal(t, int32(3), d.Done, d.Name)
+		assert.Positive(t, d.UnavailableSeconds, d.Name)
+	}
+	require.NotNil(t, ro.Status.StartTime)
+	require.NotNil(t, ro.Status.CompletionTime)
+	assert.Equal(t, map[string]int{"rack-a-1": 1, "rack-a-2": 1, "rack-a-3": 1, "rack-b-1": 1, "rack-b-2": 1, "rack-b-3": 1,
+		"rack-c-1": 1, "rack-c-2": 1, "rack-c-3": 1}, w.jobsPerNode())
+}
+
+// The same pool node by node with maxUnavailable 1 breaks every rack three times: its
+// domain-unavailable time and its wall time are both higher than by domain.
+func TestRolloutByDomainCostsLessDomainTimeThanNodeByNode(t *testing.T) {
+	racks := []string{"a", "b", "c"}
+	byNode := newRackWorld(t, testRollout("n", 1), racks, 3, 1)
+	byNode.runToEnd("n")
+	byDomain := newRackWorld(t, byDomainRollout("d", 1), racks, 3, 1)
+	byDomain.runToEnd("d")
+	n, d := byNode.rollout("n").Status, byDomain.rollout("d").Status
+	t.Logf("node by node: wall %s, domain-unavailable %ds; by domain: wall %s, domain-unavailable %ds",
+		n.CompletionTime.Sub(n.StartTime.Time), n.DomainUnavailableSeconds, d.CompletionTime.Sub(d.StartTime.Time), d.DomainUnavailableSeconds)
+	assert.Less(t, d.DomainUnavailableSeconds, n.DomainUnavailableSeconds)
+	assert.True(t, d.CompletionTime.Sub(d.StartTime.Time) < n.CompletionTime.Sub(n.StartTime.Time))
+}
+
+// minNodes is a floor on available nodes: with 2 racks of 3 and minNodes 3, a second
+// rack never goes while one is out, whatever maxUnavailableDomains allows.
+func TestRolloutByDomainKeepsMinNodes(t *testing.T) {
+	w := newRackWorld(t, byDomainRollout("r", 2), []string{"a", "b"}, 3, 3)
+	for _, out := range w.runToEnd("r") {
+		assert.LessOrEqual(t, len(out), 1, "a second rack out would leave fewer than minNodes available: %v", out)
+	}
+}
+
+// A rollout by domain of a pool without a topology (made while the webhook was away)
+// does not start: U6 names the field.
+func TestRolloutByDomainWithoutTopologyDoesNotStart(t *testing.T) {
+	w := newWorld(t, byDomainRollout("r", 1), "n1", "n2")
+	w.reconcile(w.reconciler(), "r")
+	ro := w.rollout("r")
+	assert.Equal(t, v1alpha1.RolloutFailed, ro.Status.Phase)
+	assert.Contains(t, ro.Status.Message, "[U6] spec.maxUnavailableDomains applies to a pool with a topology")
+	assert.Empty(t, ro.Status.Nodes)
+	assert.Zero(t, w.unschedulable())
+}
+
+// A writer of node labels who merges every rack into one after the rollout started
+// (the topology labels are claims) gets nothing: each node's domain was fixed when the
+// rollout started, so still one rack at a time goes out.
+func TestRolloutByDomainIgnoresDomainLabelsChangedAfterItsStart(t *testing.T) {
+	w := newRackWorld(t, byDomainRollout("r", 1), []string{"a", "b", "c"}, 2, 1)
+	r := w.reconciler()
+	w.reconcile(r, "r")
+	ctx := context.Background()
+	list, err := w.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	fixed := map[string]string{}
+	for i := range list.Items {
+		n := &list.Items[i]
+		fixed[n.Name] = n.Labels[cliqueLabel]
+		n.Labels[cliqueLabel] = "uuid.merged"
+		_, err := w.kube.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+		require.NoError(t, err)
+	}
+	for i := 0; i < 40 && w.rollout("r").Status.Phase != v1alpha1.RolloutSucceeded; i++ {
+		w.reconcile(r, "r")
+		nodes, err := w.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		out := map[string]bool{}
+		for _, n := range nodes.Items {
+			if n.Spec.Unschedulable {
+				out[fixed[n.Name]] = true
+			}
+		}
+		require.LessOrEqual(t, len(out), 1, "racks out at once: %v", out)
+		w.playInstallers()
+		w.clock.Step(time.Minute)
+	}
+	ro := w.rollout("r")
+	require.Equal(t, v1alpha1.RolloutSucceeded, ro.Status.Phase, ro.Status.Message)
+	assert.Len(t, ro.Status.Domains, 3, "the domains the rollout started with")
+}
