@@ -88,7 +88,11 @@ func TestDomainFloorUnderConcurrentDepartures(t *testing.T) {
 	}
 	stay := domainMembers(t, fp.name, "sp-a")
 	t.Logf("sp-a keeps %v; %d departures denied; connections per replica %v", stay, denied, connections(rs))
-	assert.Len(t, stay, 2, "sp-a holds exactly its floor")
+	// Never below the floor. Not always at it: a node's label removal granted a moment
+	// before its own delete won the race keeps its reservation until it expires, which
+	// can only keep a member more (the reservation errs on the side of the floor).
+	assert.GreaterOrEqual(t, len(stay), 2, "sp-a never goes below its floor")
+	assert.Less(t, len(stay), len(spA), "the departures the floor allows go through")
 	assert.GreaterOrEqual(t, denied, 2, "the 2 members that stay were each refused at least once")
 	assert.Len(t, domainMembers(t, fp.name, "sp-b"), 4, "the other domain is untouched")
 

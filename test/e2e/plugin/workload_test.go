@@ -23,13 +23,17 @@ func deployOn(t *testing.T, name, nodeName string, guarded bool) string {
 	t.Helper()
 	kube := framework().Kube
 	labels := map[string]string{"app": name}
+	// Pinned by hostname to a member of a Training pool, the pod is judged as that pool's
+	// (policy.PlacementPin): it says it is training work, as a Deployment's pods are
+	// otherwise inference work, which P3 refuses there.
+	podLabels := map[string]string{"app": name, "runwhere.ai/workload-type": "training"}
 	d := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To[int32](1),
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				ObjectMeta: metav1.ObjectMeta{Labels: podLabels},
 				Spec: corev1.PodSpec{
 					NodeSelector: map[string]string{"kubernetes.io/hostname": nodeName},
 					// Pool taints only: a pod that tolerated everything would also
