@@ -99,9 +99,11 @@ func runGPUPod(t *testing.T, name, nodeName string) {
 	t.Helper()
 	kube := framework().Kube
 	labels := map[string]string{"app": name}
+	// Pinned by hostname to a Training pool's member, the pod is that pool's (P3): training work.
+	podLabels := map[string]string{"app": name, "runwhere.ai/workload-type": "training"}
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: appsv1.DeploymentSpec{
 		Replicas: ptr.To[int32](1), Selector: &metav1.LabelSelector{MatchLabels: labels},
-		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: podLabels}, Spec: corev1.PodSpec{
 			NodeSelector: map[string]string{"kubernetes.io/hostname": nodeName},
 			Containers: []corev1.Container{{Name: "c", Image: "busybox", Resources: corev1.ResourceRequirements{
 				Limits: corev1.ResourceList{"nvidia.com/gpu": resourceQ("8")}}}}}}}}
