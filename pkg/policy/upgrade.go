@@ -248,9 +248,15 @@ func upgradeNodeNames(nodes []UpgradeNode) []string {
 // PredictUpgradeWaves lists the waves a rollout will run if every node succeeds (for
 // --dry-run): each wave's nodes become available again before the next starts.
 func PredictUpgradeWaves(nodes []UpgradeNode, maxUnavailable int, canary string) (waves [][]string, waiting []string) {
+	return predictWaves(nodes, func(cur []UpgradeNode) WavePlan { return PlanUpgradeWave(cur, maxUnavailable, canary) })
+}
+
+// predictWaves runs plan until it starts nothing more or a node fails, taking each
+// wave's nodes as done before the next.
+func predictWaves(nodes []UpgradeNode, plan func([]UpgradeNode) WavePlan) (waves [][]string, waiting []string) {
 	cur := append([]UpgradeNode(nil), nodes...)
 	for {
-		p := PlanUpgradeWave(cur, maxUnavailable, canary)
+		p := plan(cur)
 		wave := append(append([]string{}, p.Continue...), p.Start...)
 		if len(wave) == 0 || len(p.Failed) > 0 {
 			return waves, p.Waiting

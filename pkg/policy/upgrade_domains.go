@@ -252,24 +252,7 @@ func domainPhase(ns []UpgradeNode) string {
 // PredictDomainWaves lists the waves a rollout by domain will run if every node
 // succeeds (for --dry-run).
 func PredictDomainWaves(nodes []UpgradeNode, domainOf map[string]string, maxDomains, minAvailable int) (waves [][]string, waiting []string) {
-	cur := append([]UpgradeNode(nil), nodes...)
-	for {
-		p := PlanDomainWave(cur, domainOf, maxDomains, minAvailable)
-		wave := append(append([]string{}, p.Continue...), p.Start...)
-		if len(wave) == 0 || len(p.Failed) > 0 {
-			return waves, p.Waiting
-		}
-		waves = append(waves, wave)
-		in := map[string]bool{}
-		for _, n := range wave {
-			in[n] = true
-		}
-		for i := range cur {
-			if in[cur[i].Name] {
-				cur[i].State, cur[i].Unavailable = UpgradeDone, false
-			}
-		}
-	}
+	return predictWaves(nodes, func(cur []UpgradeNode) WavePlan { return PlanDomainWave(cur, domainOf, maxDomains, minAvailable) })
 }
 
 // RolloutDomains is each domain's progress and the time the rollout held it out: the
