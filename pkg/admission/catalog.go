@@ -172,8 +172,13 @@ func (c *requestCatalog) Pool(name string) (policy.PoolInfo, bool) {
 }
 
 func (c *requestCatalog) members(pool string) []*corev1.Node {
+	return c.nodesBy(IndexNodePool, pool)
+}
+
+// nodesBy are the cached nodes whose index field holds value.
+func (c *requestCatalog) nodesBy(index, value string) []*corev1.Node {
 	var list corev1.NodeList
-	if err := c.r.List(c.ctx, &list, client.MatchingFields{IndexNodePool: pool}, noCopy); err != nil {
+	if err := c.r.List(c.ctx, &list, client.MatchingFields{index: value}, noCopy); err != nil {
 		c.fail(err)
 		return nil
 	}
@@ -383,16 +388,7 @@ func (c *requestCatalog) NodeNamed(name string) *corev1.Node {
 
 // NodesWithHostname implements policy.NodeView, by the hostname index.
 func (c *requestCatalog) NodesWithHostname(h string) []*corev1.Node {
-	var list corev1.NodeList
-	if err := c.r.List(c.ctx, &list, client.MatchingFields{IndexNodeHostname: h}, noCopy); err != nil {
-		c.fail(err)
-		return nil
-	}
-	out := make([]*corev1.Node, len(list.Items))
-	for i := range list.Items {
-		out[i] = &list.Items[i]
-	}
-	return out
+	return c.nodesBy(IndexNodeHostname, h)
 }
 
 // PoolHasMembers implements policy.NodeView.

@@ -163,6 +163,29 @@ func (p WavePlan) Stalled() bool {
 	return p.Finished() && len(p.Failed) == 0 && len(p.NoSlot) > 0
 }
 
+// tally counts n into the plan's figures (Unavailable, Total, Done, Failed, Continue)
+// and says whether the rollout holds it at all, and whether it waits to start.
+func (p *WavePlan) tally(n UpgradeNode) (inRollout, waits bool) {
+	if n.Unavailable || !n.Ready {
+		p.Unavailable = append(p.Unavailable, n.Name)
+	}
+	if n.State == "" || n.State == UpgradeAborted {
+		return false, false
+	}
+	p.Total++
+	switch {
+	case n.State == UpgradeDone:
+		p.Done++
+	case n.State == UpgradeFailed:
+		p.Failed = append(p.Failed, n.Name)
+	case UpgradeStarted(n.State):
+		p.Continue = append(p.Continue, n.Name)
+	default:
+		return true, true
+	}
+	return true, false
+}
+
 // PlanUpgradeWave decides the next wave (rule U2): nodes already in progress are
 // finished; a failed node stops everything; the canary, when given, goes alone and
 // first; otherwise pending nodes start while the pool's unavailable nodes (cordoned or
@@ -171,7 +194,6 @@ func (p WavePlan) Stalled() bool {
 // before busy ones, then by name.
 func PlanUpgradeWave(nodes []UpgradeNode, maxUnavailable int, canary string) WavePlan {
 	var plan WavePlan
-	unavailable := 0
 	var pending []UpgradeNode
 	canaryDone := true
 	for _, n := range nodes {
@@ -180,25 +202,11 @@ func PlanUpgradeWave(nodes []UpgradeNode, maxUnavailable int, canary string) Wav
 		}
 	}
 	for _, n := range nodes {
-		if n.Unavailable || !n.Ready {
-			unavailable++
-			plan.Unavailable = append(plan.Unavailable, n.Name)
-		}
-		if n.State == "" || n.State == UpgradeAborted {
-			continue
-		}
-		plan.Total++
-		switch {
-		case n.State == UpgradeDone:
-			plan.Done++
-		case n.State == UpgradeFailed:
-			plan.Failed = append(plan.Failed, n.Name)
-		case UpgradeStarted(n.State):
-			plan.Continue = append(plan.Continue, n.Name)
-		default:
+		if _, waits := plan.tally(n); waits {
 			pending = append(pending, n)
 		}
 	}
+	unavailable := len(plan.Unavailable)
 	if len(plan.Failed) > 0 {
 		plan.Continue, plan.Waiting = nil, upgradeNodeNames(pending)
 		return plan

@@ -93,29 +93,14 @@ func RolloutDomainKey(node, domain string) string {
 // member of the pool.
 func PlanDomainWave(nodes []UpgradeNode, domainOf map[string]string, maxDomains, minAvailable int) WavePlan {
 	var plan WavePlan
-	available := 0
 	byDomain := map[string][]UpgradeNode{}
 	for _, n := range nodes {
-		if n.Unavailable || !n.Ready {
-			plan.Unavailable = append(plan.Unavailable, n.Name)
-		} else {
-			available++
+		if inRollout, _ := plan.tally(n); inRollout {
+			d := domainOf[n.Name]
+			byDomain[d] = append(byDomain[d], n)
 		}
-		if n.State == "" || n.State == UpgradeAborted {
-			continue
-		}
-		plan.Total++
-		switch {
-		case n.State == UpgradeDone:
-			plan.Done++
-		case n.State == UpgradeFailed:
-			plan.Failed = append(plan.Failed, n.Name)
-		case UpgradeStarted(n.State):
-			plan.Continue = append(plan.Continue, n.Name)
-		}
-		d := domainOf[n.Name]
-		byDomain[d] = append(byDomain[d], n)
 	}
+	available := len(nodes) - len(plan.Unavailable)
 	var begun, fresh []string
 	for d, ns := range byDomain {
 		switch domainPhase(ns) {
