@@ -56,8 +56,14 @@ func TestDomainFloorUnderConcurrentDepartures(t *testing.T) {
 			}
 		}
 	}
+	framework.WaitInService(t, kube, spA...)
+	// The replicas' caches follow one ordered watch of nodes: once each of them counts
+	// a ninth member, created after every sp-a node was seen in service, each of them
+	// sees sp-a in service too. The probe belongs to no domain, so no domain floor
+	// counts it, and the pool's minNodes (1) is kept by sp-b.
+	createDomainNode(t, kube, "domain-probe", fp.name, "")
 	for i := range rs.Procs {
-		waitReplica(t, rs, crt, i, fp, 8)
+		waitReplica(t, rs, crt, i, fp, 9)
 	}
 
 	start := make(chan struct{})
@@ -121,11 +127,16 @@ func domainMembers(t *testing.T, pool, d string) []string {
 	return out
 }
 
-// createDomainNode makes a Ready member of pool in super node d.
+// createDomainNode makes a Ready member of pool in super node d (no domain label when
+// d is empty).
 func createDomainNode(t *testing.T, kube kubernetes.Interface, name, pool, d string) {
 	t.Helper()
+	labels := map[string]string{policy.LabelPool: pool, "type": "kwok"}
+	if d != "" {
+		labels[superPodLabel] = d
+	}
 	_, err := kube.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name,
-		Labels:      map[string]string{policy.LabelPool: pool, superPodLabel: d, "type": "kwok"},
+		Labels:      labels,
 		Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"}},
 		Status: corev1.NodeStatus{Conditions: readyCondition}}, metav1.CreateOptions{})
 	require.NoError(t, err)

@@ -204,6 +204,31 @@ func CreateReadyNode(t *testing.T, kube kubernetes.Interface, name, pool string)
 	require.NoError(t, err)
 }
 
+// WaitInService waits until the API server has each node Ready and without a taint a
+// pool's pods do not tolerate. The TaintNodesByCondition admission plugin gives every
+// new node the not-ready taint, which the controller-manager lifts only once it has seen
+// the node Ready (seconds later on a loaded machine): until then the node is out of
+// service (policy.NodeOut), and neither N3's domain floor nor a scale plan counts it.
+func WaitInService(t *testing.T, kube kubernetes.Interface, names ...string) {
+	t.Helper()
+	var last string
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		for _, n := range names {
+			node, err := kube.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
+			if err != nil {
+				last = err.Error()
+				return false, nil
+			}
+			if out := policy.NodeOut(node, node.Labels[policy.LabelPool], ""); out != "" {
+				last = n + ": " + out
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	require.NoError(t, err, "nodes never came into service; last: %s", last)
+}
+
 // RenderWithComponent is `kubectl kustomize` of deploy/webhook with one of its components
 // (deploy/webhook/components/NAME), as an operator's overlay would render it.
 func RenderWithComponent(t *testing.T, name string) string {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/policy"
+	fw "github.com/runwhere-ai/litepool/test/e2e/framework"
 )
 
 const superPodLabel = "huawei.com/topotree.superpodid"
@@ -39,7 +40,7 @@ func TestScaleDownTakesAWholeIdleDomain(t *testing.T) {
 		addKwokNode(t, name, map[string]string{policy.LabelPool: "rack", policy.LabelGPUType: "H100-80G",
 			superPodLabel: fmt.Sprintf("sp-%d", i%4), "huawei.com/topotree.rackid": "r0"})
 	}
-	waitReady(t, names...)
+	fw.WaitInService(t, framework().Kube, names...)
 	for _, i := range []int{0, 4, 3} {
 		runGPUPod(t, fmt.Sprintf("rack-job-%02d", i), names[i])
 	}
@@ -76,21 +77,6 @@ func TestScaleDownTakesAWholeIdleDomain(t *testing.T) {
 	err = framework().Kube.CoreV1().Nodes().Delete(ctx(), "rack-node-09", metav1.DeleteOptions{})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `[N3] node "rack-node-09" cannot leave pool "rack": its domain "sp-1"`)
-}
-
-// waitReady waits until kwok has the nodes Ready: the plan counts members in service.
-func waitReady(t *testing.T, names ...string) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(ctx(), waitInterval, waitTimeout, true, func(c context.Context) (bool, error) {
-		for _, n := range names {
-			got, err := framework().Kube.CoreV1().Nodes().Get(c, n, metav1.GetOptions{})
-			if err != nil || !policy.IsNodeReady(got) {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
-	require.NoError(t, err)
 }
 
 // runGPUPod runs a one-replica Deployment of one 8-GPU pod pinned to node, deleted when
