@@ -183,27 +183,48 @@ const (
 
 // BindingTargetsConditions are the CEL match conditions that, ANDed, send to P6's
 // webhook only the pods/binding requests whose target is one of nodes (sorted); other
-// requests pass. No node: no binding is sent. The names are written as one list or,
-// when it is too long, as one anchored regular expression of the same names (10,000
-// names of a numbered or cloud-style pattern fit where a list holds about 4,000); when
-// neither fits, the names are cut into slices of consecutive names, one condition
-// each: "the target sorts outside this slice's range, or it is in the slice". The
-// ranges cover every string, so a target is listed exactly when the condition of its
-// range holds, and the others hold anyway. Only past MaxBindingTargetsConditions
-// slices is every binding sent ("true").
+// requests pass. No node: no binding is sent. The names are written as lists, cut into
+// slices of consecutive names, one condition each: "the target sorts outside this
+// slice's range, or it is in the slice". The ranges cover every string, so a target is
+// listed exactly when the condition of its range holds, and the others hold anyway. One
+// anchored regular expression of all the names replaces the lists where the API server
+// evaluates it faster (conditionCost: numbered names), and regular expressions cut into
+// slices are the last resort past MaxBindingTargetsConditions lists; past as many of
+// those, every binding is sent ("true").
 func BindingTargetsConditions(nodes []string) []admissionregistrationv1.MatchCondition {
 	if len(nodes) == 0 {
 		return bindingConditions([]string{notBinding})
 	}
-	if m := membership(nodes); len(m) <= MaxBindingTargetsExpression-sliceOverhead {
-		// One condition, no range.
-		return bindingConditions([]string{notBinding + " || " + byScheduler + " || " + m})
+	lists := slicePlan(nodes, listSliceLen, list)
+	if len(lists) == 1 {
+		return bindingConditions(lists) // no plan has fewer conditions, and a list costs no more
 	}
+	if re := namesRegexp(nodes); re != "" && len(re)+len("object.target.name.matches(r'')") <= MaxBindingTargetsExpression-sliceOverhead {
+		one := []string{notBinding + " || " + byScheduler + " || object.target.name.matches(r'" + re + "')"}
+		if lists == nil || planCost(one) < planCost(lists) {
+			return bindingConditions(one)
+		}
+	}
+	if lists != nil {
+		// Regular expressions would take two conditions or more, all but the last
+		// filled to the limit: that costs more than the most conditions of lists.
+		return bindingConditions(lists)
+	}
+	if fewest := slicePlan(nodes, sliceLen, membership); fewest != nil {
+		return bindingConditions(fewest)
+	}
+	return bindingConditions([]string{"true"})
+}
+
+// slicePlan cuts names into slices of the length take gives, each written by member
+// with its range; nil when a slice cannot be written or there would be more than
+// MaxBindingTargetsConditions. One slice needs no range.
+func slicePlan(names []string, take func([]string) int, member func([]string) string) []string {
 	var exprs []string
-	for rest := nodes; len(rest) > 0; {
-		n := sliceLen(rest)
+	for rest := names; len(rest) > 0; {
+		n := take(rest)
 		if n == 0 || len(exprs) == MaxBindingTargetsConditions {
-			return bindingConditions([]string{"true"})
+			return nil
 		}
 		outside := ""
 		if len(exprs) > 0 {
@@ -212,14 +233,46 @@ func BindingTargetsConditions(nodes []string) []admissionregistrationv1.MatchCon
 		if n < len(rest) {
 			outside += " || object.target.name >= '" + rest[n] + "'"
 		}
-		m := membership(rest[:n])
+		m := member(rest[:n])
 		if len(m) > MaxBindingTargetsExpression-sliceOverhead {
-			return bindingConditions([]string{"true"}) // Go's regexp refused the pattern
+			return nil // Go's regexp refused the pattern
 		}
 		exprs = append(exprs, notBinding+" || "+byScheduler+outside+" || "+m)
 		rest = rest[n:]
 	}
-	return bindingConditions(exprs)
+	return exprs
+}
+
+// conditionCost is what one more condition costs the API server for every binding, in
+// characters of regular expression matched at the same cost. Measured with the API
+// server's own match-condition compiler (BenchmarkConditionShapes; thread CPU time, 2
+// cores, 2026-11): a condition costs about 10 µs whatever it holds, a list is a hash lookup
+// (5,000 names cost what 10 do), and a regular expression about 0.8 µs per 1,000
+// characters of pattern. So a pattern shorter than its list by more than this per
+// condition saved is worth writing (numbered names: 10,000 in 300 characters), and one
+// of names that do not share prefixes is not (random names: 10,000 in 130,000).
+const conditionCost = 12_000
+
+// planCost estimates what the API server spends on a plan's conditions per binding.
+func planCost(exprs []string) int {
+	cost := len(exprs) * conditionCost
+	for _, e := range exprs {
+		if i := strings.Index(e, ".matches(r'"); i >= 0 {
+			cost += len(e) - i
+		}
+	}
+	return cost
+}
+
+// listSliceLen is how many of names (from the first) one condition holds as a list.
+func listSliceLen(names []string) int {
+	room := MaxBindingTargetsExpression - sliceOverhead
+	n, size := 0, len("object.target.name in []")
+	for n < len(names) && size+len(names[n])+4 <= room { // "'n', "
+		size += len(names[n]) + 4
+		n++
+	}
+	return n
 }
 
 // sliceOverhead is the most a slice's condition holds besides its membership test: the
@@ -233,11 +286,7 @@ var sliceOverhead = len(notBinding+" || "+byScheduler) + 2*len(" || object.targe
 // nearly always) to within 1/64 of the best.
 func sliceLen(names []string) int {
 	room := MaxBindingTargetsExpression - sliceOverhead
-	lo, size := 0, len("object.target.name in []")
-	for lo < len(names) && size+len(names[lo])+4 <= room { // "'n', "
-		size += len(names[lo]) + 4
-		lo++
-	}
+	lo := listSliceLen(names)
 	fits := func(n int) bool { return len(namesPattern(names[:n]))+len("object.target.name.matches(r'')") <= room }
 	if lo == len(names) || fits(len(names)) {
 		return len(names)
