@@ -45,6 +45,7 @@ type StressRun struct {
 }
 
 // StressRunSpec says what to test, where and how.
+// +kubebuilder:validation:XValidation:rule="!has(self.domains) || !self.domains || !has(self.nodes) || size(self.nodes) == 0",message="set one of spec.nodes (some members) or spec.domains (whole domains): a run by domain tests whole domains"
 // +kubebuilder:validation:XValidation:rule="self.pool == oldSelf.pool && self.tests == oldSelf.tests && self.image == oldSelf.image && (has(self.command) == has(oldSelf.command) && (!has(self.command) || self.command == oldSelf.command)) && (has(self.nodes) == has(oldSelf.nodes) && (!has(self.nodes) || self.nodes == oldSelf.nodes)) && has(self.domains) == has(oldSelf.domains) && (!has(self.domains) || self.domains == oldSelf.domains)",message="a stress run's pool, nodes, domains, tests, image and command are fixed once created; only abort may change"
 type StressRunSpec struct {
 	// Pool whose idle nodes are tested.
