@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
@@ -169,4 +170,19 @@ func TestStressStatusNeedsARunOrAPool(t *testing.T) {
 	}
 	r := stressCmd(f, "status", "--pool", "pool-a")
 	require.EqualError(t, r.Err, "pool pool-a has no stress run (kubectl litepool stress run --pool pool-a starts one)")
+}
+
+// stress schedule's CronJob may not list nodes (its ClusterRole starts runs and nothing
+// more): its run by domain is created, and the webhook judges T4 on it.
+func TestStressRunByDomainWithoutNodeRightsLeavesT4ToTheWebhook(t *testing.T) {
+	f := rackCluster(t, poolA())
+	runs := withRuns(t, true, poolA())
+	f.Kube.PrependReactor("list", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(corev1.Resource("nodes"), "", assert.AnError)
+	})
+	r := stressCmd(f, append(domainArgs, "--in-cluster=true")...)
+	require.NoError(t, r.Err)
+	var run v1alpha1.StressRun
+	require.NoError(t, runs.Get(t.Context(), client.ObjectKey{Name: "pool-a-20261122-120000"}, &run))
+	assert.True(t, run.Spec.Domains)
 }
