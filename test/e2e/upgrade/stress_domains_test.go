@@ -186,3 +186,27 @@ func newestRun(t *testing.T, pool string) *v1alpha1.StressRun {
 	require.NotNil(t, run, fmt.Sprintf("no stress run of pool %s", pool))
 	return run
 }
+
+// stress schedule --domains: the CronJob runs stress run --domains under the schedule's
+// own ServiceAccount, which may start runs and read pools, not nodes. Run as that
+// ServiceAccount, the command creates the run by domain (T4 is the webhook's then; no
+// controller here takes it) rather than failing on the nodes it may not read.
+func TestStressScheduleByDomainRunsAsItsServiceAccount(t *testing.T) {
+	t.Parallel()
+	superPodPool(t, "str-dsch", 2, 1)
+	out := framework.C.MustLitepool(t, "stress", "schedule", "--pool", "str-dsch", "--cron", "0 2 * * 0", "--image", "npu-stress:1.0",
+		"--tests", "npu", "--domains", "--plugin-image", "litepool:test", "-n", "default")
+	assert.Contains(t, out, "cronjob/litepool-stress-str-dsch configured\n")
+	cj, err := framework.C.Kube.BatchV1().CronJobs("default").Get(context.Background(), "litepool-stress-str-dsch", metav1.GetOptions{})
+	require.NoError(t, err)
+	command := cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Command
+	assert.Equal(t, "--domains", command[len(command)-1])
+
+	r := framework.C.Kubectl(t, "", append([]string{"litepool", "--as", "system:serviceaccount:default:litepool-stress-str-dsch"},
+		append(command[1:], "--controller-timeout", "1s")...)...)
+	assert.Equal(t, 1, r.ExitCode)
+	assert.Contains(t, r.Stderr, "--in-cluster: no litepool controller took stress run str-dsch-", "the run was created, not refused:\n"+r.Stderr)
+	run := newestRun(t, "str-dsch")
+	assert.True(t, run.Spec.Domains)
+	require.NoError(t, runsClient(t).Delete(context.Background(), run))
+}
