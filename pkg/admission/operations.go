@@ -37,7 +37,7 @@ func RegisterOperations(srv webhook.Server, c Catalog, matrix MatrixLoader) {
 // by any client (plain kubectl, a GitOps tool) gets the checks the plugin makes before
 // it creates one: U2, U5, U6 (a rollout by domain) and the compatibility pre-flight C1 for a rollout (overridden,
 // as the plugin's --force does, by runwhere.ai/force on the rollout: "<who>: <why>"),
-// T3 for a stress run. Their specs are immutable where these rules look, so updates are
+// T3 and T4 (a run by domain) for a stress run. Their specs are immutable where these rules look, so updates are
 // not judged.
 type OperationsHandler struct {
 	Catalog Catalog
@@ -73,7 +73,11 @@ func (h *OperationsHandler) Handle(ctx context.Context, req admission.Request) a
 			return errorf(hookOperations, start, http.StatusBadRequest, "decoding the stress run: %v", derr)
 		}
 		_, exists := cat.Pool(run.Spec.Pool)
-		err = policy.CheckStressRun(run.Spec, exists, nodeNames(cat.members(run.Spec.Pool)))
+		members := cat.members(run.Spec.Pool)
+		err = policy.CheckStressRun(run.Spec, exists, nodeNames(members))
+		if err == nil && run.Spec.Domains {
+			err = policy.CheckStressDomains(cat.poolObject(run.Spec.Pool), run.Spec.Pool, members)
+		}
 	default:
 		return errorf(hookOperations, start, http.StatusBadRequest, "expected a DriverRollout or a StressRun, got %q", req.Kind.Kind)
 	}

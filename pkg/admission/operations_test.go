@@ -114,6 +114,17 @@ func TestOperationsHandlerStressRuns(t *testing.T) {
 	require.False(t, resp.Allowed)
 	assert.Contains(t, resp.Result.Message, `[T3] spec.pool "train-h100" does not exist`)
 
+	// By domain (T4): only a pool with a topology; the denial names the field.
+	byDomain := func(pool string) *v1alpha1.StressRun { r := run(pool); r.Spec.Domains = true; return r }
+	assert.True(t, review(t, h, operationRequest(t, "StressRun", byDomain("train-racks"))).Allowed)
+	for _, pool := range []string{"train-snt9b", "infer-a10"} {
+		resp = review(t, h, operationRequest(t, "StressRun", byDomain(pool)))
+		require.False(t, resp.Allowed, pool)
+		assert.Equal(t, `[T4] spec.domains tests a pool by unit domain, and pool "`+pool+`" has no topology (no spec.topology): run without --domains (spec.domains) to test node by node, or declare the pool's topology first`, resp.Result.Message)
+		require.NotNil(t, resp.Result.Details, pool)
+		assert.Equal(t, []metav1.StatusCause{{Type: "runwhere.ai/rule", Message: "T4", Field: policy.FieldStressDomains}}, resp.Result.Details.Causes)
+	}
+
 	update := operationRequest(t, "StressRun", run("train-snt9b", "spare-1"))
 	update.Operation = admissionv1.Update
 	assert.True(t, review(t, h, update).Allowed, "updates (abort) are not judged: the spec is immutable where T3 looks")

@@ -152,7 +152,7 @@ func TestUpgradeCheckStressHCCLCommandsAreDocumented(t *testing.T) {
 			walk(cmd)
 		}
 	}
-	assert.Equal(t, 13, seen) // 4 parents; upgrade driver/status/resume/abort; check compat; stress run/schedule; hccl set/get
+	assert.Equal(t, 14, seen) // 4 parents; upgrade driver/status/resume/abort; check compat; stress run/schedule/status; hccl set/get
 }
 
 // -w has one meaning across the plugin, kubectl's: --watch (kubectl get -w). It once

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 )
 
@@ -63,4 +65,27 @@ func listSome(items []string) string {
 		return strings.Join(items, ", ")
 	}
 	return fmt.Sprintf("%s and %d more", strings.Join(items[:10], ", "), len(items)-10)
+}
+
+// FieldStressDomains is the StressRun field of a run by domain.
+const FieldStressDomains = "spec.domains"
+
+// CheckStressDomains is rule T4: a stress run by domain (spec.domains, the plugin's
+// --domains) needs a pool with a valid topology whose members form at least one unit
+// domain; a pool without one would test nothing as a domain. pool is the Pool object
+// (nil when there is none), members its nodes.
+func CheckStressDomains(pool *v1alpha1.Pool, poolName string, members []*corev1.Node) error {
+	if !HasTopology(pool) {
+		return fieldViolationf("T4", FieldStressDomains, "%s tests a pool by unit domain, and pool %q has no topology (no spec.topology): run without --domains (spec.domains) to test node by node, or declare the pool's topology first",
+			FieldStressDomains, poolName)
+	}
+	t, err := ResolveTopology(pool.Spec.Topology)
+	if err != nil {
+		return err
+	}
+	if domains, _ := t.GroupByDomain(members); len(domains) == 0 {
+		return fieldViolationf("T4", FieldStressDomains, "%s tests a pool by unit domain, and none of pool %q's %d node(s) is in one (each lacks a label of %s): run without --domains (spec.domains), or label the nodes",
+			FieldStressDomains, poolName, len(members), strings.Join(t.Levels, ", "))
+	}
+	return nil
 }

@@ -163,15 +163,19 @@ func (r *Reconciler) start(ctx context.Context, run *v1alpha1.StressRun, st *v1a
 			fmt.Sprintf("stress run %s holds pool %s: this one starts when it ends", holder, run.Spec.Pool))
 		return PoolBusyRecheck, nil
 	}
-	targets, err := Plan(ctx, r.Kube, r.Namespace, run.Spec.Pool, run.Spec.Nodes)
+	targets, domains, err := r.plan(ctx, run)
 	if err != nil {
 		if apierrors.ReasonForError(err) != metav1.StatusReasonUnknown {
 			return 0, err
 		}
-		r.finish(run, st, v1alpha1.StressRunFailed, "NoNodes", err.Error())
+		reason := "NoNodes"
+		if len(policy.Rules(err)) > 0 {
+			reason = "NoDomains" // T4: the pool lost its topology, or its domains, since
+		}
+		r.finish(run, st, v1alpha1.StressRunFailed, reason, err.Error())
 		return 0, nil
 	}
-	st.Results = nil
+	st.Results, st.Domains = nil, domains
 	for _, t := range targets {
 		if t.Skip != "" {
 			st.Results = append(st.Results, v1alpha1.StressNodeResult{Node: t.Node, Outcome: v1alpha1.StressOutcomeSkipped, Message: t.Skip})
@@ -184,12 +188,36 @@ func (r *Reconciler) start(ctx context.Context, run *v1alpha1.StressRun, st *v1a
 	now := r.now()
 	st.Phase, st.StartTime = v1alpha1.StressRunRunning, &now
 	setCondition(st, run.Generation, ConditionStarted, metav1.ConditionTrue, "Started",
-		fmt.Sprintf("testing %d node(s) of pool %s in namespace %s", countNodes(st.Results, false), run.Spec.Pool, r.Namespace))
+		fmt.Sprintf("testing %d node(s)%s of pool %s in namespace %s", countNodes(st.Results, false), inDomains(st), run.Spec.Pool, r.Namespace))
 	count(st)
 	if countNodes(st.Results, false) == 0 {
 		r.finish(run, st, v1alpha1.StressRunSucceeded, "NothingToTest", "every node was skipped")
 	}
 	return time.Millisecond, nil // go on at once: the next call creates the pods
+}
+
+// plan is what a run starts with: its targets, and its domains when it runs by domain
+// (read from the Pool live, as the nodes are: a run starts from what is true now).
+func (r *Reconciler) plan(ctx context.Context, run *v1alpha1.StressRun) ([]Target, []v1alpha1.StressDomainResult, error) {
+	if !run.Spec.Domains {
+		targets, err := Plan(ctx, r.Kube, r.Namespace, run.Spec.Pool, run.Spec.Nodes)
+		return targets, nil, err
+	}
+	pool := &v1alpha1.Pool{}
+	if err := r.Live.Get(ctx, client.ObjectKey{Name: run.Spec.Pool}, pool); apierrors.IsNotFound(err) {
+		pool = nil
+	} else if err != nil {
+		return nil, nil, err
+	}
+	return PlanDomains(ctx, r.Kube, r.Namespace, pool, run.Spec.Pool)
+}
+
+// inDomains says, for the Started condition, how many domains a run by domain tests.
+func inDomains(st *v1alpha1.StressRunStatus) string {
+	if st.Domains == nil {
+		return ""
+	}
+	return fmt.Sprintf(" in %d domain(s)", len(domainsTested(st)))
 }
 
 // holder is the run that keeps run from starting, if any.
@@ -229,21 +257,41 @@ func before(a, b *v1alpha1.StressRun) bool {
 // A node whose tests are all final is judged; when every node is, the run ends.
 func (r *Reconciler) step(ctx context.Context, run *v1alpha1.StressRun, st *v1alpha1.StressRunStatus) (time.Duration, error) {
 	requeue := runningRecheck
-	for _, node := range nodesOf(st.Results) {
-		idx := indexesOf(st.Results, node)
-		after, err := r.stepNode(ctx, run, st, node, idx)
-		if err != nil || after < 0 {
+	// By domain, a second round starts together what the first gated: the member
+	// stepped first saw its peers' test still running, read only later in the round.
+	rounds := 1
+	if run.Spec.Domains {
+		rounds = 2
+	}
+	for range rounds {
+		stopFailedDomains(st)
+		for _, node := range nodesOf(st.Results) {
+			idx := indexesOf(st.Results, node)
+			after, err := r.stepNode(ctx, run, st, node, idx)
+			if err != nil || after < 0 {
+				return 0, err
+			}
+			if after > 0 && after < requeue {
+				requeue = after
+			}
+		}
+	}
+	if run.Spec.Domains {
+		// A member that failed in this pass stops its domain now, not a recheck later.
+		stopFailedDomains(st)
+		if err := r.judgeDone(run, st); err != nil {
 			return 0, err
 		}
-		if after > 0 && after < requeue {
-			requeue = after
-		}
+		tallyDomains(st)
 	}
 	count(st)
 	if allFinal(st.Results) {
 		phase, reason, msg := v1alpha1.StressRunSucceeded, "Passed", fmt.Sprintf("%d node(s) passed", st.Passed)
 		if st.Failed > 0 {
 			phase, reason, msg = v1alpha1.StressRunFailed, "NodesFailed", fmt.Sprintf("%d node(s) failed: %s", st.Failed, strings.Join(failedNodes(st.Results), ", "))
+			if failed := FailedDomains(st); len(failed) > 0 {
+				msg += fmt.Sprintf("; %d domain(s) failed: %s", len(failed), strings.Join(failed, ", "))
+			}
 		}
 		r.finish(run, st, phase, reason, msg)
 		return 0, nil
@@ -269,6 +317,9 @@ func (r *Reconciler) stepNode(ctx context.Context, run *v1alpha1.StressRun, st *
 		res := &st.Results[next]
 		switch res.Outcome {
 		case v1alpha1.StressOutcomePending:
+			if !mayStart(run, st, res) {
+				return 0, nil // its domain's members have not all ended the test before
+			}
 			if err := r.createPod(ctx, run, res); err != nil {
 				if isPermanent(err) {
 					return -1, r.abort(ctx, run, st, "CannotCreatePods", fmt.Sprintf("creating the test pod of node %s in namespace %s: %v", node, r.Namespace, err))
@@ -393,6 +444,7 @@ func (r *Reconciler) abort(ctx context.Context, run *v1alpha1.StressRun, st *v1a
 		}
 	}
 	count(st)
+	tallyDomains(st)
 	phase := v1alpha1.StressRunAborted
 	if reason != "Aborted" {
 		phase = v1alpha1.StressRunFailed
@@ -411,20 +463,26 @@ func (r *Reconciler) finish(run *v1alpha1.StressRun, st *v1alpha1.StressRunStatu
 }
 
 // judge records the verdict of a node whose tests are all final: degraded when one
-// failed, healthy when all passed; a node with an aborted test is not judged. The
+// failed, healthy when all passed; a node with an aborted test is not judged, nor one
+// whose tests did not all run for another member's failure (a run by domain). The
 // node is labelled once the verdict is stored (owed).
 func (r *Reconciler) judge(run *v1alpha1.StressRun, st *v1alpha1.StressRunStatus, node string, idx []int) error {
 	var tests []string
-	failed, detail := false, "exit 0"
+	failed, notRun, detail := false, false, "exit 0"
 	for _, i := range idx {
 		res := st.Results[i]
 		tests = append(tests, string(res.Test))
 		switch res.Outcome {
-		case v1alpha1.StressOutcomeAborted:
+		case v1alpha1.StressOutcomeAborted, v1alpha1.StressOutcomeSkipped:
 			return nil
+		case v1alpha1.StressOutcomeNotRun:
+			notRun = true
 		case v1alpha1.StressOutcomeFailed:
 			failed, detail = true, string(res.Test)+": "+res.Message
 		}
+	}
+	if notRun && !failed {
+		return nil
 	}
 	for _, j := range st.Judged {
 		if j.Node == node {
@@ -437,6 +495,18 @@ func (r *Reconciler) judge(run *v1alpha1.StressRun, st *v1alpha1.StressRunStatus
 	}
 	summary := fmt.Sprintf("%s %s at %s %s: %s", strings.Join(tests, ","), result, r.now().UTC().Format(time.RFC3339), RunMark(run.Name), detail)
 	st.Judged = append(st.Judged, v1alpha1.StressJudgement{Node: node, Health: health, Summary: summary})
+	return nil
+}
+
+// judgeDone judges every node whose tests are all final (judge records a node once).
+func (r *Reconciler) judgeDone(run *v1alpha1.StressRun, st *v1alpha1.StressRunStatus) error {
+	for _, node := range nodesOf(st.Results) {
+		if idx := indexesOf(st.Results, node); nodeDone(st.Results, idx) {
+			if err := r.judge(run, st, node, idx); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
 }
 

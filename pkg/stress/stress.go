@@ -65,16 +65,22 @@ type Target struct {
 // every running pod once, live: a run starts from what is true now. namespace is
 // litepool's own: node work there (nodejob.IsNodeWork) does not make a node busy.
 func Plan(ctx context.Context, kube kubernetes.Interface, namespace, pool string, only []string) ([]Target, error) {
+	targets, _, err := plan(ctx, kube, namespace, pool, only)
+	return targets, err
+}
+
+// plan is Plan, and the pool's members it read, by name.
+func plan(ctx context.Context, kube kubernetes.Interface, namespace, pool string, only []string) ([]Target, map[string]*corev1.Node, error) {
 	nodes, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: labels.Set{policy.LabelPool: pool}.String()})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(nodes.Items) == 0 {
-		return nil, fmt.Errorf("pool %q has no nodes (no node carries %s=%s)", pool, policy.LabelPool, pool)
+		return nil, nil, fmt.Errorf("pool %q has no nodes (no node carries %s=%s)", pool, policy.LabelPool, pool)
 	}
 	busy, err := workloadPods(ctx, kube, namespace)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	members := map[string]*corev1.Node{}
 	for i := range nodes.Items {
@@ -96,7 +102,7 @@ func Plan(ctx context.Context, kube kubernetes.Interface, namespace, pool string
 		out = append(out, Target{Node: name, Skip: skipReason(n, busy[name])})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Node < out[j].Node })
-	return out, nil
+	return out, members, nil
 }
 
 // skipReason says why a node is not tested: NotReady, cordoned, or running work.

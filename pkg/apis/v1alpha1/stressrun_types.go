@@ -45,7 +45,8 @@ type StressRun struct {
 }
 
 // StressRunSpec says what to test, where and how.
-// +kubebuilder:validation:XValidation:rule="self.pool == oldSelf.pool && self.tests == oldSelf.tests && self.image == oldSelf.image && (has(self.command) == has(oldSelf.command) && (!has(self.command) || self.command == oldSelf.command)) && (has(self.nodes) == has(oldSelf.nodes) && (!has(self.nodes) || self.nodes == oldSelf.nodes))",message="a stress run's pool, nodes, tests, image and command are fixed once created; only abort may change"
+// +kubebuilder:validation:XValidation:rule="!has(self.domains) || !self.domains || !has(self.nodes) || size(self.nodes) == 0",message="set one of spec.nodes (some members) or spec.domains (whole domains): a run by domain tests whole domains"
+// +kubebuilder:validation:XValidation:rule="self.pool == oldSelf.pool && self.tests == oldSelf.tests && self.image == oldSelf.image && (has(self.command) == has(oldSelf.command) && (!has(self.command) || self.command == oldSelf.command)) && (has(self.nodes) == has(oldSelf.nodes) && (!has(self.nodes) || self.nodes == oldSelf.nodes)) && has(self.domains) == has(oldSelf.domains) && (!has(self.domains) || self.domains == oldSelf.domains)",message="a stress run's pool, nodes, domains, tests, image and command are fixed once created; only abort may change"
 type StressRunSpec struct {
 	// Pool whose idle nodes are tested.
 	// +kubebuilder:validation:MinLength=4
@@ -57,6 +58,13 @@ type StressRunSpec struct {
 	// +listType=set
 	// +optional
 	Nodes []string `json:"nodes,omitempty"`
+	// Domains tests the pool by unit domain (spec.topology of the Pool): a domain's
+	// members are tested together, and only when every member is idle; a domain with
+	// one member busy, cordoned or NotReady is skipped whole, with the reason. Each
+	// domain's result (its link test) is in status.domains. Only for a pool with a
+	// topology (rule T4).
+	// +optional
+	Domains bool `json:"domains,omitempty"`
 	// Tests run one after the other on each node, one pod per test; a node's first
 	// failing test ends its run.
 	// +kubebuilder:validation:MinItems=1
@@ -177,6 +185,12 @@ type StressRunStatus struct {
 	// +listType=atomic
 	// +optional
 	Results []StressNodeResult `json:"results,omitempty"`
+	// Domains are the results per unit domain of a run by domain (spec.domains), by
+	// name.
+	// +listType=map
+	// +listMapKey=domain
+	// +optional
+	Domains []StressDomainResult `json:"domains,omitempty"`
 	// Judged are the verdicts of the nodes whose tests are all final, stored before the
 	// node is labelled: a pass that ends between the two labels the node on the next
 	// one, and a verdict recorded is never recorded twice.
@@ -190,6 +204,26 @@ type StressRunStatus struct {
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// StressDomainResult is one unit domain's result in a run by domain: the link test of
+// the domain as a whole. It failed when one member failed (that member is also marked,
+// as any node that fails is).
+type StressDomainResult struct {
+	// Domain is the domain's key (the level values down to the unit, joined by "/").
+	Domain string `json:"domain"`
+	// Members are the domain's members in the pool when the run started, sorted.
+	// +listType=atomic
+	Members []string `json:"members"`
+	// Outcome: Pending, Running, Passed, Failed, Skipped (a member busy, cordoned or
+	// NotReady: Message says which), Aborted.
+	Outcome StressOutcome `json:"outcome"`
+	// FailedMembers are the members that failed a test.
+	// +listType=atomic
+	// +optional
+	FailedMembers []string `json:"failedMembers,omitempty"`
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // StressJudgement is one node's verdict in a run.

@@ -59,7 +59,7 @@ func NewCmdStress(f kit.Factory, streams genericiooptions.IOStreams) *cobra.Comm
 			# Every Sunday at 02:00
 			kubectl litepool stress schedule --pool train-snt9b --cron "0 2 * * 0" --image registry.example.com/npu-stress:1.0`),
 	}
-	cmd.AddCommand(NewCmdStressRun(f, streams), NewCmdStressSchedule(f, streams))
+	cmd.AddCommand(NewCmdStressRun(f, streams), NewCmdStressSchedule(f, streams), NewCmdStressStatus(f, streams))
 	return cmd
 }
 
@@ -72,8 +72,11 @@ type StressRunOptions struct {
 	Tests    []string
 	Timeout  time.Duration
 	KeepPods bool
-	Command  []string
-	Output   *kit.DataOutput
+	// Domains runs by unit domain (spec.domains): rule T4 is checked before the run
+	// is created, as the webhook checks it when it is.
+	Domains bool
+	Command []string
+	Output  *kit.DataOutput
 	// HandOver: --in-cluster=true waits for litepool's controller to take the run,
 	// false runs it in this process at once; unset (the default), a run no controller
 	// takes within --controller-timeout is run here, and so is one whose controller
@@ -87,6 +90,8 @@ type StressRunOptions struct {
 	clients *kit.Clients
 	runs    client.Client
 	clock   clock.PassiveClock
+	// pool is the Pool object, nil when the pool is only labelled nodes.
+	pool *v1alpha1.Pool
 	genericiooptions.IOStreams
 }
 
@@ -109,6 +114,12 @@ func NewCmdStressRun(f kit.Factory, streams genericiooptions.IOStreams) *cobra.C
 			pools", and gets a Warning event. Pods of passed tests are deleted; those
 			of failed tests are kept for their logs until the StressRun is deleted.
 
+			--domains tests the pool by unit domain (its spec.topology): a domain is
+			tested only when every member is idle (else it is skipped whole, naming the
+			member and why), its members run each test together, and a member that
+			fails marks that node degraded and the domain's result failed. A pool
+			without a topology is refused (T4).
+
 			The image (and the tests) default to the pool's spec.stressTest. One run
 			per pool at a time: a run created while another is unfinished is refused
 			here and waits in the cluster.
@@ -126,6 +137,9 @@ func NewCmdStressRun(f kit.Factory, streams genericiooptions.IOStreams) *cobra.C
 			# NPU and HCCS tests on the idle nodes of a pool
 			kubectl litepool stress run --pool train-snt9b --tests npu,hccs --image registry.example.com/npu-stress:1.0
 
+			# Test the pool's super nodes (its topology's domains) whole, each only when idle
+			kubectl litepool stress run --pool train-snt9b --tests npu,hccs --domains --image registry.example.com/npu-stress:1.0
+
 			# Follow it to its end, a line whenever it moves
 			kubectl litepool stress run --pool train-snt9b --image registry.example.com/npu-stress:1.0 -w
 
@@ -139,6 +153,7 @@ func NewCmdStressRun(f kit.Factory, streams genericiooptions.IOStreams) *cobra.C
 	fl.StringSliceVar(&o.Tests, "tests", nil, "Tests to run: "+strings.Join(policy.StressTests, ", ")+" (default: the pool's spec.stressTest.tests, else all)")
 	fl.DurationVar(&o.Timeout, "timeout", 30*time.Minute, "How long one test of a node may run; a test still running then has failed")
 	fl.BoolVar(&o.KeepPods, "keep-pods", false, "Keep the pods of passed tests too")
+	fl.BoolVar(&o.Domains, "domains", false, "Test by unit domain of the pool's topology: each domain whole, only when all its members are idle")
 	o.HandOver.AddFlags(cmd, "true: only litepool's controller runs the run (wait for it); false: run it in this process at once. Default: the controller, else this process", 5*time.Second)
 	// --controller-wait was this command's name for --controller-timeout; scripts keep it.
 	fl.DurationVar(&o.ControllerTimeout, "controller-wait", 5*time.Second, "Same as --controller-timeout")
@@ -177,7 +192,11 @@ func (o *StressRunOptions) Complete(f kit.Factory, cmd *cobra.Command, args []st
 	if o.Pool == "" {
 		return fmt.Errorf("--pool is required")
 	}
-	if p, err := o.clients.Pools.Get(cmd.Context(), o.Pool); err == nil && p.Spec.StressTest != nil {
+	p, err := o.clients.Pools.Get(cmd.Context(), o.Pool)
+	if err == nil {
+		o.pool = p
+	}
+	if err == nil && p.Spec.StressTest != nil {
 		if o.Image == "" {
 			o.Image = p.Spec.StressTest.Image
 		}
@@ -212,6 +231,9 @@ func (o *StressRunOptions) Validate() error {
 	if o.Wait && o.DryRun != cmdutil.DryRunNone {
 		return fmt.Errorf("%s follows a stress run, and a dry run starts none", o.followFlag())
 	}
+	if o.Domains && len(o.Nodes) > 0 {
+		return fmt.Errorf("--nodes and --domains: a run by domain tests whole domains; give one of them")
+	}
 	return policy.CheckStressTests(o.Tests)
 }
 
@@ -220,6 +242,11 @@ func (o *StressRunOptions) Run(ctx context.Context) error {
 	run := o.object()
 	if o.DryRun != cmdutil.DryRunNone {
 		return o.dryRun(ctx, run)
+	}
+	if o.Domains {
+		if err := checkDomains(ctx, o.clients, o.pool, o.Pool); err != nil {
+			return err
+		}
 	}
 	if busy, err := o.unfinished(ctx); err != nil {
 		return err
@@ -275,7 +302,7 @@ func (o *StressRunOptions) object() *v1alpha1.StressRun {
 		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "StressRun"},
 		ObjectMeta: metav1.ObjectMeta{Name: o.Pool + "-" + o.clock.Now().UTC().Format("20060102-150405")},
 		Spec: v1alpha1.StressRunSpec{Pool: o.Pool, Nodes: o.Nodes, Image: o.Image, Command: o.Command,
-			Timeout: &metav1.Duration{Duration: o.Timeout}, KeepPods: o.KeepPods},
+			Timeout: &metav1.Duration{Duration: o.Timeout}, KeepPods: o.KeepPods, Domains: o.Domains},
 	}
 	for _, t := range o.Tests {
 		run.Spec.Tests = append(run.Spec.Tests, v1alpha1.StressTest(t))
@@ -291,7 +318,7 @@ func (o *StressRunOptions) dryRun(ctx context.Context, run *v1alpha1.StressRun) 
 			return fmt.Errorf("stress run %s: %w", run.Name, err)
 		}
 	}
-	plan, err := stress.Plan(ctx, o.clients.Kube, o.ControllerNamespace, o.Pool, o.Nodes)
+	plan, domains, err := o.plan(ctx)
 	if err != nil {
 		return err
 	}
@@ -305,11 +332,44 @@ func (o *StressRunOptions) dryRun(ctx context.Context, run *v1alpha1.StressRun) 
 			results = append(results, v1alpha1.StressNodeResult{Node: t.Node, Test: test, Outcome: "would test"})
 		}
 	}
-	if err := o.printResults(results); err != nil {
+	for i := range domains {
+		if domains[i].Outcome == v1alpha1.StressOutcomePending {
+			domains[i].Outcome = "would test"
+		}
+	}
+	if err := o.printResults(results, domains); err != nil {
 		return err
 	}
 	fmt.Fprintln(o.ErrOut, "(dry run: no stress run created, no pod, no node labelled)")
 	return nil
+}
+
+// plan is what the run would test: by node, or by domain (T4 checked first).
+func (o *StressRunOptions) plan(ctx context.Context) ([]stress.Target, []v1alpha1.StressDomainResult, error) {
+	if o.Domains {
+		return stress.PlanDomains(ctx, o.clients.Kube, o.ControllerNamespace, o.pool, o.Pool)
+	}
+	targets, err := stress.Plan(ctx, o.clients.Kube, o.ControllerNamespace, o.Pool, o.Nodes)
+	return targets, nil, err
+}
+
+// checkDomains is rule T4 on the pool's members as they are now, before anything is
+// written: the webhook judges the same rule when the StressRun is created. An identity
+// that may not list nodes (stress schedule's CronJob, whose ClusterRole may start a run
+// and nothing more) leaves the judgement to the webhook.
+func checkDomains(ctx context.Context, clients *kit.Clients, pool *v1alpha1.Pool, name string) error {
+	list, err := clients.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: policy.LabelPool + "=" + name})
+	if apierrors.IsForbidden(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	members := make([]*corev1.Node, len(list.Items))
+	for i := range list.Items {
+		members[i] = &list.Items[i]
+	}
+	return policy.CheckStressDomains(pool, name, members)
 }
 
 // unfinished is a run of the pool that has not ended, if any.
@@ -412,13 +472,17 @@ func progressLine(run *v1alpha1.StressRun) string {
 
 // report ends a run: its results, the summary, and T2 when a node failed.
 func (o *StressRunOptions) report(run *v1alpha1.StressRun) error {
-	if err := o.printResults(run.Status.Results); err != nil {
+	if err := o.printResults(run.Status.Results, run.Status.Domains); err != nil {
 		return err
 	}
 	st := run.Status
-	fmt.Fprintf(o.ErrOut, "pool %s: %d passed, %d failed, %d skipped\n", o.Pool, st.Passed, st.Failed, st.Skipped)
+	fmt.Fprintf(o.ErrOut, "pool %s: %s\n", o.Pool, Summary(&st))
 	if failed := stress.FailedNodes(&st); len(failed) > 0 {
-		return policy.Violationf("T2", "%d node(s) failed the stress test and are now %s=%s: %s", len(failed), policy.LabelHealth, policy.HealthDegraded, strings.Join(failed, ", "))
+		domains := ""
+		if d := stress.FailedDomains(&st); len(d) > 0 {
+			domains = fmt.Sprintf("; %d domain(s) failed: %s", len(d), strings.Join(d, ", "))
+		}
+		return policy.Violationf("T2", "%d node(s) failed the stress test and are now %s=%s: %s%s", len(failed), policy.LabelHealth, policy.HealthDegraded, strings.Join(failed, ", "), domains)
 	}
 	if st.Phase != v1alpha1.StressRunSucceeded {
 		msg := ""
@@ -430,17 +494,47 @@ func (o *StressRunOptions) report(run *v1alpha1.StressRun) error {
 	return nil
 }
 
-// printResults prints the results as a table, or as data under -o.
-func (o *StressRunOptions) printResults(results []v1alpha1.StressNodeResult) error {
+// printResults prints the results as a table (then the domains' of a run by domain),
+// or the node results as data under -o, as it always has (the domains are in the
+// StressRun's status.domains).
+func (o *StressRunOptions) printResults(results []v1alpha1.StressNodeResult, domains []v1alpha1.StressDomainResult) error {
 	if o.Output.Data() {
 		return o.Output.Print(o.Out, results)
 	}
-	w := printers.GetNewTabWriter(o.Out)
+	return PrintResults(o.Out, results, domains)
+}
+
+// PrintResults prints a run's results per node and test, then per domain when it ran
+// by domain.
+func PrintResults(out io.Writer, results []v1alpha1.StressNodeResult, domains []v1alpha1.StressDomainResult) error {
+	w := printers.GetNewTabWriter(out)
 	fmt.Fprintln(w, "NODE\tTEST\tRESULT\tDETAIL")
 	for _, r := range results {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", r.Node, kit.None(string(r.Test)), strings.ToLower(string(r.Outcome)), kit.None(r.Message))
 	}
+	if err := w.Flush(); err != nil || len(domains) == 0 {
+		return err
+	}
+	fmt.Fprintln(out)
+	w = printers.GetNewTabWriter(out)
+	fmt.Fprintln(w, "DOMAIN\tMEMBERS\tRESULT\tDETAIL")
+	for _, d := range domains {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", d.Domain, strings.Join(d.Members, ","), strings.ToLower(string(d.Outcome)), kit.None(d.Message))
+	}
 	return w.Flush()
+}
+
+// Summary counts a run's nodes, and its domains when it ran by domain.
+func Summary(st *v1alpha1.StressRunStatus) string {
+	line := fmt.Sprintf("%d passed, %d failed, %d skipped", st.Passed, st.Failed, st.Skipped)
+	if len(st.Domains) == 0 {
+		return line
+	}
+	n := map[v1alpha1.StressOutcome]int{}
+	for _, d := range st.Domains {
+		n[d.Outcome]++
+	}
+	return line + fmt.Sprintf("; domains: %d passed, %d failed, %d skipped", n[v1alpha1.StressOutcomePassed], n[v1alpha1.StressOutcomeFailed], n[v1alpha1.StressOutcomeSkipped])
 }
 
 // progress is where the run's progress lines go: stdout, or stderr when stdout carries
@@ -461,6 +555,8 @@ type StressScheduleOptions struct {
 	PluginImage string
 	Tests       []string
 	Timeout     time.Duration
+	// Domains: each firing runs by domain (stress run --domains); T4 is checked now.
+	Domains bool
 
 	namespace string
 	clients   *kit.Clients
@@ -484,7 +580,9 @@ func NewCmdStressSchedule(f kit.Factory, streams genericiooptions.IOStreams) *co
 			The image and tests are also stored in the pool's spec.stressTest (stress
 			run's defaults) when the pool has a Pool object. The schedule is the
 			CronJob's alone: the deprecated spec.stressTest.schedule, which nothing
-			read, is cleared. Running it again updates the schedule.`),
+			read, is cleared. Running it again updates the schedule. --domains makes
+			each run test by unit domain (stress run --domains); a pool without a
+			topology is refused (T4) before anything is written.`),
 		Example: templates.Examples(`
 			# Every Sunday at 02:00
 			kubectl litepool stress schedule --pool train-snt9b --cron "0 2 * * 0" --image registry.example.com/npu-stress:1.0
@@ -499,6 +597,7 @@ func NewCmdStressSchedule(f kit.Factory, streams genericiooptions.IOStreams) *co
 	fl.StringVar(&o.PluginImage, "plugin-image", "ghcr.io/runwhere-ai/litepool-webhook:"+version.Version, "Image holding the kubectl-litepool binary, which the CronJob runs: litepool's own image (make image, deploy/webhook's) has it in /usr/local/bin")
 	fl.StringSliceVar(&o.Tests, "tests", policy.StressTests, "Tests to run: "+strings.Join(policy.StressTests, ", "))
 	fl.DurationVar(&o.Timeout, "timeout", 30*time.Minute, "How long a node's test may run")
+	fl.BoolVar(&o.Domains, "domains", false, "Each run tests by unit domain of the pool's topology (stress run --domains)")
 	o.Mutation.AddFlags(cmd, false)
 	_ = cmd.RegisterFlagCompletionFunc("pool", kit.CompletePoolNames(f))
 	return kit.Bind(cmd, f, o)
@@ -572,8 +671,7 @@ func (o *StressScheduleOptions) objects() (*corev1.ServiceAccount, *rbacv1.Clust
 				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: lbls}, Spec: corev1.PodSpec{
 					ServiceAccountName: name, RestartPolicy: corev1.RestartPolicyNever,
 					Containers: []corev1.Container{{Name: "stress", Image: o.PluginImage,
-						Command: []string{"kubectl-litepool", "stress", "run", "--pool", o.Pool, "--in-cluster=true",
-							"--tests", strings.Join(o.Tests, ","), "--image", o.Image, "--timeout", o.Timeout.String()}}},
+						Command: o.command()}},
 				}},
 			}},
 		}}
@@ -583,8 +681,30 @@ func (o *StressScheduleOptions) objects() (*corev1.ServiceAccount, *rbacv1.Clust
 	return sa, role, binding, cj
 }
 
+// command is what each firing runs.
+func (o *StressScheduleOptions) command() []string {
+	cmd := []string{"kubectl-litepool", "stress", "run", "--pool", o.Pool, "--in-cluster=true",
+		"--tests", strings.Join(o.Tests, ","), "--image", o.Image, "--timeout", o.Timeout.String()}
+	if o.Domains {
+		cmd = append(cmd, "--domains")
+	}
+	return cmd
+}
+
 // Run creates or updates the objects.
 func (o *StressScheduleOptions) Run(ctx context.Context) error {
+	if o.Domains {
+		pool, err := o.clients.Pools.Get(ctx, o.Pool)
+		if apierrors.IsNotFound(err) {
+			pool, err = nil, nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := checkDomains(ctx, o.clients, pool, o.Pool); err != nil {
+			return err
+		}
+	}
 	sa, role, binding, cj := o.objects()
 	if o.DryRun == cmdutil.DryRunClient && o.Output() == "" {
 		// The default of a client dry run has always been the objects as YAML.

@@ -13,7 +13,7 @@ import (
 )
 
 // TestOperations: DriverRollouts and StressRuns written with plain kubectl get the checks
-// the plugin makes before it creates one (U2, U5, U6, C1; T3), from the operations webhook.
+// the plugin makes before it creates one (U2, U5, U6, C1; T3, T4), from the operations webhook.
 // Server dry runs: the API server runs admission, and nothing is stored for a
 // controller to act on.
 func TestOperations(t *testing.T) {
@@ -52,6 +52,12 @@ func TestOperations(t *testing.T) {
 		{name: "a stress run on a node outside its pool (T3)",
 			manifest: "apiVersion: runwhere.ai/v1alpha1\nkind: StressRun\nmetadata:\n  name: by-kubectl\nspec:\n  pool: train-a100\n  nodes: [a100-node-1, cpu-node-1]\n  tests: [npu]\n  image: registry.example/stress:1\n",
 			want:     `[T3] spec.nodes cpu-node-1 are not members of pool "train-a100"`},
+		{name: "a stress run by domain of a pool without a topology (T4)",
+			manifest: "apiVersion: runwhere.ai/v1alpha1\nkind: StressRun\nmetadata:\n  name: by-kubectl\nspec:\n  pool: train-a100\n  domains: true\n  tests: [npu]\n  image: registry.example/stress:1\n",
+			want:     `admission webhook "operations.runwhere.ai" denied the request: [T4] spec.domains tests a pool by unit domain, and pool "train-a100" has no topology (no spec.topology)`},
+		{name: "a stress run by domain naming nodes (the CRD)",
+			manifest: "apiVersion: runwhere.ai/v1alpha1\nkind: StressRun\nmetadata:\n  name: by-kubectl\nspec:\n  pool: train-a100\n  domains: true\n  nodes: [a100-node-1]\n  tests: [npu]\n  image: registry.example/stress:1\n",
+			want:     "set one of spec.nodes (some members) or spec.domains (whole domains)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := create(tc.manifest)
