@@ -250,6 +250,9 @@ func (r *Reconciler) reconcile(ctx context.Context, ro *v1alpha1.DriverRollout, 
 			}
 		}
 	}
+	if err := r.returnWholeDomains(ctx, ro, scope, p); err != nil {
+		stepErr = err
+	}
 	// The steps above changed nodes (cordons, uncordons): plan over the cluster as it is
 	// now, or a node just uncordoned would still hold a slot.
 	if len(p.transitions) > 0 {
@@ -271,6 +274,39 @@ func (r *Reconciler) reconcile(ctx context.Context, ro *v1alpha1.DriverRollout, 
 		}
 	}
 	summarize(ro, plan, p)
+	return stepErr
+}
+
+// returnWholeDomains uncordons, in a rollout by domain, the members held at their
+// uncordon whose domain's last member validated later in this pass: the domain comes
+// back in one pass rather than one member now and the rest at the next.
+func (r *Reconciler) returnWholeDomains(ctx context.Context, ro *v1alpha1.DriverRollout, scope map[string]*corev1.Node, p *passState) error {
+	if ro.Spec.MaxUnavailableDomains == nil {
+		return nil
+	}
+	var stepErr error
+	for i := range ro.Status.Nodes {
+		n := &ro.Status.Nodes[i]
+		if n.State != string(policy.UpgradeUncordon) {
+			continue
+		}
+		if peers := heldForDomain(ro, n); len(peers) > 0 {
+			n.Message = heldMessage(n, peers) // the peers this pass left
+			continue
+		}
+		node, err := r.Kube.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		if err == nil {
+			scope[n.Name] = node
+		} else {
+			delete(scope, n.Name)
+		}
+		if err := r.drive(ctx, ro, n, scope, p); err != nil {
+			stepErr = err
+		}
+	}
 	return stepErr
 }
 
@@ -502,6 +538,11 @@ func (r *Reconciler) drive(ctx context.Context, ro *v1alpha1.DriverRollout, n *v
 			return nil
 		}
 		state := policy.UpgradeState(n.State)
+		if peers := heldForDomain(ro, n); len(peers) > 0 {
+			n.Message = heldMessage(n, peers)
+			p.retry = true
+			return nil
+		}
 		out, err := s.Step(ctx, ro, node, n, p.now.Time)
 		if err != nil {
 			return fmt.Errorf("node %s, %s: %w", n.Name, state, err)
@@ -536,6 +577,19 @@ func (r *Reconciler) drive(ctx context.Context, ro *v1alpha1.DriverRollout, n *v
 		}
 	}
 	return nil
+}
+
+// heldForDomain are the members of n's domain a node of a rollout by domain waits for
+// at its uncordon (policy.DomainPeersNotBack).
+func heldForDomain(ro *v1alpha1.DriverRollout, n *v1alpha1.DriverRolloutNode) []string {
+	if ro.Spec.MaxUnavailableDomains == nil || n.State != string(policy.UpgradeUncordon) {
+		return nil
+	}
+	return policy.DomainPeersNotBack(ro.Status.Nodes, n.Name)
+}
+
+func heldMessage(n *v1alpha1.DriverRolloutNode, peers []string) string {
+	return fmt.Sprintf("validated; held out until %s of domain %s validate too: a domain returns whole", strings.Join(peers, ", "), n.Domain)
 }
 
 // plan is rule U2 over the rollout's scope as it is after this pass's steps.

@@ -244,3 +244,44 @@ func TestRolloutByDomainKeepsItsDomainsWhenTheTopologyIsRemoved(t *testing.T) {
 	assert.Len(t, ro.Status.Domains, 3, "the domains the rollout started with")
 	assert.Equal(t, "6/6", ro.Status.Progress)
 }
+
+// A domain returns whole, as it went out: members that validated wait, cordoned, for
+// the member that validates last, and all come back in the same pass. (Before, each
+// member was uncordoned as it validated: a gang scheduler saw the rack half back and
+// could place work there that the last member's return did not expect.)
+func TestRolloutByDomainReturnsADomainWhole(t *testing.T) {
+	w := newRackWorld(t, byDomainRollout("r", 1), []string{"a", "b"}, 3, 1)
+	r := w.reconciler()
+	w.reconcile(r, "r") // rack a out
+	w.playInstallers("rack-a-3")
+	w.reconcile(r, "r") // a-1 and a-2 validate; a-3's driver is not there yet
+	ro := w.rollout("r")
+	states := map[string]string{}
+	for _, n := range ro.Status.Nodes {
+		states[n.Name] = n.State
+		if n.Name == "rack-a-1" {
+			assert.Contains(t, n.Message, "held out until rack-a-3 of domain uuid.a validate too")
+		}
+	}
+	assert.Equal(t, string(policy.UpgradeUncordon), states["rack-a-1"])
+	assert.Equal(t, string(policy.UpgradeValidate), states["rack-a-3"])
+	for _, n := range []string{"rack-a-1", "rack-a-2", "rack-a-3"} {
+		node, err := w.kube.CoreV1().Nodes().Get(context.Background(), n, metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.True(t, node.Spec.Unschedulable, "%s stays out while rack-a-3 is", n)
+	}
+
+	node, err := w.kube.CoreV1().Nodes().Get(context.Background(), "rack-a-3", metav1.GetOptions{})
+	require.NoError(t, err)
+	node.Labels[policy.LabelDriverVersion] = "2.0" // the driver reports late
+	_, err = w.kube.CoreV1().Nodes().Update(context.Background(), node, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	w.reconcile(r, "r")
+	for _, n := range w.rollout("r").Status.Nodes {
+		if n.Domain == "uuid.a" {
+			assert.Equal(t, string(policy.UpgradeDone), n.State, "%s back with its rack in one pass", n.Name)
+		}
+	}
+	assert.NotContains(t, w.cordonedRacks(), "uuid.a")
+	w.runToEnd("r")
+}
