@@ -62,7 +62,10 @@ type Reconciler struct {
 	Nodes client.Reader
 	// Pods, when set (the controller's pod index), says which pending nodes are busy;
 	// without it (the plugin's stand-in) the pods of the pending nodes are listed.
-	Pods     *podindex.Index
+	Pods *podindex.Index
+	// Queued, when set, names nodes a scheduler's queue placed admitted work on whose
+	// pods are not there yet: busy too, for the idle-first order of the waves.
+	Queued   Queued
 	Recorder *events.Recorder
 	// Namespace is litepool's own namespace: installer Jobs are made there, and nowhere
 	// else.
@@ -657,6 +660,9 @@ func (r *Reconciler) upgradeNodes(ctx context.Context, ro *v1alpha1.DriverRollou
 		if busy, err = r.busyNodes(ctx, pending); err != nil {
 			return nil, err
 		}
+		if err := r.addQueued(ctx, busy); err != nil {
+			return nil, err
+		}
 	}
 	var nodes []policy.UpgradeNode
 	for _, name := range sortedKeys(scope) {
@@ -666,6 +672,21 @@ func (r *Reconciler) upgradeNodes(ctx context.Context, ro *v1alpha1.DriverRollou
 		nodes = append(nodes, policy.UpgradeNode{Name: name, State: s, Ready: policy.IsNodeReady(n), Unavailable: unavailable, Busy: busy[name]})
 	}
 	return nodes, nil
+}
+
+// addQueued marks busy the nodes a queue placed admitted work on (Queued).
+func (r *Reconciler) addQueued(ctx context.Context, busy map[string]bool) error {
+	if r.Queued == nil {
+		return nil
+	}
+	queued, err := r.Queued.QueuedNodes(ctx)
+	if err != nil {
+		return err
+	}
+	for n := range queued {
+		busy[n] = true
+	}
+	return nil
 }
 
 // busyNodes says which of nodes run a tenant's workload pod (not litepool's node work).

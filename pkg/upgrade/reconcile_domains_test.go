@@ -285,3 +285,17 @@ func TestRolloutByDomainReturnsADomainWhole(t *testing.T) {
 	assert.NotContains(t, w.cordonedRacks(), "uuid.a")
 	w.runToEnd("r")
 }
+
+type queuedNodes map[string]bool
+
+func (q queuedNodes) QueuedNodes(context.Context) (map[string]bool, error) { return q, nil }
+
+// A rack where a queue has just placed a gang (admitted, its pods not made yet) is
+// busy: the idle rack goes first. Without it, the rack looked idle and went first,
+// evicting the gang as it started (the Kueue e2e saw one Job placed 9 times).
+func TestRolloutByDomainCountsQueuedWorkAsBusy(t *testing.T) {
+	w := newRackWorld(t, byDomainRollout("r", 1), []string{"a", "b"}, 2, 1)
+	r := w.reconciler()
+	r.Queued = queuedNodes{"rack-a-1": true, "rack-a-2": true}
+	require.Equal(t, []string{"uuid.b"}, w.pass(r, "r"), "the rack a queue placed work on goes last")
+}
