@@ -13,9 +13,10 @@ import (
 
 // Queued says which nodes a scheduler's queue has placed admitted work on before that
 // work's pods are there. A rollout that judged such a node idle from its pods alone
-// would take it out the moment after the queue placed a gang on it: the gang is
-// evicted as it starts, placed on the next idle domain, which the rollout takes next,
-// and so on (shown with Kueue's TAS: 9 placements of one Job in one rollout).
+// could take it out the moment after the queue placed a gang on it: the gang would be
+// evicted as it starts (Kueue's TAS evicts a Workload whose node is cordoned when its
+// domain has no replacement) and placed on the next idle domain, which is also the one
+// the rollout takes next.
 type Queued interface {
 	QueuedNodes(ctx context.Context) (map[string]bool, error)
 }
