@@ -49,7 +49,8 @@ func SetupIn(mgr ctrl.Manager, accel policy.Accelerators, namespace string, pods
 		return err
 	}
 	rollouts := &RolloutReconciler{Reconciler: upgrade.Reconciler{Client: mgr.GetClient(), Kube: kube,
-		Recorder: &events.Recorder{Client: kube}, Namespace: namespace, Pods: pods}, Work: work}
+		Recorder: &events.Recorder{Client: kube}, Namespace: namespace, Pods: pods,
+		Queued: upgrade.KueueAdmissions{Reader: mgr.GetAPIReader()}}, Work: work}
 	if err := rollouts.SetupWithManager(mgr); err != nil {
 		return err
 	}

@@ -324,3 +324,30 @@ func DescribeDomains(ds []v1alpha1.DriverRolloutDomain) []string {
 	}
 	return out
 }
+
+// DomainPeersNotBack is why a node of a rollout by domain that has validated waits
+// before its uncordon: the other members of its domain that are still being upgraded
+// (started, not yet validated). A domain returns whole, as it went out whole, so that a
+// gang scheduler (Kueue's TAS) never places work into a domain whose other members are
+// still out, to see it stopped again. A member that failed or never started (NotReady)
+// holds nothing back: it could hold the domain out for good. A node outside every
+// domain waits for nobody.
+func DomainPeersNotBack(nodes []v1alpha1.DriverRolloutNode, node string) []string {
+	domain := ""
+	for _, n := range nodes {
+		if n.Name == node {
+			domain = n.Domain
+		}
+	}
+	if domain == "" {
+		return nil
+	}
+	var out []string
+	for _, n := range nodes {
+		s := UpgradeState(n.State)
+		if n.Domain == domain && n.Name != node && UpgradeStarted(s) && stateIndex(s) < stateIndex(UpgradeUncordon) {
+			out = append(out, n.Name)
+		}
+	}
+	return out
+}

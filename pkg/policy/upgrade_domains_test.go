@@ -170,3 +170,20 @@ func TestCheckMaxUnavailableDomains(t *testing.T) {
 		})
 	}
 }
+
+func TestDomainPeersNotBack(t *testing.T) {
+	nodes := []v1alpha1.DriverRolloutNode{
+		{Name: "a1", Domain: "a", State: string(UpgradeUncordon)},
+		{Name: "a2", Domain: "a", State: string(UpgradeInstall)},
+		{Name: "a3", Domain: "a", State: string(UpgradeValidate)},
+		{Name: "a4", Domain: "a", State: string(UpgradeFailed)},   // holds nothing back
+		{Name: "a5", Domain: "a", State: string(UpgradeRequired)}, // NotReady, not started
+		{Name: "a6", Domain: "a", State: string(UpgradeDone)},
+		{Name: "b1", Domain: "b", State: string(UpgradeUncordon)},
+		{Name: "b2", Domain: "b", State: string(UpgradeUncordon)},
+		{Name: "x", State: string(UpgradeUncordon)},
+	}
+	assert.Equal(t, []string{"a2", "a3"}, DomainPeersNotBack(nodes, "a1"))
+	assert.Empty(t, DomainPeersNotBack(nodes, "b1"), "every member validated")
+	assert.Empty(t, DomainPeersNotBack(nodes, "x"), "outside every domain")
+}

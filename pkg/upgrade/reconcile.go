@@ -62,7 +62,10 @@ type Reconciler struct {
 	Nodes client.Reader
 	// Pods, when set (the controller's pod index), says which pending nodes are busy;
 	// without it (the plugin's stand-in) the pods of the pending nodes are listed.
-	Pods     *podindex.Index
+	Pods *podindex.Index
+	// Queued, when set, names nodes a scheduler's queue placed admitted work on whose
+	// pods are not there yet: busy too, for the idle-first order of the waves.
+	Queued   Queued
 	Recorder *events.Recorder
 	// Namespace is litepool's own namespace: installer Jobs are made there, and nowhere
 	// else.
@@ -250,6 +253,9 @@ func (r *Reconciler) reconcile(ctx context.Context, ro *v1alpha1.DriverRollout, 
 			}
 		}
 	}
+	if err := r.returnWholeDomains(ctx, ro, scope, p); err != nil {
+		stepErr = err
+	}
 	// The steps above changed nodes (cordons, uncordons): plan over the cluster as it is
 	// now, or a node just uncordoned would still hold a slot.
 	if len(p.transitions) > 0 {
@@ -271,6 +277,39 @@ func (r *Reconciler) reconcile(ctx context.Context, ro *v1alpha1.DriverRollout, 
 		}
 	}
 	summarize(ro, plan, p)
+	return stepErr
+}
+
+// returnWholeDomains uncordons, in a rollout by domain, the members held at their
+// uncordon whose domain's last member validated later in this pass: the domain comes
+// back in one pass rather than one member now and the rest at the next.
+func (r *Reconciler) returnWholeDomains(ctx context.Context, ro *v1alpha1.DriverRollout, scope map[string]*corev1.Node, p *passState) error {
+	if ro.Spec.MaxUnavailableDomains == nil {
+		return nil
+	}
+	var stepErr error
+	for i := range ro.Status.Nodes {
+		n := &ro.Status.Nodes[i]
+		if n.State != string(policy.UpgradeUncordon) {
+			continue
+		}
+		if peers := heldForDomain(ro, n); len(peers) > 0 {
+			n.Message = heldMessage(n, peers) // the peers this pass left
+			continue
+		}
+		node, err := r.Kube.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		if err == nil {
+			scope[n.Name] = node
+		} else {
+			delete(scope, n.Name)
+		}
+		if err := r.drive(ctx, ro, n, scope, p); err != nil {
+			stepErr = err
+		}
+	}
 	return stepErr
 }
 
@@ -502,6 +541,11 @@ func (r *Reconciler) drive(ctx context.Context, ro *v1alpha1.DriverRollout, n *v
 			return nil
 		}
 		state := policy.UpgradeState(n.State)
+		if peers := heldForDomain(ro, n); len(peers) > 0 {
+			n.Message = heldMessage(n, peers)
+			p.retry = true
+			return nil
+		}
 		out, err := s.Step(ctx, ro, node, n, p.now.Time)
 		if err != nil {
 			return fmt.Errorf("node %s, %s: %w", n.Name, state, err)
@@ -536,6 +580,19 @@ func (r *Reconciler) drive(ctx context.Context, ro *v1alpha1.DriverRollout, n *v
 		}
 	}
 	return nil
+}
+
+// heldForDomain are the members of n's domain a node of a rollout by domain waits for
+// at its uncordon (policy.DomainPeersNotBack).
+func heldForDomain(ro *v1alpha1.DriverRollout, n *v1alpha1.DriverRolloutNode) []string {
+	if ro.Spec.MaxUnavailableDomains == nil || n.State != string(policy.UpgradeUncordon) {
+		return nil
+	}
+	return policy.DomainPeersNotBack(ro.Status.Nodes, n.Name)
+}
+
+func heldMessage(n *v1alpha1.DriverRolloutNode, peers []string) string {
+	return fmt.Sprintf("validated; held out until %s of domain %s validate too: a domain returns whole", strings.Join(peers, ", "), n.Domain)
 }
 
 // plan is rule U2 over the rollout's scope as it is after this pass's steps.
@@ -603,6 +660,9 @@ func (r *Reconciler) upgradeNodes(ctx context.Context, ro *v1alpha1.DriverRollou
 		if busy, err = r.busyNodes(ctx, pending); err != nil {
 			return nil, err
 		}
+		if err := r.addQueued(ctx, busy); err != nil {
+			return nil, err
+		}
 	}
 	var nodes []policy.UpgradeNode
 	for _, name := range sortedKeys(scope) {
@@ -612,6 +672,21 @@ func (r *Reconciler) upgradeNodes(ctx context.Context, ro *v1alpha1.DriverRollou
 		nodes = append(nodes, policy.UpgradeNode{Name: name, State: s, Ready: policy.IsNodeReady(n), Unavailable: unavailable, Busy: busy[name]})
 	}
 	return nodes, nil
+}
+
+// addQueued marks busy the nodes a queue placed admitted work on (Queued).
+func (r *Reconciler) addQueued(ctx context.Context, busy map[string]bool) error {
+	if r.Queued == nil {
+		return nil
+	}
+	queued, err := r.Queued.QueuedNodes(ctx)
+	if err != nil {
+		return err
+	}
+	for n := range queued {
+		busy[n] = true
+	}
+	return nil
 }
 
 // busyNodes says which of nodes run a tenant's workload pod (not litepool's node work).

@@ -8,8 +8,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/policy"
@@ -175,4 +177,125 @@ func TestRolloutByDomainIgnoresDomainLabelsChangedAfterItsStart(t *testing.T) {
 	ro := w.rollout("r")
 	require.Equal(t, v1alpha1.RolloutSucceeded, ro.Status.Phase, ro.Status.Message)
 	assert.Len(t, ro.Status.Domains, 3, "the domains the rollout started with")
+}
+
+// setPool changes the rollout's pool under it, as its editor would.
+func (w *world) setPool(mutate func(*v1alpha1.Pool)) {
+	w.t.Helper()
+	var pool v1alpha1.Pool
+	require.NoError(w.t, w.c.Get(context.Background(), client.ObjectKey{Name: "p"}, &pool))
+	mutate(&pool)
+	require.NoError(w.t, w.c.Update(context.Background(), &pool))
+}
+
+// pass reconciles once, completes the installers and moves the clock on; it returns
+// the racks out after the reconcile.
+func (w *world) pass(r *Reconciler, name string) []string {
+	w.reconcile(r, name)
+	out := w.cordonedRacks()
+	w.playInstallers()
+	w.clock.Step(time.Minute)
+	return out
+}
+
+// U6 when the pool changes under a running rollout: minNodes raised past what a
+// domain out leaves. The rack already out finishes (it is out once, not twice), then
+// no other rack goes: the rollout stalls with the floor named, and goes on by itself
+// once the floor allows it. The floor wins over the rollout, so admission does not
+// refuse the raise: the planner reads the pool's minNodes at every pass.
+func TestRolloutByDomainStallsWhenMinNodesIsRaisedUnderIt(t *testing.T) {
+	w := newRackWorld(t, byDomainRollout("r", 1), []string{"a", "b", "c"}, 2, 1)
+	r := w.reconciler()
+	require.Equal(t, []string{"uuid.a"}, w.pass(r, "r"), "the first rack goes")
+	w.setPool(func(p *v1alpha1.Pool) { p.Spec.MinNodes = 5 }) // 6 nodes: a rack out leaves 4
+	for i := 0; i < 10; i++ {
+		out := w.pass(r, "r")
+		assert.NotContains(t, out, "uuid.b", "pass %d: a rack out would leave 4 available, below minNodes 5", i)
+		assert.NotContains(t, out, "uuid.c", "pass %d", i)
+	}
+	ro := w.rollout("r")
+	assert.Equal(t, v1alpha1.RolloutProgressing, ro.Status.Phase)
+	assert.Equal(t, "2/6", ro.Status.Progress, "rack a finished")
+	cond := meta.FindStatusCondition(ro.Status.Conditions, ConditionComplete)
+	require.NotNil(t, cond)
+	assert.Equal(t, ReasonStalled, cond.Reason)
+	assert.Contains(t, cond.Message, "[U2] rollout r cannot start another domain: a whole domain out would leave fewer than pool p's minNodes 5 available")
+	assert.Zero(t, w.unschedulable(), "nothing out while stalled")
+
+	w.setPool(func(p *v1alpha1.Pool) { p.Spec.MinNodes = 4 })
+	for _, out := range w.runToEnd("r") {
+		assert.LessOrEqual(t, len(out), 1, "racks out at once: %v", out)
+	}
+}
+
+// The pool's topology removed (or changed) under a running rollout by domain: the
+// rollout keeps the domains it fixed at its start (status.nodes[].domain), so it still
+// takes one rack out at a time and finishes; a topology is a claim about hardware that
+// did not move.
+func TestRolloutByDomainKeepsItsDomainsWhenTheTopologyIsRemoved(t *testing.T) {
+	w := newRackWorld(t, byDomainRollout("r", 1), []string{"a", "b", "c"}, 2, 1)
+	r := w.reconciler()
+	require.Equal(t, []string{"uuid.a"}, w.pass(r, "r"))
+	w.setPool(func(p *v1alpha1.Pool) { p.Spec.Topology = nil })
+	for _, out := range w.runToEnd("r") {
+		assert.LessOrEqual(t, len(out), 1, "racks out at once: %v", out)
+	}
+	ro := w.rollout("r")
+	assert.Len(t, ro.Status.Domains, 3, "the domains the rollout started with")
+	assert.Equal(t, "6/6", ro.Status.Progress)
+}
+
+// A domain returns whole, as it went out: members that validated wait, cordoned, for
+// the member that validates last, and all come back in the same pass. (Before, each
+// member was uncordoned as it validated: a gang scheduler saw the rack half back and
+// could place work there that the last member's return did not expect.)
+func TestRolloutByDomainReturnsADomainWhole(t *testing.T) {
+	w := newRackWorld(t, byDomainRollout("r", 1), []string{"a", "b"}, 3, 1)
+	r := w.reconciler()
+	w.reconcile(r, "r") // rack a out
+	w.playInstallers("rack-a-3")
+	w.reconcile(r, "r") // a-1 and a-2 validate; a-3's driver is not there yet
+	ro := w.rollout("r")
+	states := map[string]string{}
+	for _, n := range ro.Status.Nodes {
+		states[n.Name] = n.State
+		if n.Name == "rack-a-1" {
+			assert.Contains(t, n.Message, "held out until rack-a-3 of domain uuid.a validate too")
+		}
+	}
+	assert.Equal(t, string(policy.UpgradeUncordon), states["rack-a-1"])
+	assert.Equal(t, string(policy.UpgradeValidate), states["rack-a-3"])
+	for _, n := range []string{"rack-a-1", "rack-a-2", "rack-a-3"} {
+		node, err := w.kube.CoreV1().Nodes().Get(context.Background(), n, metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.True(t, node.Spec.Unschedulable, "%s stays out while rack-a-3 is", n)
+	}
+
+	node, err := w.kube.CoreV1().Nodes().Get(context.Background(), "rack-a-3", metav1.GetOptions{})
+	require.NoError(t, err)
+	node.Labels[policy.LabelDriverVersion] = "2.0" // the driver reports late
+	_, err = w.kube.CoreV1().Nodes().Update(context.Background(), node, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	w.reconcile(r, "r")
+	for _, n := range w.rollout("r").Status.Nodes {
+		if n.Domain == "uuid.a" {
+			assert.Equal(t, string(policy.UpgradeDone), n.State, "%s back with its rack in one pass", n.Name)
+		}
+	}
+	assert.NotContains(t, w.cordonedRacks(), "uuid.a")
+	w.runToEnd("r")
+}
+
+type queuedNodes map[string]bool
+
+func (q queuedNodes) QueuedNodes(context.Context) (map[string]bool, error) { return q, nil }
+
+// A rack where a queue has just placed a gang (admitted, its pods not made yet) is
+// busy: the idle rack goes first. Without it, the rack looked idle and went first,
+// evicting the gang as it started (the Kueue e2e saw one Job placed 9 times).
+func TestRolloutByDomainCountsQueuedWorkAsBusy(t *testing.T) {
+	w := newRackWorld(t, byDomainRollout("r", 1), []string{"a", "b"}, 2, 1)
+	r := w.reconciler()
+	r.Queued = queuedNodes{"rack-a-1": true, "rack-a-2": true}
+	require.Equal(t, []string{"uuid.b"}, w.pass(r, "r"), "the rack a queue placed work on goes last")
 }
