@@ -221,8 +221,9 @@ func (r *Reconciler) Plan(ctx context.Context, pool *v1alpha1.Pool, members []co
 	// hold, the loop's taint: what policy.NodeOut, the quota's and the domain view's
 	// computation, leaves out as quarantined); an entry with none of these is memory,
 	// honoured only in the room the breaker has left once this pass's signals are
-	// served. Members held with their domain are not counted here: the domain rule
-	// fits them into what the breaker has left after every member's own step.
+	// served. Members held with their domain count too: a fault elsewhere waits while
+	// they fill the breaker, and the domain rule fits a new hold, whole, into what the
+	// breaker has left after every member's own step.
 	capacity := policy.PoolCapacity(pool, nodePointers(members), r.Accelerators)
 	counted := map[string]bool{}
 	backings := map[string]policy.MemoryBacking{}
@@ -238,14 +239,10 @@ func (r *Reconciler) Plan(ctx context.Context, pool *v1alpha1.Pool, members []co
 		backings[n.Name] = b
 		domainHeld[n.Name] = heldWithDomain(e, n)
 		switch {
-		case domainHeld[n.Name]:
-			if b.Signalled {
-				newFaults++
-			}
 		case capacity.Out[n.Name] == policy.OutQuarantined || (e != nil && policy.CountsAsOut(e.State) && (s.DryRun || !policy.Unbacked(e, b))):
 			counted[n.Name] = true
 			out++
-		case b.Signalled && (e == nil || !policy.CountsAsOut(e.State)):
+		case b.Signalled && (e == nil || !policy.CountsAsOut(e.State) || domainHeld[n.Name]):
 			newFaults++
 		}
 	}
@@ -296,8 +293,13 @@ func (r *Reconciler) Plan(ctx context.Context, pool *v1alpha1.Pool, members []co
 		if e, err = r.checkHolding(ctx, pool, s, e); err != nil {
 			return nil, err
 		}
+		heldSlot := domainHeld[n.Name] && counted[n.Name]
+		others := out
+		if heldSlot {
+			others-- // its own slot: a held member that faults takes no more room
+		}
 		in := policy.HealthInput{Entry: e, Settings: s, Now: now, Signals: signals[n.Name],
-			BreakerRoom: policy.BreakerRoom(len(members), out, s.MaxQuarantinedPercent) > 0}
+			BreakerRoom: policy.BreakerRoom(len(members), others, s.MaxQuarantinedPercent) > 0}
 		if e != nil && e.Fatal && !e.Drained && !policy.FatalEvidence(in.Signals) {
 			// Fatal (the drain's reason) is believed from the node, never from the
 			// Pool's status alone, which a pools/status writer may write.
@@ -339,7 +341,9 @@ func (r *Reconciler) Plan(ctx context.Context, pool *v1alpha1.Pool, members []co
 			st.Taint, st.Action = false, policy.ActionNone
 		}
 		wasOut := counted[n.Name]
-		if nowOut := st.Entry != nil && policy.CountsAsOut(st.Entry.State); nowOut != wasOut {
+		// A held member in service on its own stays counted until the domain rule
+		// decides: the members after it must not take its slot.
+		if nowOut := st.Entry != nil && policy.CountsAsOut(st.Entry.State); nowOut != wasOut && !heldSlot {
 			if nowOut {
 				out++
 			} else {
