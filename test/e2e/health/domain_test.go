@@ -103,7 +103,8 @@ func quota(t *testing.T, p *v1alpha1.Pool, nodes []string) int64 {
 // Issue 41 item 2: 2 of rack r1's 4 members quarantined with domainOutPercent 50: the
 // other 2 are held out with it (taint DomainHeldOut), r1 leaves the domain view and the
 // quota whole; rack r2 going out as well would pass the breaker (50% of 8: 4), so its
-// faults wait and it is not held; r1's members return and r1 is back whole.
+// faults wait and it is not held, across a controller restart; r1's members return and
+// r1 is back whole.
 func TestDomainHeldOutWhole(t *testing.T) {
 	r := startController(t)
 	startStressAgent(t)
@@ -126,6 +127,11 @@ func TestDomainHeldOutWhole(t *testing.T) {
 	assert.Equal(t, int32(4), p.Status.QuarantinedNodes, "the held members count as out")
 	assert.Equal(t, int64(32), quota(t, p, nodes), "r1's 4 members leave the quota, not only its 2 faulty ones")
 	t.Logf("r1 out whole: quota 64 -> %d accelerators; status.topology whole=%d out=%d largestFreeBlock=%d", quota(t, p, nodes), topo.Whole, topo.Out, topo.LargestFreeBlock)
+
+	// The controller restarts: the new leader finds the hold in the cluster (taints,
+	// entries) and keeps it.
+	r.Kill()
+	r = startController(t)
 
 	// r2 faults as r1 did: the breaker (4 of 8) is full with r1, so r2's faults wait
 	// (Waiting) and r2 is not held.
