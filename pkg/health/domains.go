@@ -74,13 +74,16 @@ func (d *domainPass) member(n *corev1.Node, stored, entry *v1alpha1.NodeHealthSt
 // witnessedFault: the member went out in dom on a signal in an earlier pass, as its
 // quarantine taint confirms: the taint carries the entry's reason, and that reason is
 // a fault's, not memory's (Unbacked, Unaccounted), a re-check that could not run
-// (ImageNotApproved, NoDefinition) or the domain rule's own.
+// (ImageNotApproved, NoDefinition), the domain rule's own, or a passed re-check's
+// (Recovered: Holding, which an Unbacked episode reaches too, and whose signals are
+// clear).
 func (d *domainPass) witnessedFault(n *corev1.Node, stored *v1alpha1.NodeHealthStatus, dom string) bool {
 	if stored == nil || !policy.CountsAsOut(stored.State) || stored.State == v1alpha1.NodeHealthDomainOut || stored.Domain != dom {
 		return false
 	}
 	switch stored.Reason {
-	case policy.ReasonUnbacked, policy.ReasonUnaccounted, policy.ReasonImageNotApproved, policy.ReasonNoDefinition, policy.ReasonDomainHeldOut:
+	case policy.ReasonUnbacked, policy.ReasonUnaccounted, policy.ReasonImageNotApproved, policy.ReasonNoDefinition, policy.ReasonDomainHeldOut,
+		policy.ReasonRecovered:
 		return false
 	}
 	if d.s.DryRun {

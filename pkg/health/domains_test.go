@@ -235,3 +235,23 @@ func TestTheBreakerCountsTheQuarantineTaint(t *testing.T) {
 		"25%% of 4 is 1: d, tainted, fills the breaker")
 	assert.Equal(t, int32(1), pool.Status.QuarantinedNodes)
 }
+
+// An episode that passed its re-check (Holding, reason Recovered, which an Unbacked
+// episode reaches as well) no longer counts toward its domain: two members holding
+// after their re-checks do not take their rack out.
+func TestHoldingMembersDoNotTakeADomainOut(t *testing.T) {
+	r, kube := domainPool(t, 100)
+	ctx := context.Background()
+	var pool v1alpha1.Pool
+	require.NoError(t, r.Client.Get(ctx, client.ObjectKey{Name: "p1"}, &pool))
+	at := metav1.Time{Time: now}
+	for _, n := range []string{"a1", "a2"} {
+		pool.Status.NodeHealth = append(pool.Status.NodeHealth, v1alpha1.NodeHealthStatus{Node: n, State: v1alpha1.NodeHealthHolding,
+			Reason: policy.ReasonRecovered, Since: at, Domain: "a", DomainSize: 4})
+		editNode(t, r, kube, n, func(n *corev1.Node) { n.Spec.Taints = []corev1.Taint{policy.QuarantineTaint(policy.ReasonRecovered)} })
+	}
+	require.NoError(t, r.Client.Status().Update(ctx, &pool))
+	settle(t, r, kube)
+	settle(t, r, kube)
+	assert.Empty(t, taintsByReason(t, kube)["DomainHeldOut"])
+}
