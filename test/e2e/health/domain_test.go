@@ -144,6 +144,10 @@ func TestDomainHeldOutWhole(t *testing.T) {
 	assert.Equal(t, []string{"DeviceUnhealthy", "DeviceUnhealthy", "DomainHeldOut", "DomainHeldOut"}, taintValues(t, r1), "r1 keeps its place")
 	setAllocatable(t, r2[0], 8)
 	setAllocatable(t, r2[1], 8)
+	// The loop has seen r2 recover before r1 frees the breaker (else r2's faults would
+	// take the room r1 leaves).
+	waitState(t, r, "hl-domain", r2[0], v1alpha1.NodeHealthHealthy)
+	waitState(t, r, "hl-domain", r2[1], v1alpha1.NodeHealthHealthy)
 
 	// r1's devices come back: re-checked, held 2s, returned; the domain comes back whole.
 	setAllocatable(t, r1[0], 8)
