@@ -648,3 +648,23 @@ func TestPodHandlerJudgesPinnedPods(t *testing.T) {
 		corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{in("metadata.name", "a10-node-3")}})
 	assert.True(t, review(t, h, podRequest(t, other)).Allowed, "a node of no pool satisfies it too: no pool's pod")
 }
+
+// TestPoolHandlerDomainOutPercent: spec.health.domainOutPercent needs spec.topology (R1,
+// the field named), on create and on an update that adds it or takes the topology away.
+func TestPoolHandlerDomainOutPercent(t *testing.T) {
+	h := &PoolHandler{Catalog: catalogOf(t, &v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: "train-a100"}})}
+	pool := func(top *v1alpha1.TopologySpec, percent int32) *v1alpha1.Pool {
+		return &v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: "train-a100"}, Spec: v1alpha1.PoolSpec{Type: v1alpha1.PoolTypeTraining,
+			Accelerator: v1alpha1.AcceleratorSpec{Type: "A100-80G"}, Topology: top, Health: &v1alpha1.HealthPolicy{DomainOutPercent: percent}}}
+	}
+	racks := &v1alpha1.TopologySpec{Levels: []string{"rack"}}
+	want := `[R1] spec.health.domainOutPercent 50 needs domains, and pool "train-a100" has no spec.topology: declare spec.topology (a preset or levels), or leave spec.health.domainOutPercent out`
+	resp := review(t, h, poolRequest(t, admissionv1.Create, pool(nil, 50), nil))
+	assert.False(t, resp.Allowed)
+	assert.Equal(t, want, resp.Result.Message)
+	resp = review(t, h, poolRequest(t, admissionv1.Update, pool(nil, 50), pool(racks, 50)))
+	assert.False(t, resp.Allowed, "taking the topology away from under the rule")
+	assert.Equal(t, want, resp.Result.Message)
+	assert.True(t, review(t, h, poolRequest(t, admissionv1.Create, pool(racks, 50), nil)).Allowed)
+	assert.True(t, review(t, h, poolRequest(t, admissionv1.Update, pool(nil, 0), pool(racks, 50))).Allowed)
+}

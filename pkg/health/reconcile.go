@@ -218,10 +218,16 @@ func (r *Reconciler) Plan(ctx context.Context, pool *v1alpha1.Pool, members []co
 		signals[n.Name] = policy.HealthSignals(policy.NodeHealthFacts{Node: n, TaintedDevices: tainted[n.Name]}, s, r.Accelerators, now)
 	}
 	// The breaker counts the members out on more than the Pool's status (a signal, a
-	// hold, the loop's taint); an entry with none of these is memory, honoured only in
-	// the room the breaker has left once this pass's signals are served.
+	// hold, the loop's taint: what policy.NodeOut, the quota's and the domain view's
+	// computation, leaves out as quarantined); an entry with none of these is memory,
+	// honoured only in the room the breaker has left once this pass's signals are
+	// served. Members held with their domain count too: a fault elsewhere waits while
+	// they fill the breaker, and the domain rule fits a new hold, whole, into what the
+	// breaker has left after every member's own step.
+	capacity := policy.PoolCapacity(pool, nodePointers(members), r.Accelerators)
 	counted := map[string]bool{}
 	backings := map[string]policy.MemoryBacking{}
+	domainHeld := map[string]bool{}
 	out, newFaults := 0, 0
 	for i := range members {
 		n := &members[i]
@@ -231,14 +237,16 @@ func (r *Reconciler) Plan(ctx context.Context, pool *v1alpha1.Pool, members []co
 			return nil, err
 		}
 		backings[n.Name] = b
+		domainHeld[n.Name] = heldWithDomain(e, n)
 		switch {
-		case e != nil && policy.CountsAsOut(e.State) && (s.DryRun || !policy.Unbacked(e, b)):
+		case capacity.Out[n.Name] == policy.OutQuarantined || (e != nil && policy.CountsAsOut(e.State) && (s.DryRun || !policy.Unbacked(e, b))):
 			counted[n.Name] = true
 			out++
-		case b.Signalled && (e == nil || !policy.CountsAsOut(e.State)):
+		case b.Signalled && (e == nil || !policy.CountsAsOut(e.State) || domainHeld[n.Name]):
 			newFaults++
 		}
 	}
+	domains := newDomainPass(s, members)
 	memoryRoom := policy.MemoryRoom(len(members), out, newFaults, s.MaxQuarantinedPercent)
 	var steps []Step
 	seen := map[string]bool{}
@@ -248,7 +256,11 @@ func (r *Reconciler) Plan(ctx context.Context, pool *v1alpha1.Pool, members []co
 		stored := entries[n.Name]
 		// The stored entry is checked against the node's taint, then a person's orders
 		// from spec.health are applied: the status is the loop's memory, never an order.
-		e, witnessed := policy.WitnessedEntry(stored, n, now)
+		var e *v1alpha1.NodeHealthStatus
+		witnessed := false
+		if !domainHeld[n.Name] {
+			e, witnessed = policy.WitnessedEntry(stored, n, now)
+		}
 		if witnessed {
 			// The caches of Pools and nodes are not in step: an entry just stored
 			// and its taint just put on (or taken off) may reach them in either order.
@@ -256,8 +268,16 @@ func (r *Reconciler) Plan(ctx context.Context, pool *v1alpha1.Pool, members []co
 			if stored, n, err = r.readLive(ctx, pool.Name, n); err != nil {
 				return nil, err
 			}
+			domainHeld[n.Name] = heldWithDomain(stored, n)
 			e, witnessed = policy.WitnessedEntry(stored, n, now)
 		}
+		if domainHeld[n.Name] {
+			// A member held with its domain has no fault of its own: the domain rule
+			// decides again below whether it stays out, from its domain's faults, never
+			// from its entry.
+			e, witnessed = inServiceEntry(stored), false
+		}
+		e = policy.StickyUnbacked(e, n, len(signals[n.Name]) > 0)
 		e, ordered := policy.HealthOrders(pool.Spec.Health, e, n, now)
 		if !s.DryRun && !ordered && policy.Unbacked(e, backings[n.Name]) {
 			honoured, why := policy.HonourUnbacked(e, memoryRoom > 0, s.MaxQuarantinedPercent, now)
@@ -273,8 +293,13 @@ func (r *Reconciler) Plan(ctx context.Context, pool *v1alpha1.Pool, members []co
 		if e, err = r.checkHolding(ctx, pool, s, e); err != nil {
 			return nil, err
 		}
+		heldSlot := domainHeld[n.Name] && counted[n.Name]
+		others := out
+		if heldSlot {
+			others-- // its own slot: a held member that faults takes no more room
+		}
 		in := policy.HealthInput{Entry: e, Settings: s, Now: now, Signals: signals[n.Name],
-			BreakerRoom: policy.BreakerRoom(len(members), out, s.MaxQuarantinedPercent) > 0}
+			BreakerRoom: policy.BreakerRoom(len(members), others, s.MaxQuarantinedPercent) > 0}
 		if e != nil && e.Fatal && !e.Drained && !policy.FatalEvidence(in.Signals) {
 			// Fatal (the drain's reason) is believed from the node, never from the
 			// Pool's status alone, which a pools/status writer may write.
@@ -309,13 +334,16 @@ func (r *Reconciler) Plan(ctx context.Context, pool *v1alpha1.Pool, members []co
 		st := policy.NextHealth(in)
 		if st.Entry != nil {
 			st.Entry.Node = n.Name
+			domains.recordEpisode(st.Entry, e, n)
 		}
 		st.Changed = st.Changed || witnessed || ordered
 		if s.DryRun && st.Entry != nil {
 			st.Taint, st.Action = false, policy.ActionNone
 		}
 		wasOut := counted[n.Name]
-		if nowOut := st.Entry != nil && policy.CountsAsOut(st.Entry.State); nowOut != wasOut {
+		// A held member in service on its own stays counted until the domain rule
+		// decides: the members after it must not take its slot.
+		if nowOut := st.Entry != nil && policy.CountsAsOut(st.Entry.State); nowOut != wasOut && !heldSlot {
 			if nowOut {
 				out++
 			} else {
@@ -334,7 +362,9 @@ func (r *Reconciler) Plan(ctx context.Context, pool *v1alpha1.Pool, members []co
 		// after its write) or was deleted: it is made now.
 		step.start = gone && st.Entry != nil && st.Entry.Job == e.Job && st.Entry.State == v1alpha1.NodeHealthRemediating
 		steps = append(steps, step)
+		domains.member(n, stored, st.Entry, backings[n.Name], signals[n.Name])
 	}
+	domains.apply(steps, now)
 	for name, e := range entries {
 		if !seen[name] {
 			steps = append(steps, Step{Node: name, From: e.State, HealthStep: policy.HealthStep{Changed: true}, prev: e})

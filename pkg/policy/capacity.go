@@ -57,10 +57,12 @@ type Capacity struct {
 // take capacity away: whoever writes them cannot raise a quota with them.
 func NodeOut(node *corev1.Node, pool string, resource corev1.ResourceName) string {
 	switch {
+	case QuarantineTaintOf(node) != nil:
+		// Named first: the health loop's breaker counts the members whose reason is
+		// this, a NotReady one it quarantined too (pkg/health).
+		return OutQuarantined
 	case !IsNodeReady(node):
 		return OutNotReady
-	case slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == TaintQuarantine }):
-		return OutQuarantined
 	case UpgradeInProgress(node):
 		return OutUpgrading
 	case node.Spec.Unschedulable:

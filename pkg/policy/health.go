@@ -85,6 +85,10 @@ type HealthSettings struct {
 	HoldTime              time.Duration
 	MaxQuarantinedPercent int32
 	FlapWindow            time.Duration
+	// DomainOutPercent and Topology are the domain rule (spec.health.domainOutPercent):
+	// 0 and nil when it is off.
+	DomainOutPercent int32
+	Topology         *Topology
 }
 
 // HealthSettingsOf fills in the defaults of a pool's spec.health; a pool without one
@@ -103,6 +107,9 @@ func HealthSettingsOf(pool *v1alpha1.Pool) HealthSettings {
 	}
 	if s.MaxQuarantinedPercent <= 0 {
 		s.MaxQuarantinedPercent = DefaultMaxQuarantinedPercent
+	}
+	if t, ok := healthTopology(pool); ok {
+		s.DomainOutPercent, s.Topology = h.DomainOutPercent, &t
 	}
 	if st := pool.Spec.StressTest; st != nil {
 		s.RecheckImage, s.RecheckTests = st.Image, st.Tests

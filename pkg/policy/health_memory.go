@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
@@ -67,4 +68,20 @@ func HonourUnbacked(e *v1alpha1.NodeHealthStatus, room bool, maxPercent int32, n
 	out.Message = claim + "; quarantined within the circuit breaker until its re-check"
 	out.History = appendHistory(out.History, v1alpha1.NodeHealthTransition{Time: t, State: out.State, Reason: out.Reason})
 	return out, ""
+}
+
+// StickyUnbacked keeps an episode that began on memory alone Unbacked while its node
+// shows no signal: the node's quarantine taint says Unbacked, and the entry's reason
+// (the Pool's status, which a pools/status writer may rewrite) is what the taint
+// follows, so a rewritten reason would otherwise dress the episode as a signal's, which
+// the domain rule counts (spec.health.domainOutPercent).
+func StickyUnbacked(e *v1alpha1.NodeHealthStatus, n *corev1.Node, signalled bool) *v1alpha1.NodeHealthStatus {
+	t := QuarantineTaintOf(n)
+	if signalled || e == nil || t == nil || t.Value != QuarantineTaint(ReasonUnbacked).Value || e.Reason == ReasonUnbacked ||
+		!CountsAsOut(e.State) || e.State == v1alpha1.NodeHealthHeldOut || e.State == v1alpha1.NodeHealthReleased {
+		return e
+	}
+	out := e.DeepCopy()
+	out.Reason = ReasonUnbacked
+	return out
 }

@@ -187,6 +187,9 @@ func appendHistory(h []v1alpha1.NodeHealthTransition, t v1alpha1.NodeHealthTrans
 // CheckHealthRelease is the health verb's release of node: only a node that is out
 // can be released, and the denial says which states are.
 func CheckHealthRelease(e *v1alpha1.NodeHealthStatus, n *corev1.Node) error {
+	if DomainHeldTaint(n) || (e != nil && e.State == v1alpha1.NodeHealthDomainOut) {
+		return Violationf("H1", "node %s shows no fault of its own: it is held out with its domain (spec.health.domainOutPercent) and returns with it; release the domain's faulted members, or lower or remove spec.health.domainOutPercent", n.Name)
+	}
 	if QuarantineTaintOf(n) != nil || (e != nil && CountsAsOut(e.State)) {
 		return nil
 	}

@@ -49,7 +49,7 @@ func ValidatePool(pool, old *v1alpha1.Pool, members int) error {
 			errs = append(errs, Violationf("R1", "allowedWorkloads: %w", err))
 		}
 	}
-	errs = append(errs, ValidateHCCL(pool.Spec.HCCL.OpRetry))
+	errs = append(errs, ValidateHCCL(pool.Spec.HCCL.OpRetry), CheckDomainOutPercent(pool))
 	if old != nil && members > 0 && old.Spec.Accelerator.Type != pool.Spec.Accelerator.Type {
 		errs = append(errs, Violationf("R1", "accelerator type of pool %q cannot change from %q to %q while it has %d node(s); remove its nodes first",
 			pool.Name, old.Spec.Accelerator.Type, pool.Spec.Accelerator.Type, members))

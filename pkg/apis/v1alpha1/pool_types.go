@@ -641,6 +641,14 @@ type HealthPolicy struct {
 	// out until a person releases it. Default 24h.
 	// +optional
 	FlapWindow *metav1.Duration `json:"flapWindow,omitempty"`
+	// DomainOutPercent holds a unit domain (spec.topology.unit) out whole once this
+	// share of its members is out on their own signals: its other members get the
+	// quarantine taint (reason DomainHeldOut), within the circuit breaker, and return
+	// together when the share falls below it. Only with spec.topology. Absent: off.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	DomainOutPercent int32 `json:"domainOutPercent,omitempty"`
 	// Hold are the members a person holds out (kubectl litepool health hold): each is
 	// tainted and stays out while its entry is here. Orders live in spec, a Pool
 	// editor's right; the status only reports what the loop did with them.
@@ -744,7 +752,7 @@ type RecheckSpec struct {
 }
 
 // NodeHealthState is where a member is in the health loop.
-// +kubebuilder:validation:Enum=Healthy;Waiting;Quarantined;Draining;Remediating;Rechecking;Holding;HeldOut;Released
+// +kubebuilder:validation:Enum=Healthy;Waiting;Quarantined;Draining;Remediating;Rechecking;Holding;HeldOut;Released;DomainOut
 type NodeHealthState string
 
 const (
@@ -768,6 +776,9 @@ const (
 	// NodeHealthReleased: a release in spec.health.release applies this pass; the
 	// loop stores Healthy, never this. An entry written with it orders nothing.
 	NodeHealthReleased NodeHealthState = "Released"
+	// NodeHealthDomainOut: the member shows no fault of its own but its unit domain is
+	// held out whole (spec.health.domainOutPercent); it returns with its domain.
+	NodeHealthDomainOut NodeHealthState = "DomainOut"
 )
 
 // NodeHealthStatus is one member's place in the health loop.
@@ -806,6 +817,13 @@ type NodeHealthStatus struct {
 	// By names who held or released the node by hand.
 	// +optional
 	By string `json:"by,omitempty"`
+	// Domain is the member's unit domain when this episode began, and DomainSize the
+	// members that domain had then (spec.health.domainOutPercent): a fault counts
+	// toward a domain only while the node's labels still put it there.
+	// +optional
+	Domain string `json:"domain,omitempty"`
+	// +optional
+	DomainSize int32 `json:"domainSize,omitempty"`
 	// History is the node's last transitions, newest last (at most 10).
 	// +listType=atomic
 	// +optional
