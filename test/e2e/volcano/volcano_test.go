@@ -244,7 +244,7 @@ func TestVolcanoBadInput(t *testing.T) {
 	before := getPool(t, pool)
 
 	update := func(mutate func(*v1alpha1.Pool)) error {
-		p := before.DeepCopy()
+		p := getPool(t, pool) // the status controllers write it too: the latest
 		mutate(p)
 		_, err := pools.Update(ctx, p, metav1.UpdateOptions{})
 		return err
@@ -267,7 +267,9 @@ func TestVolcanoBadInput(t *testing.T) {
 			err := update(tc.mutate)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), `admission webhook "pools.runwhere.ai" denied the request: [R1] `+tc.field)
-			assert.Equal(t, before.ResourceVersion, getPool(t, pool).ResourceVersion, "the refused update changed the Pool")
+			after := getPool(t, pool)
+			assert.Equal(t, before.Generation, after.Generation, "the refused update changed the Pool")
+			assert.Equal(t, before.Spec, after.Spec, "the refused update changed the Pool")
 			assert.Equal(t, "8", capability(t, pool))
 		})
 	}
@@ -294,12 +296,12 @@ func TestVolcanoBadInput(t *testing.T) {
 // Job's pods, labelled with the pool, get the pool's nodeSelector and toleration (P1).
 func TestVolcanoSubmissionsFromOtherNamespacesRefused(t *testing.T) {
 	ctx := context.Background()
-	const pool = "vp4"
-	for _, ns := range []string{"vp4-team", "vp4-other"} {
+	const pool = "vqp4"
+	for _, ns := range []string{"vqp4-team", "vqp4-other"} {
 		_, err := framework.C.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 		require.NoError(t, err)
 	}
-	volcanoPool(t, pool, 1, func(p *v1alpha1.Pool) { p.Spec.Namespaces = []string{"vp4-team"} }, nil)
+	volcanoPool(t, pool, 1, func(p *v1alpha1.Pool) { p.Spec.Namespaces = []string{"vqp4-team"} }, nil)
 	waitCapability(t, pool, "8")
 
 	job := func(ns, name string) *unstructured.Unstructured {
@@ -316,18 +318,18 @@ func TestVolcanoSubmissionsFromOtherNamespacesRefused(t *testing.T) {
 			"metadata": map[string]any{"name": name, "namespace": ns},
 			"spec":     map[string]any{"queue": pool, "minMember": int64(1)}}}
 	}
-	_, err := dyn(jobs, "vp4-other").Create(ctx, job("vp4-other", "sneak"), metav1.CreateOptions{})
+	_, err := dyn(jobs, "vqp4-other").Create(ctx, job("vqp4-other", "sneak"), metav1.CreateOptions{})
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), `admission webhook "volcano-queues.runwhere.ai" denied the request: [P4] Job in namespace "vp4-other" names Volcano queue "vp4"`)
-	_, err = dyn(podGroups, "vp4-other").Create(ctx, podGroup("vp4-other", "sneak"), metav1.CreateOptions{})
+	assert.Contains(t, err.Error(), `admission webhook "volcano-queues.runwhere.ai" denied the request: [P4] Job in namespace "vqp4-other" names Volcano queue "vqp4"`)
+	_, err = dyn(podGroups, "vqp4-other").Create(ctx, podGroup("vqp4-other", "sneak"), metav1.CreateOptions{})
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), `[P4] PodGroup in namespace "vp4-other" names Volcano queue "vp4"`)
-	_, err = dyn(jobs, "vp4-other").Get(ctx, "sneak", metav1.GetOptions{})
+	assert.Contains(t, err.Error(), `[P4] PodGroup in namespace "vqp4-other" names Volcano queue "vqp4"`)
+	_, err = dyn(jobs, "vqp4-other").Get(ctx, "sneak", metav1.GetOptions{})
 	assert.Error(t, err, "the refused Job was not made")
 
-	_, err = dyn(jobs, "vp4-team").Create(ctx, job("vp4-team", "train"), metav1.CreateOptions{})
+	_, err = dyn(jobs, "vqp4-team").Create(ctx, job("vqp4-team", "train"), metav1.CreateOptions{})
 	require.NoError(t, err)
-	_, err = dyn(podGroups, "vp4-team").Create(ctx, podGroup("vp4-team", "train"), metav1.CreateOptions{})
+	_, err = dyn(podGroups, "vqp4-team").Create(ctx, podGroup("vqp4-team", "train"), metav1.CreateOptions{})
 	require.NoError(t, err)
 	require.NoError(t, wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, waitTimeout, true, func(context.Context) (bool, error) {
 		q := getPool(t, pool).Status.Queue
@@ -336,12 +338,12 @@ func TestVolcanoSubmissionsFromOtherNamespacesRefused(t *testing.T) {
 
 	// The pod Volcano's job controller makes of the task (its template, the group
 	// annotation, scheduler volcano): litepool's P1 keeps it to the pool's nodes.
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "train-worker-0", Namespace: "vp4-team",
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "train-worker-0", Namespace: "vqp4-team",
 		Labels:      map[string]string{policy.LabelPool: pool},
 		Annotations: map[string]string{"scheduling.k8s.io/group-name": "train"}},
 		Spec: corev1.PodSpec{SchedulerName: "volcano", Containers: []corev1.Container{{Name: "train", Image: "registry.example.com/train:1",
 			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{gpu: *resourceQuantity("8")}}}}}}
-	got, err := framework.C.Kube.CoreV1().Pods("vp4-team").Create(ctx, pod, metav1.CreateOptions{})
+	got, err := framework.C.Kube.CoreV1().Pods("vqp4-team").Create(ctx, pod, metav1.CreateOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, pool, got.Spec.NodeSelector[policy.LabelPool])
 	assert.Contains(t, got.Spec.Tolerations, policy.ExclusivePoolToleration(pool))
