@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
@@ -129,10 +130,12 @@ func TestVolcanoQueueFollowsCapacity(t *testing.T) {
 	nodes := volcanoPool(t, pool, 3, nil, nil)
 	waitCapability(t, pool, "24")
 	// deserved and guarantee are judged against the capacity: set once the members are in.
-	p := getPool(t, pool)
-	p.Spec.Queue.Deserved, p.Spec.Queue.Guarantee = ptr.To[int64](24), ptr.To[int64](8)
-	_, err := poolclient.New(framework.C.Dynamic).Update(context.Background(), p, metav1.UpdateOptions{})
-	require.NoError(t, err)
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		p := getPool(t, pool) // the status controllers write it too
+		p.Spec.Queue.Deserved, p.Spec.Queue.Guarantee = ptr.To[int64](24), ptr.To[int64](8)
+		_, err := poolclient.New(framework.C.Dynamic).Update(context.Background(), p, metav1.UpdateOptions{})
+		return err
+	}))
 	require.NoError(t, wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
 		q, err := dyn(queues, "").Get(ctx, pool, metav1.GetOptions{})
 		if err != nil {
@@ -244,10 +247,13 @@ func TestVolcanoBadInput(t *testing.T) {
 	before := getPool(t, pool)
 
 	update := func(mutate func(*v1alpha1.Pool)) error {
-		p := getPool(t, pool) // the status controllers write it too: the latest
-		mutate(p)
-		_, err := pools.Update(ctx, p, metav1.UpdateOptions{})
-		return err
+		// The status controllers write the Pool too: retried on their conflicts only.
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			p := getPool(t, pool)
+			mutate(p)
+			_, err := pools.Update(ctx, p, metav1.UpdateOptions{})
+			return err
+		})
 	}
 	for name, tc := range map[string]struct {
 		mutate func(*v1alpha1.Pool)
