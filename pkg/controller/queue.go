@@ -134,7 +134,9 @@ func nodePools() handler.TypedEventHandler[client.Object, reconcile.Request] {
 			add(q, e.Object)
 		},
 		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if capacityChanged(e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node)) {
+			// Labels too: a topology label moves a member between domains, and the
+			// domains' HyperNodes (Volcano) follow it.
+			if old, new := e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node); capacityChanged(old, new) || !maps.Equal(old.Labels, new.Labels) {
 				add(q, e.ObjectOld, e.ObjectNew)
 			}
 		},
