@@ -17,14 +17,6 @@ import (
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
-// Annotations on litepool's HyperNodes: the domain (its values down the levels, joined
-// by "/") and its level's key, for `get domains` to show each domain's HyperNode. Read
-// only from HyperNodes the Pool owns.
-const (
-	AnnotationDomain      = policy.Prefix + "domain"
-	AnnotationDomainLevel = policy.Prefix + "domain-level"
-)
-
 // hyperNodeFields are the HyperNode spec fields litepool owns (all of them).
 var hyperNodeFields = []string{"tier", "tierName", "members"}
 
@@ -88,7 +80,7 @@ func VolcanoHyperNodesFor(pool *v1alpha1.Pool, t policy.Topology, members []*cor
 			}
 			u := object(VolcanoHyperNode, "", pool, spec)
 			u.SetName(names[p])
-			u.SetAnnotations(map[string]string{AnnotationDomain: p, AnnotationDomainLevel: t.Levels[i]})
+			u.SetAnnotations(map[string]string{policy.AnnotationHyperNodeDomain: p, policy.AnnotationHyperNodeLevel: t.Levels[i]})
 			out = append(out, HyperNode{Name: names[p], Level: i, Domain: p, Object: u})
 		}
 	}

@@ -146,7 +146,7 @@ func (o *GetDomainsOptions) addHyperNodes(ctx context.Context, pools []v1alpha1.
 				continue
 			}
 			a := h.GetAnnotations()
-			names[[3]string{p.Name, a[queue.AnnotationDomainLevel], a[queue.AnnotationDomain]}] = h.GetName()
+			names[[3]string{p.Name, a[policy.AnnotationHyperNodeLevel], a[policy.AnnotationHyperNodeDomain]}] = h.GetName()
 		}
 	}
 	for i := range rows {
