@@ -44,7 +44,8 @@ func Register(srv webhook.Server, c Catalog, d *Departures, accel policy.Acceler
 	srv.Register(PathPlacement, &admission.Webhook{Handler: &PlacementHandler{Catalog: c, Live: liveReader(d), DaemonSetControllers: DaemonSetControllers, AgentNamespaces: AgentNamespaces}})
 	srv.Register(PathPods, &admission.Webhook{Handler: &PodHandler{Catalog: c, Accelerators: accel, Live: liveReader(d), DaemonSetControllers: DaemonSetControllers, AgentNamespaces: AgentNamespaces}})
 	srv.Register(PathNodes, &admission.Webhook{Handler: &NodeHandler{Catalog: c, Departures: d}})
-	srv.Register(PathPools, &admission.Webhook{Handler: &PoolHandler{Catalog: c}})
+	srv.Register(PathPools, &admission.Webhook{Handler: &PoolHandler{Catalog: c, Accelerators: accel, Live: liveReader(d)}})
+	srv.Register(PathVolcano, &admission.Webhook{Handler: &VolcanoHandler{Catalog: c}})
 }
 
 // DaemonSetControllers are the identities P6 takes as the DaemonSet controller's
@@ -335,7 +336,14 @@ func (h *NodeHandler) answer(ctx context.Context, req admission.Request, start t
 }
 
 // PoolHandler is the validating pool webhook: R1 on create and update, R2 on delete.
-type PoolHandler struct{ Catalog Catalog }
+type PoolHandler struct {
+	Catalog Catalog
+	// Accelerators count the capacity spec.queue's Volcano amounts are judged against.
+	Accelerators policy.Accelerators
+	// Live reads the scheduler queue a pool's queue would take the name of from the API
+	// server; nil (unit tests) reads it from Catalog's reader.
+	Live client.Reader
+}
 
 // Handle implements admission.Handler.
 func (h *PoolHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
@@ -375,6 +383,13 @@ func (h *PoolHandler) Handle(ctx context.Context, req admission.Request) admissi
 			err = errors.Join(err, policy.CheckAdoption(&pool, nodes))
 		}
 		err = errors.Join(err, policy.CheckTopology(&pool, old, nodes))
+		if pool.Spec.Queue != nil {
+			if nodes == nil {
+				nodes = cat.members(pool.Name)
+			}
+			capacity := policy.PoolCapacity(&pool, nodes, h.Accelerators).Accelerators
+			err = errors.Join(err, policy.CheckQueue(&pool, old, capacity, h.queueHolder(ctx, &pool)))
+		}
 	case admissionv1.Delete:
 		var pool v1alpha1.Pool
 		if derr := decode(req.OldObject, &pool); derr != nil {

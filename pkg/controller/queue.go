@@ -44,6 +44,9 @@ const (
 	ReasonQueueNotInstalled = "SchedulerNotInstalled"
 	ReasonQueueNotOwned     = "NotOwned"
 	ReasonQueueForbidden    = "Forbidden"
+	// ReasonQueueClamped: written, with Volcano's deserved or guarantee lowered to a
+	// capacity that dropped below spec.queue's.
+	ReasonQueueClamped = "Clamped"
 )
 
 // QueueResync is how often a pool's queue is read back and written again without any
@@ -131,7 +134,9 @@ func nodePools() handler.TypedEventHandler[client.Object, reconcile.Request] {
 			add(q, e.Object)
 		},
 		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if capacityChanged(e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node)) {
+			// Labels too: a topology label moves a member between domains, and the
+			// domains' HyperNodes (Volcano) follow it.
+			if old, new := e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node); capacityChanged(old, new) || !maps.Equal(old.Labels, new.Labels) {
 				add(q, e.ObjectOld, e.ObjectNew)
 			}
 		},
@@ -286,6 +291,9 @@ func (r *QueueReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 		st, after = nil, notInstalledRetry
 	case queue.IsNotOwned(err):
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonQueueNotOwned, err.Error()
+	case queue.IsClamped(err):
+		cond.Reason, cond.Message = ReasonQueueClamped, cond.Message+"; "+err.Error()
+		r.recordClamp(&pool, err)
 	case apierrors.IsForbidden(err):
 		cond.Status, cond.Reason = metav1.ConditionFalse, ReasonQueueForbidden
 		cond.Message = fmt.Sprintf("the controller may not write %s's objects (%v): add the component deploy/webhook/components/%s",
@@ -293,6 +301,9 @@ func (r *QueueReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 		st, after = nil, notInstalledRetry
 	case err != nil:
 		return reconcile.Result{}, err
+	}
+	if st != nil && st.HyperNodesSkipped != "" {
+		cond.Message += "; " + st.HyperNodesSkipped
 	}
 	if err := r.writeStatus(ctx, &pool, st, &cond); err != nil {
 		return reconcile.Result{}, err
@@ -324,6 +335,16 @@ func (r *QueueReconciler) recordQuotaMove(pool *v1alpha1.Pool, st *v1alpha1.Queu
 	}
 	r.Recorder.Eventf(pool, nil, corev1.EventTypeNormal, "QueueQuotaChanged", "UpdateQueue", "%s queue %s: quota %s (%d schedulable members; %s)",
 		st.Scheduler, st.ClusterQueue, moved, st.SchedulableNodes, held)
+}
+
+// recordClamp records an Event when the queue is first written clamped (the condition
+// was not Clamped before).
+func (r *QueueReconciler) recordClamp(pool *v1alpha1.Pool, err error) {
+	old := apimeta.FindStatusCondition(pool.Status.Conditions, ConditionQueue)
+	if r.Recorder == nil || (old != nil && old.Reason == ReasonQueueClamped) {
+		return
+	}
+	r.Recorder.Eventf(pool, nil, corev1.EventTypeWarning, "QueueClamped", "UpdateQueue", "%v", err)
 }
 
 func queueMessage(pool *v1alpha1.Pool, sched v1alpha1.QueueScheduler, c policy.Capacity, members int, skipped []string) string {

@@ -66,7 +66,10 @@ func SetupIn(mgr ctrl.Manager, accel policy.Accelerators, namespace string, pods
 		return err
 	}
 	queues := &QueueReconciler{Client: mgr.GetClient(), Accelerators: accel, Recorder: mgr.GetEventRecorder(Name), DRA: status.DRA,
-		Adapters: map[v1alpha1.QueueScheduler]queue.Adapter{v1alpha1.QueueKueue: queue.Kueue{Client: mgr.GetClient()}}}
+		Adapters: map[v1alpha1.QueueScheduler]queue.Adapter{
+			v1alpha1.QueueKueue:   queue.Kueue{Client: mgr.GetClient()},
+			v1alpha1.QueueVolcano: queue.Volcano{Client: mgr.GetClient(), Reader: mgr.GetAPIReader()},
+		}}
 	if err := queues.SetupWithManager(mgr); err != nil {
 		return err
 	}

@@ -74,6 +74,11 @@ const (
 	// AnnotationPoolName is the full pool name a departures ConfigMap serves (its name
 	// and label may be shortened).
 	AnnotationPoolName = Prefix + "pool-name"
+	// AnnotationHyperNodeDomain and AnnotationHyperNodeLevel are on the Volcano
+	// HyperNodes a pool owns: the domain (its values down the levels, joined by "/") and
+	// its level's key, for `get domains` (read only from HyperNodes the Pool owns).
+	AnnotationHyperNodeDomain = Prefix + "hypernode-domain"
+	AnnotationHyperNodeLevel  = Prefix + "hypernode-level"
 )
 
 // Values of LabelHealth.
@@ -118,6 +123,10 @@ var Registry = map[string]KeyInfo{
 		Description: "the taint (not a label) the health loop puts on a member it holds out; its value is the reason"},
 	LabelDeparturesOf:  {Key: LabelDeparturesOf, Internal: true, Description: "on litepool's departure ConfigMaps: the pool whose departures they reserve"},
 	AnnotationPoolName: {Key: AnnotationPoolName, Annotation: true, Internal: true, Description: "on litepool's departure ConfigMaps: the full pool name"},
+	AnnotationHyperNodeDomain: {Key: AnnotationHyperNodeDomain, Annotation: true, Internal: true,
+		Description: "on a pool's Volcano HyperNodes: the domain it stands for"},
+	AnnotationHyperNodeLevel: {Key: AnnotationHyperNodeLevel, Annotation: true, Internal: true,
+		Description: "on a pool's Volcano HyperNodes: the topology level (node label key) of its domain"},
 	CordonScaleDown.Annotation(): {Key: CordonScaleDown.Annotation(), Annotation: true,
 		Description: "node was cordoned before litepool's scale-down took it (that operation's memory)"},
 	CordonUpgrade.Annotation(): {Key: CordonUpgrade.Annotation(), Annotation: true,

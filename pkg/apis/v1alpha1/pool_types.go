@@ -227,12 +227,18 @@ type DomainSummary struct {
 }
 
 // QueueScheduler names the queueing system a pool feeds.
-// +kubebuilder:validation:Enum=Kueue
+// +kubebuilder:validation:Enum=Kueue;Volcano
 type QueueScheduler string
 
-// QueueKueue is Kueue (kueue.x-k8s.io/v1beta2): a ResourceFlavor, a ClusterQueue and
-// LocalQueues. Volcano's and KAI's Queues are adapters to come beside it.
-const QueueKueue QueueScheduler = "Kueue"
+const (
+	// QueueKueue is Kueue (kueue.x-k8s.io/v1beta2): a ResourceFlavor, a ClusterQueue and
+	// LocalQueues.
+	QueueKueue QueueScheduler = "Kueue"
+	// QueueVolcano is Volcano (scheduling.volcano.sh/v1beta1): a Queue whose capability
+	// is the pool's capacity, and with spec.topology one HyperNode
+	// (topology.volcano.sh/v1alpha1) per domain. KAI's Queue is an adapter to come.
+	QueueVolcano QueueScheduler = "Volcano"
+)
 
 // QueueSpec is how a pool feeds a scheduler's queue. The quota is computed by the
 // controller from the members' nodes, never taken from this spec: the spec only lowers
@@ -283,6 +289,19 @@ type QueueSpec struct {
 	// +kubebuilder:validation:MaxItems=64
 	// +optional
 	Shares []QueueShare `json:"shares,omitempty"`
+	// Deserved is the accelerators Volcano's Queue deserves (spec.deserved: what its
+	// capacity plugin reclaims up to); Volcano only, never above the capacity (refused
+	// at admission; lowered to the capacity when members leave it, and the Queue
+	// condition says so).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Deserved *int64 `json:"deserved,omitempty"`
+	// Guarantee is the accelerators Volcano keeps for the Queue whatever the other
+	// queues use (spec.guarantee.resource); Volcano only, never above the capacity,
+	// as Deserved.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Guarantee *int64 `json:"guarantee,omitempty"`
 }
 
 // QueueShare is one namespace's share of a pool's queue.
@@ -383,6 +402,19 @@ type QueueStatus struct {
 	// +listMapKey=namespace
 	// +optional
 	Shares []QueueShareStatus `json:"shares,omitempty"`
+	// Deserved and Guarantee are what was written into Volcano's Queue (spec.queue's,
+	// lowered to the quota when it is below them).
+	// +optional
+	Deserved *int64 `json:"deserved,omitempty"`
+	// +optional
+	Guarantee *int64 `json:"guarantee,omitempty"`
+	// HyperNodes are the Volcano HyperNodes written for the pool's domains (one per
+	// domain of each level); HyperNodesSkipped says why none were written (Volcano's
+	// own label discovery is on).
+	// +optional
+	HyperNodes int32 `json:"hyperNodes,omitempty"`
+	// +optional
+	HyperNodesSkipped string `json:"hyperNodesSkipped,omitempty"`
 }
 
 // QueueShareStatus is one share's queue as written and read.

@@ -209,6 +209,10 @@ func describePoolQueue(w prefixWriter, pool *v1alpha1.Pool) {
 	if st.Resource == "" && st.DeviceResource != "" {
 		quota = fmt.Sprintf("%d %s (DRA devices)", st.DeviceQuota, st.DeviceResource)
 	}
+	if st.Scheduler == v1alpha1.QueueVolcano {
+		describeVolcanoQueue(w, st, quota, cond)
+		return
+	}
 	w.Write(level0, "Queue:\t%s ClusterQueue %s: quota %s from %d schedulable nodes\n", st.Scheduler, st.ClusterQueue, quota, st.SchedulableNodes)
 	if st.DeviceResource != "" {
 		var classes []string
@@ -227,6 +231,31 @@ func describePoolQueue(w prefixWriter, pool *v1alpha1.Pool) {
 		w.Write(level0, "Queue Shares:\t%s\n", strings.Join(shares, ", "))
 	}
 	if cond != nil && cond.Status != metav1.ConditionTrue {
+		w.Write(level0, "Queue Problem:\t%s\n", cond.Message)
+	}
+}
+
+// describeVolcanoQueue writes a Volcano Queue: its capability (the quota), deserved and
+// guarantee as written, what Volcano allocated, the PodGroups admitted and waiting, and
+// its HyperNodes (or why none are written).
+func describeVolcanoQueue(w prefixWriter, st *v1alpha1.QueueStatus, capability string, cond *metav1.Condition) {
+	w.Write(level0, "Queue:\tVolcano Queue %s: capability %s from %d schedulable nodes\n", st.ClusterQueue, capability, st.SchedulableNodes)
+	amount := func(p *int64) string {
+		if p == nil {
+			return "<unset>"
+		}
+		return fmt.Sprintf("%d", *p)
+	}
+	w.Write(level0, "Queue Shares:\tdeserved %s, guarantee %s\n", amount(st.Deserved), amount(st.Guarantee))
+	w.Write(level0, "Queue Allocated:\t%d %s\n", st.Used, st.Resource)
+	w.Write(level0, "Queue PodGroups:\t%d admitted, %d pending\n", st.Admitted, st.Pending)
+	switch {
+	case st.HyperNodesSkipped != "":
+		w.Write(level0, "HyperNodes:\t<none> (%s)\n", st.HyperNodesSkipped)
+	case st.HyperNodes > 0:
+		w.Write(level0, "HyperNodes:\t%d (kubectl litepool get domains shows each domain's)\n", st.HyperNodes)
+	}
+	if cond != nil && (cond.Status != metav1.ConditionTrue || cond.Reason == "Clamped") {
 		w.Write(level0, "Queue Problem:\t%s\n", cond.Message)
 	}
 }

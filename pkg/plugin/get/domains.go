@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -16,6 +17,7 @@ import (
 	"github.com/runwhere-ai/litepool/pkg/inventory"
 	"github.com/runwhere-ai/litepool/pkg/plugin/kit"
 	"github.com/runwhere-ai/litepool/pkg/policy"
+	"github.com/runwhere-ai/litepool/pkg/queue"
 )
 
 // GetDomainsOptions is `get domains`.
@@ -95,6 +97,9 @@ func (o *GetDomainsOptions) Run(ctx context.Context) error {
 	}
 	kit.PrintWarnings(o.ErrOut, inv)
 	rows := domainRows(inv)
+	if err := o.addHyperNodes(ctx, objects, rows); err != nil {
+		return err
+	}
 	if o.Print.IsTable() {
 		return kit.PrintTable(o.Print, o.Out, DomainTable(rows))
 	}
@@ -110,6 +115,51 @@ type domainRow struct {
 	pool, unit string
 	domain     policy.Domain
 	outside    bool
+	// volcano: the pool feeds Volcano; hyperNode is its HyperNode for the domain.
+	volcano   bool
+	hyperNode string
+}
+
+// addHyperNodes fills in the HyperNode of each domain of a pool feeding Volcano: the
+// pool's own HyperNodes (controller ownerReference to the Pool) of the unit level.
+func (o *GetDomainsOptions) addHyperNodes(ctx context.Context, pools []v1alpha1.Pool, rows []domainRow) error {
+	byName := map[string]*v1alpha1.Pool{}
+	for i := range pools {
+		if q := pools[i].Spec.Queue; q != nil && q.Scheduler == v1alpha1.QueueVolcano {
+			byName[pools[i].Name] = &pools[i]
+		}
+	}
+	if len(byName) == 0 || o.clients.Dynamic == nil {
+		return nil
+	}
+	gvr := queue.VolcanoHyperNode.GroupVersion().WithResource("hypernodes")
+	list, err := o.clients.Dynamic.Resource(gvr).List(ctx, metav1.ListOptions{LabelSelector: policy.LabelPool})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("listing Volcano HyperNodes: %w", err)
+	}
+	names := map[[3]string]string{} // pool, level, domain
+	if list != nil {
+		for i := range list.Items {
+			h := &list.Items[i]
+			p := byName[h.GetLabels()[policy.LabelPool]]
+			if p == nil || !queue.OwnedBy(h, p) {
+				continue
+			}
+			a := h.GetAnnotations()
+			names[[3]string{p.Name, a[policy.AnnotationHyperNodeLevel], a[policy.AnnotationHyperNodeDomain]}] = h.GetName()
+		}
+	}
+	for i := range rows {
+		r := &rows[i]
+		if byName[r.pool] == nil {
+			continue
+		}
+		r.volcano = true
+		if !r.outside {
+			r.hyperNode = names[[3]string{r.pool, r.unit, r.domain.Name}]
+		}
+	}
+	return nil
 }
 
 // domainRows are the rows of every pool with domains, by pool name, each pool's
@@ -175,12 +225,20 @@ func DomainTable(rows []domainRow) *metav1.Table {
 		kit.Column("Members", "string", true),
 		kit.Column("Held Out", "string", true),
 	}}
+	volcano := slices.ContainsFunc(rows, func(r domainRow) bool { return r.volcano })
+	if volcano {
+		t.ColumnDefinitions = append(t.ColumnDefinitions, kit.Column("HyperNode", "string", false))
+	}
 	for i := range rows {
 		r := &rows[i]
 		d := &r.domain
-		t.Rows = append(t.Rows, metav1.TableRow{Cells: []any{r.pool, r.name(),
+		cells := []any{r.pool, r.name(),
 			fmt.Sprintf("%d/%d", len(d.Schedulable), len(d.Members)), fmt.Sprintf("%d/%d", d.Free, d.Total), r.state(),
-			r.unit, kit.JoinOrNone(d.Members), kit.JoinOrNone(r.notSchedulable())}})
+			r.unit, kit.JoinOrNone(d.Members), kit.JoinOrNone(r.notSchedulable())}
+		if volcano {
+			cells = append(cells, kit.None(r.hyperNode))
+		}
+		t.Rows = append(t.Rows, metav1.TableRow{Cells: cells})
 	}
 	return t
 }
@@ -195,13 +253,17 @@ func domainView(r *domainRow) unstructured.Unstructured {
 		}
 		return out
 	}
+	spec := map[string]any{"pool": r.pool, "unit": r.unit, "domain": r.name(), "members": strs(d.Members)}
+	if r.hyperNode != "" {
+		spec["hyperNode"] = r.hyperNode
+	}
 	// A domain's key may hold "/" (its path down the levels): the view's name is
 	// pool.key with "/" as ".", the key itself is in spec.
 	return unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": v1alpha1.GroupVersion.String(),
 		"kind":       "Domain",
 		"metadata":   map[string]any{"name": r.pool + "." + strings.ReplaceAll(r.name(), "/", "."), "labels": map[string]any{policy.LabelPool: r.pool}},
-		"spec":       map[string]any{"pool": r.pool, "unit": r.unit, "domain": r.name(), "members": strs(d.Members)},
+		"spec":       spec,
 		"status": map[string]any{"state": r.state(), "nodes": int64(len(d.Members)), "schedulableNodes": int64(len(d.Schedulable)),
 			"schedulable": strs(d.Schedulable), "acceleratorTotal": d.Total, "acceleratorFree": d.Free, "mixed": d.Mixed},
 	}}

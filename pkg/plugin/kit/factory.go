@@ -3,6 +3,7 @@ package kit
 import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	restclient "k8s.io/client-go/rest"
 	cmdutil "k8s.io/kubectl/pkg/cmd/util"
@@ -20,6 +21,9 @@ type Clients struct {
 	Kube         kubernetes.Interface
 	Pools        *poolclient.Client
 	Accelerators policy.Accelerators
+	// Dynamic reads other systems' objects litepool writes (Volcano's HyperNodes); nil
+	// in tests that read none.
+	Dynamic dynamic.Interface
 }
 
 // Factory is the one seam between a command and the world: its clients, its clock and
@@ -77,7 +81,7 @@ func (f *factory) Clients() (*Clients, error) {
 	if err != nil {
 		return nil, err
 	}
-	f.clients = &Clients{Kube: kube, Pools: poolclient.New(dyn), Accelerators: accel}
+	f.clients = &Clients{Kube: kube, Pools: poolclient.New(dyn), Accelerators: accel, Dynamic: dyn}
 	return f.clients, nil
 }
 

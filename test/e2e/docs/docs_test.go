@@ -1,5 +1,6 @@
-// Package docs runs every shell transcript of README.md, docs/quickstart.md and
-// docs/topology.md (a "$ " line and the output after it) on the demo cluster, as make
+// Package docs runs every shell transcript of README.md, docs/quickstart.md,
+// docs/topology.md and docs/queueing.md's Volcano section (a "$ " line and the output
+// after it) on the demo cluster, with Volcano's CRDs (make volcano-crds), as make
 // demo leaves it (the sample AI cluster, the local webhook with the controller), and
 // compares what each command prints with what the document shows (internal/transcript
 // says how). A document whose example drifts from the code fails here.
@@ -7,6 +8,7 @@ package docs
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,16 +25,39 @@ func TestMain(m *testing.M) { framework.Main(m, "e2e-docs") }
 
 // The documents, in the order a reader meets them: README's commands change the
 // cluster (a pod), and the quickstart reads it after; docs/topology.md adds its own pool
-// and nodes last.
-var documents = []string{"README.md", "docs/quickstart.md", "docs/topology.md"}
+// and nodes last, and docs/queueing.md's Volcano section its pool after that (its Kueue
+// sections need Kueue, which test/e2e/kueue runs).
+var documents = []string{"README.md", "docs/quickstart.md", "docs/topology.md", "docs/queueing.md#Feed Volcano"}
+
+// section is the document's text, or with "#Heading" only that "## Heading" section's
+// (the other lines blanked, so that line numbers stay the file's).
+func section(doc, text string) string {
+	_, heading, ok := strings.Cut(doc, "#")
+	if !ok {
+		return text
+	}
+	lines := strings.Split(text, "\n")
+	in := false
+	for i, l := range lines {
+		if strings.HasPrefix(l, "## ") {
+			in = l == "## "+heading
+		}
+		if !in {
+			lines[i] = ""
+		}
+	}
+	return strings.Join(lines, "\n")
+}
 
 func TestTranscripts(t *testing.T) {
+	require.NoError(t, framework.InstallVolcanoCRDs(context.Background(), framework.C))
 	startDemoWebhook(t)
 	total := 0
 	for _, doc := range documents {
-		b, err := os.ReadFile(filepath.Join(framework.Root, doc))
+		path, _, _ := strings.Cut(doc, "#")
+		b, err := os.ReadFile(filepath.Join(framework.Root, path))
 		require.NoError(t, err)
-		cmds := transcript.Parse(doc, string(b))
+		cmds := transcript.Parse(path, section(doc, string(b)))
 		require.NotEmpty(t, cmds, "%s has transcripts", doc)
 		for _, c := range cmds {
 			got := runCommand(t, c.Text)

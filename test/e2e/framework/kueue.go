@@ -221,7 +221,13 @@ func (k *Kueue) installCRDs(ctx context.Context) error {
 	if err != nil || len(files) == 0 {
 		return fmt.Errorf("no Kueue CRDs under %s: %v", k.Dir, err)
 	}
-	crds := k.cluster.Dynamic.Resource(crdGVR)
+	return InstallCRDFiles(ctx, k.cluster, files)
+}
+
+// InstallCRDFiles creates (or replaces) the CRD of each file and waits until each is
+// established.
+func InstallCRDFiles(ctx context.Context, c *Cluster, files []string) error {
+	crds := c.Dynamic.Resource(crdGVR)
 	var names []string
 	for _, f := range files {
 		raw, err := os.ReadFile(f)

@@ -113,7 +113,7 @@ func serverDryRun(tracker k8stesting.ObjectTracker) k8stesting.ReactionFunc {
 
 // Clients implements kit.Factory.
 func (f *Factory) Clients() (*kit.Clients, error) {
-	return &kit.Clients{Kube: f.Kube, Pools: poolclient.New(f.Dynamic), Accelerators: f.Accelerators}, nil
+	return &kit.Clients{Kube: f.Kube, Pools: poolclient.New(f.Dynamic), Accelerators: f.Accelerators, Dynamic: f.Dynamic}, nil
 }
 
 // Clock implements kit.Factory.

@@ -1,0 +1,15 @@
+//go:build tools
+
+// Package tools pins what makes Volcano's CRDs for the e2e tests (hack/build-volcano-crds.sh):
+// Volcano's API types (volcano.sh/apis) and controller-gen, which Volcano runs over them to
+// make its own CRDs. Its own module: volcano.sh/apis pins other k8s.io versions than the
+// main module, and the main module never imports Volcano's Go types (the adapter writes
+// unstructured objects).
+package tools
+
+import (
+	_ "sigs.k8s.io/controller-tools/cmd/controller-gen"
+	_ "volcano.sh/apis/pkg/apis/batch/v1alpha1"
+	_ "volcano.sh/apis/pkg/apis/scheduling/v1beta1"
+	_ "volcano.sh/apis/pkg/apis/topology/v1alpha1"
+)
