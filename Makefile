@@ -35,6 +35,10 @@ control-plane: ## kube-apiserver, etcd, controller-manager, scheduler, kwok into
 kueue: ## Kueue's controller-manager (hack/tools-kueue) into _output/bin, for test/e2e/kueue
 	hack/build-kueue.sh
 
+.PHONY: certmanager
+certmanager: ## cert-manager's controller and CA injector (hack/tools-certmanager) into _output/bin, for test/e2e/certmanager
+	hack/build-certmanager.sh
+
 .PHONY: test
 test: ## everything CI runs (verify, test-unit, test-e2e, bench-smoke), with each phase's time at the end
 	hack/test.sh
@@ -51,7 +55,7 @@ test-unit: ## unit tests (fake clientsets, pure functions, fuzz seeds), every Go
 	hack/fuzz.sh $(FUZZTIME)
 
 .PHONY: test-e2e
-test-e2e: build control-plane kueue image kubelet ## e2e tests against the local control plane (and a real node); never skipped
+test-e2e: build control-plane kueue certmanager image kubelet ## e2e tests against the local control plane (and a real node); never skipped
 	go test -count=1 -timeout 40m -p 2 ./test/e2e/...
 
 .PHONY: cluster
