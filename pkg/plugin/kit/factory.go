@@ -3,6 +3,7 @@ package kit
 import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	restclient "k8s.io/client-go/rest"
 	cmdutil "k8s.io/kubectl/pkg/cmd/util"
@@ -31,6 +32,9 @@ type Factory interface {
 	Clients() (*Clients, error)
 	// Clock is the time commands read: rollout ids, lease freshness, event ages.
 	Clock() clock.PassiveClock
+	// DynamicClient reaches litepool's other kinds (DriverRollouts, StressRuns) as
+	// unstructured objects.
+	DynamicClient() (dynamic.Interface, error)
 }
 
 // NewFactory is the Factory of a real run, over kubectl's flags; accelerators is the
