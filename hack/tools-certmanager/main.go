@@ -27,8 +27,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/clientcmd"
-	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 	"k8s.io/klog/v2"
+	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -36,6 +36,7 @@ import (
 	"github.com/cert-manager/cert-manager/pkg/controller"
 	"github.com/cert-manager/cert-manager/pkg/controller/cainjector"
 	logf "github.com/cert-manager/cert-manager/pkg/logs"
+	"github.com/cert-manager/cert-manager/pkg/util"
 
 	// Each registers its controller with controller.Known (in init).
 	_ "github.com/cert-manager/cert-manager/pkg/controller/certificaterequests/approver"
@@ -140,6 +141,9 @@ func runCAInjector(ctx context.Context, kubeconfig string) error {
 	if err != nil {
 		return err
 	}
+	// The injector's field manager is its user agent's prefix, as cert-manager's main
+	// sets it: server-side apply refuses an empty one.
+	cfg = util.RestConfigWithUserAgent(cfg, "cainjector")
 	scheme := runtime.NewScheme()
 	utilruntime.Must(corev1.AddToScheme(scheme))
 	utilruntime.Must(admissionregistrationv1.AddToScheme(scheme))
