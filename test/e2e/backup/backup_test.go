@@ -76,7 +76,7 @@ func TestBackupAndRestore(t *testing.T) {
 	require.NoError(t, c.Status().Update(ctx, run))
 
 	// Save, as docs/backup.md says.
-	saved := framework.C.Kubectl(t, "", "get", "pools,driverrollouts,stressruns", "-o", "yaml")
+	saved := framework.C.Kubectl(t, "", "get", "pools.runwhere.ai,driverrollouts.runwhere.ai,stressruns.runwhere.ai", "-o", "yaml")
 	require.Zero(t, saved.ExitCode, saved.Stderr)
 	backup := filepath.Join(t.TempDir(), "litepool-backup.yaml")
 	require.NoError(t, os.WriteFile(backup, []byte(saved.Stdout), 0o600))
