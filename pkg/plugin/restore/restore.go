@@ -134,7 +134,7 @@ func (o *Options) Validate() error {
 // Run checks that no controller runs, then creates each object and restores its status.
 func (o *Options) Run(ctx context.Context) error {
 	if gone, _ := kit.ControllerGone(ctx, o.kube, o.ControllerNamespace, o.f.Clock().Now()); !gone {
-		return fmt.Errorf("litepool's controller is running (it holds Lease %s/%s): a DriverRollout or StressRun it saw before its status is restored would start again; stop it first (kubectl -n %s scale deployment/litepool-controller --replicas=0, then wait for the Lease to lapse), and start it again after the restore",
+		return fmt.Errorf("litepool's controller is running, or you may not read its Lease %s/%s (restore is an administrator's: it also writes status): a DriverRollout or StressRun the controller saw before its status is restored would start again; stop it first (kubectl -n %s scale deployment/litepool-controller --replicas=0, then wait for the Lease to lapse), and start it again after the restore",
 			o.ControllerNamespace, kit.ControllerLease, o.ControllerNamespace)
 	}
 	for _, k := range kinds {

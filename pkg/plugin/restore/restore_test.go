@@ -103,7 +103,7 @@ func TestRestoreRefusesWhileTheControllerRuns(t *testing.T) {
 	f := kittest.NewFactory(t, lease)
 	res := kittest.RunContext(context.Background(), f, NewCmdRestore, "", "-f", writeSaved(t))
 	require.Error(t, res.Err)
-	assert.Contains(t, res.Err.Error(), "litepool's controller is running (it holds Lease litepool-system/litepool-controller)")
+	assert.Contains(t, res.Err.Error(), "litepool's controller is running, or you may not read its Lease litepool-system/litepool-controller")
 	assert.Contains(t, res.Err.Error(), "kubectl -n litepool-system scale deployment/litepool-controller --replicas=0")
 	for _, a := range f.Dynamic.Actions() {
 		assert.NotEqual(t, "create", a.GetVerb(), "nothing is created")
