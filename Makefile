@@ -39,6 +39,10 @@ kueue: ## Kueue's controller-manager (hack/tools-kueue) into _output/bin, for te
 volcano-crds: ## Volcano's CRDs (controller-gen over the volcano.sh/apis hack/tools-volcano pins) into _output/volcano-crds, for test/e2e/volcano
 	hack/build-volcano-crds.sh
 
+.PHONY: certmanager
+certmanager: ## cert-manager's controller and CA injector (hack/tools-certmanager) into _output/bin, for test/e2e/certmanager
+	hack/build-certmanager.sh
+
 .PHONY: test
 test: ## everything CI runs (verify, test-unit, test-e2e, bench-smoke), with each phase's time at the end
 	hack/test.sh
@@ -55,7 +59,7 @@ test-unit: ## unit tests (fake clientsets, pure functions, fuzz seeds), every Go
 	hack/fuzz.sh $(FUZZTIME)
 
 .PHONY: test-e2e
-test-e2e: build control-plane kueue volcano-crds image kubelet ## e2e tests against the local control plane (and a real node); never skipped
+test-e2e: build control-plane kueue volcano-crds certmanager image kubelet ## e2e tests against the local control plane (and a real node); never skipped
 	go test -count=1 -timeout 40m -p 2 ./test/e2e/...
 
 .PHONY: cluster

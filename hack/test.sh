@@ -2,12 +2,13 @@
 # make test: every phase CI runs, in order, each as its own make target, and at the end
 # (also when a phase fails) how long each took, so that a slow phase is seen where it is.
 #
-#   hack/test.sh            verify, unit, build (the control plane, Kueue, Volcano's CRDs, the kubelet and
-#                           the image, reused when built from the same inputs), e2e, bench smoke
+#   hack/test.sh            verify, unit, build (the control plane, Kueue, Volcano's CRDs,
+#                           cert-manager, the kubelet and the image, reused when built from
+#                           the same inputs), e2e, bench smoke
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-phases=("verify:verify" "unit:test-unit" "build:build control-plane kueue volcano-crds image kubelet" "e2e:test-e2e" "bench smoke:bench-smoke")
+phases=("verify:verify" "unit:test-unit" "build:build control-plane kueue volcano-crds certmanager image kubelet" "e2e:test-e2e" "bench smoke:bench-smoke")
 times=()
 summary() {
   local rc=$? line

@@ -18,6 +18,7 @@ import (
 	"github.com/runwhere-ai/litepool/pkg/plugin/kit"
 	"github.com/runwhere-ai/litepool/pkg/plugin/label"
 	"github.com/runwhere-ai/litepool/pkg/plugin/nodepool"
+	"github.com/runwhere-ai/litepool/pkg/plugin/restore"
 	"github.com/runwhere-ai/litepool/pkg/plugin/scale"
 	"github.com/runwhere-ai/litepool/pkg/plugin/stress"
 	"github.com/runwhere-ai/litepool/pkg/plugin/upgrade"
@@ -88,6 +89,7 @@ func NewCmdLitepool(streams genericiooptions.IOStreams) *cobra.Command {
 		upgrade.NewCmdUpgrade(f, streams),
 		stress.NewCmdStress(f, streams),
 		health.NewCmdHealth(f, streams),
+		restore.NewCmdRestore(f, streams),
 	)
 	return cmd
 }

@@ -35,6 +35,9 @@ type Factory interface {
 	Clients() (*Clients, error)
 	// Clock is the time commands read: rollout ids, lease freshness, event ages.
 	Clock() clock.PassiveClock
+	// DynamicClient reaches litepool's other kinds (DriverRollouts, StressRuns) as
+	// unstructured objects.
+	DynamicClient() (dynamic.Interface, error)
 }
 
 // NewFactory is the Factory of a real run, over kubectl's flags; accelerators is the

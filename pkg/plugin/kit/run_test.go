@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes/fake"
 	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 	"k8s.io/utils/clock"
@@ -27,6 +28,9 @@ type fakeFactory struct {
 }
 
 func (f fakeFactory) Clients() (*Clients, error) { return f.clients, f.err }
+func (f fakeFactory) DynamicClient() (dynamic.Interface, error) {
+	return nil, errors.New("no dynamic client in this test")
+}
 func (f fakeFactory) Clock() clock.PassiveClock {
 	if f.clock == nil {
 		return clock.RealClock{}

@@ -52,9 +52,23 @@ func Main(m *testing.M, name string) {
 	runMain(m, name, "the local control plane", func() (*Cluster, error) { return Start(name, true) })
 }
 
+// MainWith is Main with more to start once the cluster runs (cert-manager, ...):
+// setup's error fails the run as a cluster that did not start does, and what it returns
+// is stopped after the tests.
+func MainWith(m *testing.M, name, what string, setup func(*Cluster) (stop func(), err error)) {
+	var stop func()
+	runMain(m, name, "the local control plane and "+what, func() (*Cluster, error) {
+		c, err := Start(name, true)
+		if err == nil {
+			stop, err = setup(c)
+		}
+		return c, err
+	}, func() { stop() })
+}
+
 // runMain is Main with the cluster start given: a cluster that did not start is
 // deleted again (a half-started one holds ports and, with a real node, host state).
-func runMain(m *testing.M, name, what string, start func() (*Cluster, error)) {
+func runMain(m *testing.M, name, what string, start func() (*Cluster, error), after ...func()) {
 	c, err := start()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "FATAL: e2e: %s did not start: %v\n", what, err)
@@ -63,6 +77,9 @@ func runMain(m *testing.M, name, what string, start func() (*Cluster, error)) {
 	}
 	C = c
 	code := m.Run()
+	for _, f := range after {
+		f()
+	}
 	if os.Getenv("LITEPOOL_E2E_KEEP") == "" {
 		if err := c.Stop(); err != nil {
 			fmt.Fprintf(os.Stderr, "e2e: stopping cluster %s: %v\n", name, err)

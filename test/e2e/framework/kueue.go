@@ -1,9 +1,7 @@
 package framework
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -164,19 +162,7 @@ func (k *Kueue) Stop() {
 // kueueModuleDir is where the Go module cache holds the Kueue that hack/tools-kueue
 // pins (hack/build-kueue.sh has downloaded it).
 func kueueModuleDir() (string, error) {
-	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/kueue")
-	cmd.Dir = filepath.Join(Root, "hack", "tools-kueue")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("finding Kueue's module: %v: %s", err, stderr.String())
-	}
-	dir := strings.TrimSpace(string(out))
-	if dir == "" {
-		return "", errors.New("sigs.k8s.io/kueue is not in the Go module cache: run make kueue")
-	}
-	return dir, nil
+	return moduleDir("hack/tools-kueue", "sigs.k8s.io/kueue", "make kueue")
 }
 
 // kueueConfig is Kueue's Configuration: webhook and probes on loopback, metrics off,

@@ -149,7 +149,8 @@ func deref[T any](p *T) T {
 }
 
 // deploy/monitoring scrapes both identities' Services over HTTPS with Prometheus's
-// token, and binds Prometheus to litepool-metrics-reader.
+// token, verifying their certificates (a CA and a server name, never
+// insecureSkipVerify), and binds Prometheus to litepool-metrics-reader.
 func TestMonitoringRendered(t *testing.T) {
 	services := render(t).services
 	res := framework.C.Kubectl(t, "", "kustomize", filepath.Join(framework.Root, "deploy", "monitoring"))
@@ -170,6 +171,10 @@ func TestMonitoringRendered(t *testing.T) {
 			ep := obj.Spec.Endpoints[0]
 			assert.Equal(t, "https", ep.Scheme, obj.Metadata.Name)
 			assert.Equal(t, "/var/run/secrets/kubernetes.io/serviceaccount/token", ep.BearerTokenFile, obj.Metadata.Name)
+			assert.False(t, ep.TLSConfig.InsecureSkipVerify, "%s verifies the certificate", obj.Metadata.Name)
+			assert.Equal(t, "litepool-metrics-cert", ep.TLSConfig.CA.Secret.Name, "%s: the CA", obj.Metadata.Name)
+			assert.Equal(t, "ca.crt", ep.TLSConfig.CA.Secret.Key, "%s: the CA", obj.Metadata.Name)
+			assert.NotEmpty(t, ep.TLSConfig.ServerName, "%s: the name checked", obj.Metadata.Name)
 			for name, svc := range services {
 				if labels.SelectorFromSet(obj.Spec.Selector.MatchLabels).Matches(labels.Set(svc.Labels)) &&
 					slices.ContainsFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return p.Name == ep.Port }) {
@@ -190,5 +195,15 @@ type serviceMonitorSpec struct {
 		Port            string `json:"port"`
 		Scheme          string `json:"scheme"`
 		BearerTokenFile string `json:"bearerTokenFile"`
+		TLSConfig       struct {
+			InsecureSkipVerify bool   `json:"insecureSkipVerify"`
+			ServerName         string `json:"serverName"`
+			CA                 struct {
+				Secret struct {
+					Name string `json:"name"`
+					Key  string `json:"key"`
+				} `json:"secret"`
+			} `json:"ca"`
+		} `json:"tlsConfig"`
 	} `json:"endpoints"`
 }

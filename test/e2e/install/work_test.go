@@ -154,9 +154,10 @@ func staleStatus(t *testing.T) string {
 	return p.GetName()
 }
 
-// scrape fetches url with the bearer token (none when empty). The metrics certificate is
-// self-signed (as the ServiceMonitor in deploy/monitoring trusts it): what protects
-// /metrics is the token, which the server checks with the API server.
+// scrape fetches url with the bearer token (none when empty). Without --metrics-cert-dir
+// the metrics certificate is self-signed, so this checks the token alone, which the
+// server checks with the API server; test/e2e/certmanager checks the certificate as
+// deploy/monitoring's ServiceMonitors do.
 func scrape(t *testing.T, url, token string) (int, string) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/dynamic"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -50,6 +51,9 @@ type Factory struct {
 }
 
 var _ kit.Factory = (*Factory)(nil)
+
+// DynamicClient is the dynamic fake.
+func (f *Factory) DynamicClient() (dynamic.Interface, error) { return f.Dynamic, nil }
 
 // NewFactory returns a Factory holding objects: Pools go to the dynamic fake, the rest
 // to the core clientset.
