@@ -345,6 +345,9 @@ func addWebhook(ctx context.Context, mgr manager.Manager, o options, scheme *run
 		&admission.Departures{Client: live, Namespace: o.namespace, TTL: o.departureTTL}, accel)
 	admission.RegisterOperations(drainingServer{Server: srv, closing: o.closing}, catalog, matrixLoader(live, o.namespace, o.compatConfigMap))
 
+	if err := addCertificateExpiry(mgr, o); err != nil {
+		return err
+	}
 	certReady := make(chan struct{})
 	if o.certMode == certModeSelf {
 		if err := addRotator(mgr, o, certReady); err != nil {
