@@ -19,7 +19,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	framework.MainWithWebhook(m, "attack", append([]string{"--controllers"}, nodeWorkFlags...)...)
+	framework.MainWithWebhook(m, "attack", append(append([]string{"--controllers"}, nodeWorkFlags...), pullSecretFlags...)...)
 }
 
 // row is one attack: who, with which right, writes what, and what must hold.
@@ -70,6 +70,8 @@ var matrix = []row{
 	{"create pods in a namespace trusted with node agents (kube-system, litepool's, the webhook's `--agent-namespace`: `gpu-operator`, `monitoring` as shipped)", "a real DaemonSet without devices, tolerating every taint", "its pods run on every exclusive member: whoever may write pods there is trusted on every exclusive node (grant it as cluster-admin is granted; `--agent-namespace` refuses `default`)", "38.1", attackTrustedNamespaceDaemonSet},
 	{"edit in a namespace", "pod without the pool label, pinned to a namespace-restricted pool that is not exclusive by required node affinity: `runwhere.ai/pool In [P, no-such-pool]`; two terms of `matchFields metadata.name In` its members; `kubernetes.io/hostname In` its members' hostnames (one unlike its name); `nodeSelector kubernetes.io/hostname` with a `DoesNotExist` term; from a namespace the pool does not admit", "each refused (P4, by `pods-node-selector.runwhere.ai`: a placement that only one pool's members satisfy makes the pod that pool's, and the message names the pin); no pod on the pool's nodes", "38.2", attackPinnedByAffinity},
 	{"edit in a namespace", "the same pods labelled `runwhere.ai/pool: default`", "each refused (P4 and P1, by `pods-pinned-default-label.runwhere.ai`: judged as the pool's pod; the `default` label is not overwritten); no pod on the pool's nodes", "38.2", attackPinnedDefaultLabel},
+	{"create stressruns (`litepool-operator`)", "a run asking for node work to pull with a Secret of its choosing: `spec.imagePullSecrets` (no such field) and an annotation", "every pod of node work (remediation Jobs, re-check and stress pods, this run's) pulls with exactly the controller's `--node-work-image-pull-secret`, which only the operator sets: no Pool, DriverRollout or StressRun field names one", "39", attackNodeWorkPullSecret},
+	{"the webhook's and the controller's ServiceAccounts", "open the break-glass themselves: `failurePolicy: Ignore` on `node-departures.runwhere.ai` (an update by the webhook's identity, the runbook's JSON patch by the controller's)", "refused (`litepool-webhook-config-guard`); the entry stays Fail. Only a cluster administrator opens the glass (docs/runbook.md); `TestBreakGlass` (test/e2e/webhook) plays the outage, the open glass, the restore and N3 refusing again", "39", attackLitepoolOpensTheGlass},
 }
 
 func TestAttackMatrix(t *testing.T) {
