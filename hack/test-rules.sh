@@ -18,6 +18,7 @@ rm -rf "$work" && mkdir -p "$work"
 sed -n '/^spec:$/,$p' "$root/deploy/monitoring/prometheusrule.yaml" | tail -n +2 | sed 's/^  //' >"$work/rules.yaml"
 grep -q '^groups:$' "$work/rules.yaml" || { echo "test-rules: no spec.groups in deploy/monitoring/prometheusrule.yaml" >&2; exit 1; }
 cp "$root"/deploy/monitoring/tests/*.yaml "$work/"
+mapfile -t tests < <(cd "$root/deploy/monitoring/tests" && printf '%s\n' *.yaml)
 
 "$promtool" check rules "$work/rules.yaml"
-(cd "$work" && "$promtool" test rules ./*.yaml)
+(cd "$work" && "$promtool" test rules "${tests[@]}")
