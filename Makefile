@@ -43,6 +43,10 @@ volcano-crds: ## Volcano's CRDs (controller-gen over the volcano.sh/apis hack/to
 certmanager: ## cert-manager's controller and CA injector (hack/tools-certmanager) into _output/bin, for test/e2e/certmanager
 	hack/build-certmanager.sh
 
+.PHONY: promtool
+promtool: ## Prometheus's promtool (hack/tools-promtool) into _output/bin, for the alert tests of make test-unit
+	hack/build-promtool.sh
+
 .PHONY: test
 test: ## everything CI runs (verify, test-unit, test-e2e, bench-smoke), with each phase's time at the end
 	hack/test.sh
@@ -57,6 +61,7 @@ test-unit: ## unit tests (fake clientsets, pure functions, fuzz seeds), every Go
 	go test -count=1 $(UNIT_PKGS)
 	go test -count=1 -run '^$$' -bench . -benchtime 1x $(UNIT_PKGS) # every Go benchmark once, so none rots
 	hack/fuzz.sh $(FUZZTIME)
+	hack/test-rules.sh # promtool check and test of deploy/monitoring's alerts (builds promtool once per machine)
 
 .PHONY: test-e2e
 test-e2e: build control-plane kueue volcano-crds certmanager image kubelet ## e2e tests against the local control plane (and a real node); never skipped

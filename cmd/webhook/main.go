@@ -123,6 +123,9 @@ func (o *options) bind(fs *flag.FlagSet) {
 		controller.HealthImages = append(controller.HealthImages, strings.Split(v, ",")...)
 		return nil
 	})
+	fs.Func("node-work-image-pull-secret", "a Secret in litepool's namespace (--namespace) that every pod of node work pulls its image with: driver installers, remediations, re-checks and stress tests (repeatable or comma-separated). Chosen here by the operator only: no Pool, DriverRollout or StressRun field names one. Give it to Deployment litepool-controller, which makes that work", func(v string) error {
+		return addPullSecrets(v)
+	})
 	fs.Func("daemonset-controller-user", "an identity the DaemonSet controller creates pods as, beyond "+strings.Join(policy.DaemonSetControllers, " and ")+" (a kube-controller-manager that runs under another user): P6 lets such pods that ask for no device onto exclusive nodes as node agents; repeatable", func(v string) error {
 		admission.DaemonSetControllers = append(admission.DaemonSetControllers, v)
 		return nil
@@ -345,6 +348,9 @@ func addWebhook(ctx context.Context, mgr manager.Manager, o options, scheme *run
 		&admission.Departures{Client: live, Namespace: o.namespace, TTL: o.departureTTL}, accel)
 	admission.RegisterOperations(drainingServer{Server: srv, closing: o.closing}, catalog, matrixLoader(live, o.namespace, o.compatConfigMap))
 
+	if err := addCertificateExpiry(mgr, o); err != nil {
+		return err
+	}
 	certReady := make(chan struct{})
 	if o.certMode == certModeSelf {
 		if err := addRotator(mgr, o, certReady); err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"flag"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/runwhere-ai/litepool/pkg/nodejob"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
@@ -144,4 +146,20 @@ func mustQuantity(t *testing.T, s string) resource.Quantity {
 	q, err := resource.ParseQuantity(s)
 	require.NoError(t, err)
 	return q
+}
+
+// --node-work-image-pull-secret names the Secrets every node-work pod pulls with,
+// repeatable and comma-separated; a name that is no Secret name is refused at start.
+func TestNodeWorkImagePullSecret(t *testing.T) {
+	t.Cleanup(func() { nodejob.PullSecrets = nil })
+	parse(t, "--node-work-image-pull-secret=regcred", "--node-work-image-pull-secret=mirror, other")
+	assert.Equal(t, []string{"regcred", "mirror", "other"}, nodejob.PullSecrets)
+
+	nodejob.PullSecrets = nil
+	var o options
+	fs := flag.NewFlagSet("litepool-webhook", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	o.bind(fs)
+	err := fs.Parse([]string{"--node-work-image-pull-secret=regcred,Reg_Cred"})
+	assert.ErrorContains(t, err, `"Reg_Cred" is not a Secret name`)
 }

@@ -67,7 +67,7 @@ var (
 var Gauges = []*prometheus.GaugeVec{acceleratorsTotal, acceleratorsUsed, acceleratorsFree,
 	poolNodes, upgradeNodes, minNodes, poolCondition, statusUpdate,
 	quarantinedNodes, healthBreakerTripped, healthHeldOut, draDevices, queueQuota, queueWorkloads,
-	domainAcceleratorsTotal, domainAcceleratorsFree, domainNodes, domainState, largestFreeBlock}
+	domainAcceleratorsTotal, domainAcceleratorsFree, domainNodes, domainState, largestFreeBlock, rolloutStepDeadline}
 
 // MetricNames are the names of Gauges.
 var MetricNames = []string{
@@ -78,6 +78,7 @@ var MetricNames = []string{
 	"litepool_pool_dra_devices", "litepool_pool_queue_quota", "litepool_pool_queue_workloads",
 	"litepool_pool_domain_accelerators_allocatable", "litepool_pool_domain_accelerators_free",
 	"litepool_pool_domain_nodes", "litepool_pool_domain_state", "litepool_pool_largest_free_block",
+	"litepool_rollout_step_deadline_timestamp_seconds",
 }
 
 func init() {

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/runwhere-ai/litepool/pkg/admission"
 	"github.com/runwhere-ai/litepool/pkg/inventory"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
@@ -26,14 +27,28 @@ var monitoringDir = filepath.Join("..", "..", "deploy", "monitoring")
 // litepoolMetric finds the litepool metric names a PromQL expression reads.
 var litepoolMetric = regexp.MustCompile(`\blitepool_[a-z_]+\b`)
 
-// checkExpr says what is wrong with one expression: a litepool metric the controller
-// does not register, or no litepool metric at all.
+// apiserverWebhookMetric finds the API server's admission-webhook metrics an alert reads;
+// litepoolWebhooks is the filter each such read must carry, so that an alert on litepool
+// does not fire for another product's webhook.
+var (
+	apiserverWebhookMetric = regexp.MustCompile(`\bapiserver_admission_webhook_[a-z_]+\{[^}]*\}`)
+	litepoolWebhooks       = `name=~".+[.]runwhere[.]ai"`
+)
+
+// checkExpr says what is wrong with one expression: a litepool metric neither the
+// controller nor the webhook registers, an API server webhook metric read without
+// litepool's filter, or no metric of litepool's at all.
 func checkExpr(t *testing.T, where, expr string) {
 	t.Helper()
 	names := litepoolMetric.FindAllString(expr, -1)
-	assert.NotEmpty(t, names, "%s: %q reads no litepool metric", where, expr)
+	apiserver := apiserverWebhookMetric.FindAllString(expr, -1)
+	assert.NotEmpty(t, append(names, apiserver...), "%s: %q reads no litepool metric", where, expr)
 	for _, n := range names {
-		assert.True(t, slices.Contains(MetricNames, n), "%s: %q reads %s, which the controller does not register", where, expr, n)
+		assert.True(t, slices.Contains(MetricNames, n) || n == admission.CertificateExpiryMetric,
+			"%s: %q reads %s, which neither the controller nor the webhook registers", where, expr, n)
+	}
+	for _, sel := range apiserver {
+		assert.Contains(t, sel, litepoolWebhooks, "%s: %q reads the API server's webhook metrics of every webhook, not litepool's", where, expr)
 	}
 }
 
@@ -68,7 +83,9 @@ func TestPrometheusRuleUsesRegisteredMetrics(t *testing.T) {
 			checkExpr(t, r.Alert, r.Expr)
 		}
 	}
-	for _, want := range []string{"LitepoolPoolBelowMinNodes", "LitepoolPoolDegraded", "LitepoolRolloutStalled"} {
+	for _, want := range []string{"LitepoolPoolBelowMinNodes", "LitepoolPoolDegraded", "LitepoolRolloutStalled",
+		"LitepoolControllerStatusStale", "LitepoolWebhookCallsFailing", "LitepoolWebhookErrors", "LitepoolWebhookSlow",
+		"LitepoolWebhookCertificateExpiresSoon", "LitepoolRolloutPastDeadline", "LitepoolHealthBreakerOpenTooLong"} {
 		assert.Contains(t, alerts, want)
 	}
 }

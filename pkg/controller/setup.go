@@ -54,6 +54,9 @@ func SetupIn(mgr ctrl.Manager, accel policy.Accelerators, namespace string, pods
 	if err := rollouts.SetupWithManager(mgr); err != nil {
 		return err
 	}
+	if err := (&RolloutDeadlineReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		return err
+	}
 	if err := (&ExclusiveTaintReconciler{Client: mgr.GetClient(), Recorder: &events.Recorder{Client: kube}}).SetupWithManager(mgr); err != nil {
 		return err
 	}

@@ -43,6 +43,12 @@ var everyPool = reconcile.Request{NamespacedName: types.NamespacedName{Name: "ev
 // counts it: a rollout or a job of 1,000 pods costs one pass, not 1,000.
 var BatchDelay = 250 * time.Millisecond
 
+// StatusResync is how often the leader recomputes every pool when nothing changed. It
+// keeps litepool_pool_status_last_sync_timestamp_seconds advancing in a quiet cluster,
+// so that a stale timestamp means a controller that is down or not leading
+// (LitepoolControllerStatusStale, docs/runbook.md), not a cluster at rest.
+var StatusResync = time.Minute
+
 // StatusReconciler keeps Pool status and the per-pool gauges.
 type StatusReconciler struct {
 	Client   client.Client // reads from the cache, writes pools/status
@@ -126,7 +132,7 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, _ reconcile.Request) (
 	if len(errs) > 0 {
 		return reconcile.Result{}, fmt.Errorf("updating pool status: %v", errs)
 	}
-	return reconcile.Result{}, nil
+	return reconcile.Result{RequeueAfter: StatusResync}, nil
 }
 
 // inventory builds the inventory as `get pools` does, from the cache: pods first, then

@@ -74,8 +74,10 @@ func TestReconcileWritesStatusGaugesAndEvents(t *testing.T) {
 		node("n1", "train", 8, true), node("n2", "train", 8, false), node("l1", "labels-only", 4, true),
 		pod("a", "n1", "3"), pod("b", "n2", "8"), pod("c", "l1", "1"))
 	ctx := context.Background()
-	_, err := r.Reconcile(ctx, everyPool)
+	res, err := r.Reconcile(ctx, everyPool)
 	require.NoError(t, err)
+	// A pass asks for the next one: the sync timestamp advances in a quiet cluster.
+	assert.Equal(t, StatusResync, res.RequeueAfter)
 
 	s := getPool(t, c, "train").Status
 	assert.Equal(t, []int64{8, 3, 5}, []int64{s.AcceleratorTotal, s.AcceleratorUsed, s.AcceleratorFree},

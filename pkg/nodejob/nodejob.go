@@ -53,6 +53,14 @@ const (
 	HostRoot = "/host"
 )
 
+// PullSecrets are the Secrets, in litepool's namespace, every node-work pod pulls its
+// image with (the controller's --node-work-image-pull-secret): an installer, a remediation
+// or a stress test image in a private registry. The operator chooses them when starting
+// the controller; no Pool, DriverRollout or StressRun names one, so a person who may edit
+// those cannot make litepool pull with a registry credential of their choosing. Set once
+// at start, before any work is made.
+var PullSecrets []string
+
 // DefaultTTL is how long a finished Job stays for people to read before it is deleted.
 const DefaultTTL = 24 * time.Hour
 
@@ -124,7 +132,8 @@ func BoundedName(prefix, node string, sum uint64) string {
 
 // template is the pod of s: pinned to the node by nodeName (a cordoned or quarantined
 // node is still reached), tolerating every taint, no service-account token, the
-// accelerators s holds in its limits, and host access only when s asks for it.
+// accelerators s holds in its limits, host access only when s asks for it, and the
+// operator's PullSecrets.
 func template(s Spec) corev1.PodTemplateSpec {
 	labels := map[string]string{}
 	for k, v := range s.Labels {
@@ -149,6 +158,9 @@ func template(s Spec) corev1.PodTemplateSpec {
 		pod.Volumes = []corev1.Volume{{Name: "host", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}}}
 	}
 	pod.Containers = []corev1.Container{c}
+	for _, name := range PullSecrets {
+		pod.ImagePullSecrets = append(pod.ImagePullSecrets, corev1.LocalObjectReference{Name: name})
+	}
 	return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{AnnotationNode: s.Node}}, Spec: pod}
 }
 

@@ -148,3 +148,17 @@ func TestIsNodeWorkTrustsTheNamespaceNotTheLabels(t *testing.T) {
 }
 
 func resourceQty(n int64) *resource.Quantity { return resource.NewQuantity(n, resource.DecimalSI) }
+
+// Every node-work pod, Job or bare, pulls with the operator's Secrets, and with none when
+// the operator set none: nothing in the Spec (which owners fill from their objects) adds one.
+func TestPodsPullWithTheOperatorsSecretsOnly(t *testing.T) {
+	s := spec("u1", "n1", "1")
+	assert.Empty(t, Job(s, ns, time.Hour).Spec.Template.Spec.ImagePullSecrets)
+	assert.Empty(t, Pod(s, ns).Spec.ImagePullSecrets)
+
+	PullSecrets = []string{"regcred", "mirror"}
+	t.Cleanup(func() { PullSecrets = nil })
+	want := []corev1.LocalObjectReference{{Name: "regcred"}, {Name: "mirror"}}
+	assert.Equal(t, want, Job(s, ns, time.Hour).Spec.Template.Spec.ImagePullSecrets)
+	assert.Equal(t, want, Pod(s, ns).Spec.ImagePullSecrets)
+}

@@ -175,21 +175,41 @@ func (r *Reconciler) decide(ctx context.Context, ro *v1alpha1.DriverRollout) (pa
 // untilTimeout is how long until the first timeout of a node's present state ends (0:
 // none does): the one wake-up a watched rollout needs that no object's change brings.
 func untilTimeout(ro *v1alpha1.DriverRollout, now time.Time) time.Duration {
-	t := TimeoutsOf(&ro.Spec)
-	limit := map[policy.UpgradeState]time.Duration{policy.UpgradeWaitJobs: t.Wait, policy.UpgradeDrain: t.Drain,
-		policy.UpgradeInstall: t.Install + installGrace, policy.UpgradeValidate: t.Validate}
 	var first time.Duration
-	for _, n := range ro.Status.Nodes {
-		d, ok := limit[policy.UpgradeState(n.State)]
-		if !ok || d <= 0 || n.Since == nil || (policy.UpgradeState(n.State) == policy.UpgradeInstall && t.Install <= 0) {
-			continue
-		}
-		left := max(n.Since.Add(d).Sub(now), 0) + time.Second
+	for _, d := range StepDeadlines(ro) {
+		left := max(d.At.Sub(now), 0) + time.Second
 		if first == 0 || left < first {
 			first = left
 		}
 	}
 	return first
+}
+
+// StepDeadline is when a node's present step times out: past it the reconciler fails the
+// node (or, for wait-for-jobs, drains what is left).
+type StepDeadline struct {
+	Node  string
+	State policy.UpgradeState
+	At    time.Time
+}
+
+// StepDeadlines are the deadlines of the rollout's nodes in a step that has a timeout.
+// The controller's metrics export them, so that an alert sees a node past its deadline
+// that no reconciler moved on (docs/runbook.md).
+func StepDeadlines(ro *v1alpha1.DriverRollout) []StepDeadline {
+	t := TimeoutsOf(&ro.Spec)
+	limit := map[policy.UpgradeState]time.Duration{policy.UpgradeWaitJobs: t.Wait, policy.UpgradeDrain: t.Drain,
+		policy.UpgradeInstall: t.Install + installGrace, policy.UpgradeValidate: t.Validate}
+	var out []StepDeadline
+	for _, n := range ro.Status.Nodes {
+		state := policy.UpgradeState(n.State)
+		d, ok := limit[state]
+		if !ok || d <= 0 || n.Since == nil || (state == policy.UpgradeInstall && t.Install <= 0) {
+			continue
+		}
+		out = append(out, StepDeadline{Node: n.Name, State: state, At: n.Since.Add(d)})
+	}
+	return out
 }
 
 // Active says whether a rollout has work the reconciler will do without a spec change.

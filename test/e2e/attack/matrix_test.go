@@ -19,7 +19,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	framework.MainWithWebhook(m, "attack", append([]string{"--controllers"}, nodeWorkFlags...)...)
+	framework.MainWithWebhook(m, "attack", append(append([]string{"--controllers"}, nodeWorkFlags...), pullSecretFlags...)...)
 }
 
 // row is one attack: who, with which right, writes what, and what must hold.
@@ -78,6 +78,8 @@ var matrix = []row{
 	{"create jobs.batch.volcano.sh and podgroups.scheduling.volcano.sh in a namespace", "a Volcano Job and a PodGroup naming the Volcano Queue of a pool that does not admit the namespace (`spec.queue`)", "each refused (P4, by `volcano-queues.runwhere.ai`); neither is made", "42", attackVolcanoQueueFromOtherNamespace},
 	{"create queues.scheduling.volcano.sh", "a Queue named after a pool before the pool feeds Volcano, labelled `runwhere.ai/pool` with it", "the Pool feeding Volcano is refused (R1, `metadata.name`); the Queue is left as it was: a label is a claim, and litepool writes only Queues with its Pool's controller ownerReference", "42", attackVolcanoQueueNameTaken},
 	{"create driverrollouts and stressruns (`litepool-operator`)", "`kubectl litepool restore` of a saved DriverRollout and StressRun whose status says Succeeded with made-up results (a rollout or run that would never be carried out, a history that never happened)", "refused before anything is created: restore must read the controller's Lease and write status, and neither is the role's (status is the controller's); nothing is created", "39", attackOperatorRestoresForgedStatus},
+	{"create stressruns (`litepool-operator`)", "a run asking for node work to pull with a Secret of its choosing: `spec.imagePullSecrets` (no such field) and an annotation", "every pod of node work (remediation Jobs, re-check and stress pods, this run's) pulls with exactly the controller's `--node-work-image-pull-secret`, which only the operator sets: no Pool, DriverRollout or StressRun field names one", "39", attackNodeWorkPullSecret},
+	{"the webhook's and the controller's ServiceAccounts", "open the break-glass themselves: `failurePolicy: Ignore` on `node-departures.runwhere.ai` (an update by the webhook's identity, the runbook's JSON patch by the controller's)", "refused (`litepool-webhook-config-guard`); the entry stays Fail. Only a cluster administrator opens the glass (docs/runbook.md); `TestBreakGlass` (test/e2e/webhook) plays the outage, the open glass, the restore and N3 refusing again", "39", attackLitepoolOpensTheGlass},
 }
 
 func TestAttackMatrix(t *testing.T) {

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Builds Prometheus's promtool (github.com/prometheus/prometheus/cmd/promtool, the version
+# hack/tools-promtool pins) into _output/bin/promtool, for `make test-unit`'s check and unit
+# tests of the alerting rules in deploy/monitoring (hack/test-rules.sh).
+#
+# Rebuilt only when missing or built from other inputs (a stamp, as build-kueue.sh), so a
+# machine builds it once. The build runs under nice: it is a large module, and the machine
+# is shared with whatever else make test runs.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+bin="$root/_output/bin"
+tools="$root/hack/tools-promtool"
+mkdir -p "$bin"
+
+inputs=$(cat "$tools/go.mod" "$tools/go.sum" "$0" <(go env GOVERSION) | sha256sum | cut -c1-16)
+if [ -x "$bin/promtool" ] && [ "$(cat "$bin/.promtool.stamp" 2>/dev/null)" = "$inputs" ]; then
+  exit 0
+fi
+
+cd "$tools"
+version=$(go list -m -f '{{.Version}}' github.com/prometheus/prometheus)
+echo "building promtool $version (github.com/prometheus/prometheus/cmd/promtool)"
+CGO_ENABLED=0 nice go build -trimpath -ldflags "-s -w" -o "$bin/promtool.tmp" \
+  github.com/prometheus/prometheus/cmd/promtool
+mv "$bin/promtool.tmp" "$bin/promtool"
+echo "$inputs" >"$bin/.promtool.stamp"
