@@ -37,6 +37,17 @@ func TopologiesOf(pools []v1alpha1.Pool) map[string]PoolTopology {
 	return out
 }
 
+// tolerated is the accelerator resource whose NoSchedule taint a pod of pool tolerates
+// (ExtendedResourceToleration), for NodeOut: the pool's spec.accelerator.resourceName
+// where the pool has a topology that names it, so that the pool's free accelerators
+// and its domains' add up alike; else the node's own accelerator.
+func (b *Builder) tolerated(pool string, node corev1.ResourceName) corev1.ResourceName {
+	if t, ok := b.Topologies[pool]; ok && t.Resource != "" {
+		return t.Resource
+	}
+	return node
+}
+
 // keepForDomains keeps a member of a pool with a topology, slimmed to what
 // policy.Topology.Domains reads (DomainNode), for Build.
 func (b *Builder) keepForDomains(node *corev1.Node) {
