@@ -109,8 +109,8 @@ type Builder struct {
 	// Topologies are the topologies of the pools that declare one (TopologiesOf), set
 	// before AddNode: Build gives those pools their domain view, in the same pass.
 	Topologies map[string]PoolTopology
-	// domainNodes are those pools' members, slimmed (policy.DomainNode).
-	domainNodes map[string][]*corev1.Node
+	// domainMembers are what the domain view reads of those pools' members.
+	domainMembers map[string][]policy.DomainMember
 }
 
 // NewBuilder returns an empty Builder.
@@ -189,7 +189,7 @@ func (b *Builder) AddNode(node *corev1.Node) {
 		DRA:           dra.devices(),
 		Labels:        labels,
 	})
-	b.keepForDomains(node)
+	b.keepForDomains(node, pool, resource)
 }
 
 // migSlices pairs a node's MIG allocatable with its pods' MIG requests, sorted by
