@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # bench/getpools: `kubectl litepool get pools` and `get domains` on a cluster of 5,000
-# accelerator nodes in 625 topology domains and 40,000 pods, side by side in one run with
+# accelerator nodes in 625 topology domains of 8 (the Ascend and NVIDIA presets' labels)
+# and 40,000 pods, side by side in one run with
 # two yardsticks on the same cluster:
 #   floor    a minimal client-go program that pages through every node and pod and sums
 #            accelerator requests (bench/getpools/floor): what any tool pays
@@ -54,7 +55,8 @@ for round in $(seq "$rounds"); do
   measure plugin-direct "$bin/kubectl-litepool" get pools
   measure plugin-unmarshal "$out/kubectl-litepool-unmarshal" get pools
   # Every Pool object has spec.topology (populate -domain-size 8: 625 domains at 5,000
-  # nodes), so get pools computes the domains too; get domains lists each.
+  # nodes, 449 of them in the 30 pools with a Pool object), so get pools computes the
+  # domains too; get domains lists each.
   measure litepool-domains kubectl litepool get domains
   # kubectl holds everything at once (4.5 GiB at 5,000 nodes): beyond that, left out.
   if [ "$nodes" -le 5000 ]; then
@@ -62,6 +64,30 @@ for round in $(seq "$rounds"); do
     measure kubectl-pods kubectl get pods -A -o json
   fi
 done
+
+# What the tables must show, whatever the size (make bench-smoke runs this in make test):
+# the rows populate built (every pool; every domain of the pools with a topology), and
+# each pool's domains adding up to its get pools figures: every member is Ready,
+# untainted and in a domain, so its free and total accelerators are its domains'.
+check_rows() {
+  local want_pools want_domains
+  want_pools=$("$out/populate" -expect -nodes "$nodes" -pods "$pods" | awk '$1 == "pools" {print $2}')
+  want_domains=$("$out/populate" -expect -nodes "$nodes" -pods "$pods" | awk '$1 == "domains" {print $2}')
+  awk -v want_pools="$want_pools" -v want_domains="$want_domains" '
+    FNR == 1 { next } # headers
+    FILENAME ~ /litepool-domains.out$/ { split($4, a, "/"); free[$1] += a[1]; total[$1] += a[2]; domains++; next }
+    { pools++; poolTotal[$1] = $3; poolFree[$1] = $5 }
+    END {
+      bad = 0
+      if (pools != want_pools) { printf "get pools printed %d rows, populate built %d pools\n", pools, want_pools; bad = 1 }
+      if (domains != want_domains) { printf "get domains printed %d rows, populate built %d domains in pools with a topology\n", domains, want_domains; bad = 1 }
+      for (p in total) if (total[p] != poolTotal[p] || free[p] != poolFree[p]) {
+        printf "pool %s: its domains add up to %d free of %d, get pools says %d free of %d\n", p, free[p], total[p], poolFree[p], poolTotal[p]; bad = 1 }
+      if (bad) exit 1
+      printf "rows: get pools %d, get domains %d, as populated; each pool'"'"'s domains add up to its free and total accelerators\n", pools, domains
+    }' "$out/litepool.out" "$out/litepool-domains.out"
+}
+check_rows || { echo "get pools or get domains printed what the cluster does not hold"; exit 1; }
 
 # median FILE COLUMN
 median() { cut -d' ' -f"$2" "$1" | sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }

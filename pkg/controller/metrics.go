@@ -17,15 +17,15 @@ import (
 var (
 	acceleratorsTotal = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "litepool_pool_accelerators_allocatable",
-		Help: "Allocatable accelerators of a pool's Ready nodes (get pools' GPU TOTAL), by pool and resource.",
+		Help: "Allocatable accelerators of a pool's nodes (get pools' GPU TOTAL), by pool and resource.",
 	}, []string{"pool", "resource"})
 	acceleratorsUsed = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "litepool_pool_accelerators_used",
-		Help: "Accelerators requested by non-terminal pods on a pool's Ready nodes (GPU USED), by pool and resource.",
+		Help: "Accelerators requested by non-terminal pods on a pool's nodes (GPU USED), by pool and resource.",
 	}, []string{"pool", "resource"})
 	acceleratorsFree = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "litepool_pool_accelerators_free",
-		Help: "Allocatable minus used accelerators of a pool's Ready nodes, never negative (GPU FREE), by pool and resource.",
+		Help: "Allocatable minus used accelerators of a pool's nodes in service (Ready, not cordoned, quarantined, upgrading or tainted beyond what its pods tolerate), each at least 0 (GPU FREE), by pool and resource.",
 	}, []string{"pool", "resource"})
 	poolNodes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "litepool_pool_nodes",
@@ -120,7 +120,7 @@ func (m *poolMetrics) record(inv *inventory.Inventory, objects map[string]*v1alp
 		now[name] = resource
 		acceleratorsTotal.WithLabelValues(name, resource).Set(float64(sum.Total))
 		acceleratorsUsed.WithLabelValues(name, resource).Set(float64(sum.Used))
-		acceleratorsFree.WithLabelValues(name, resource).Set(float64(sum.Free()))
+		acceleratorsFree.WithLabelValues(name, resource).Set(float64(sum.Free))
 		for _, s := range nodeStates {
 			poolNodes.WithLabelValues(name, string(s)).Set(float64(sum.NodeStates[s]))
 		}

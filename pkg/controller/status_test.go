@@ -80,8 +80,8 @@ func TestReconcileWritesStatusGaugesAndEvents(t *testing.T) {
 	assert.Equal(t, StatusResync, res.RequeueAfter)
 
 	s := getPool(t, c, "train").Status
-	assert.Equal(t, []int64{8, 3, 5}, []int64{s.AcceleratorTotal, s.AcceleratorUsed, s.AcceleratorFree},
-		"the pod on NotReady n2 takes nothing from free")
+	assert.Equal(t, []int64{16, 11, 5}, []int64{s.AcceleratorTotal, s.AcceleratorUsed, s.AcceleratorFree},
+		"NotReady n2 and its pod count in total and used, nothing in free")
 	assert.Equal(t, map[string]int32{"Running": 1, "NotReady": 1}, s.NodeStates)
 	assert.Equal(t, int64(2), s.ObservedGeneration)
 	require.NotNil(t, s.ObservedAt)
@@ -97,7 +97,7 @@ func TestReconcileWritesStatusGaugesAndEvents(t *testing.T) {
 	assert.Contains(t, strings.Join(evs, "\n"), "Warning DegradedTrue")
 	assert.Contains(t, strings.Join(evs, "\n"), "Warning BelowMinNodesTrue")
 
-	assert.Equal(t, 8.0, testutil.ToFloat64(acceleratorsTotal.WithLabelValues("train", "nvidia.com/gpu")))
+	assert.Equal(t, 16.0, testutil.ToFloat64(acceleratorsTotal.WithLabelValues("train", "nvidia.com/gpu")))
 	assert.Equal(t, 5.0, testutil.ToFloat64(acceleratorsFree.WithLabelValues("train", "nvidia.com/gpu")))
 	assert.Equal(t, 1.0, testutil.ToFloat64(acceleratorsUsed.WithLabelValues("labels-only", "nvidia.com/gpu")),
 		"label-only pools have gauges, not status")
@@ -243,7 +243,7 @@ func TestInventoryFromStoresEqualsInventoryFromLists(t *testing.T) {
 	require.NoError(t, err)
 	for _, inv := range []*inventory.Inventory{fromLists, fromStores} {
 		train := inv.Pools["train"]
-		assert.Equal(t, []int64{8, 3, 5}, []int64{train.Total, train.Used, train.Free()})
+		assert.Equal(t, []int64{16, 11, 5}, []int64{train.Total, train.Used, train.Free}, "n2 is NotReady: in the total and used, not in free")
 	}
 	assert.Equal(t, len(fromLists.Nodes), len(fromStores.Nodes))
 }

@@ -37,18 +37,29 @@ func TopologiesOf(pools []v1alpha1.Pool) map[string]PoolTopology {
 	return out
 }
 
-// keepForDomains keeps a member of a pool with a topology, slimmed to what
-// policy.Topology.Domains reads (DomainNode), for Build.
-func (b *Builder) keepForDomains(node *corev1.Node) {
-	pool := policy.PoolOf(node)
+// tolerated is the accelerator resource whose NoSchedule taint a pod of pool tolerates
+// (ExtendedResourceToleration), for NodeOut: the pool's spec.accelerator.resourceName
+// where the pool has a topology that names it, so that the pool's free accelerators
+// and its domains' add up alike; else the node's own accelerator.
+func (b *Builder) tolerated(pool string, node corev1.ResourceName) corev1.ResourceName {
+	if t, ok := b.Topologies[pool]; ok && t.Resource != "" {
+		return t.Resource
+	}
+	return node
+}
+
+// keepForDomains keeps what the domain view reads of a member of a pool with a
+// topology (policy.DomainMember, not the node), for Build. resource is the node's own
+// accelerator: a pool that names none counts each member's.
+func (b *Builder) keepForDomains(node *corev1.Node, pool string, resource corev1.ResourceName) {
 	t, ok := b.Topologies[pool]
 	if !ok {
 		return
 	}
-	if b.domainNodes == nil {
-		b.domainNodes = map[string][]*corev1.Node{}
+	if b.domainMembers == nil {
+		b.domainMembers = map[string][]policy.DomainMember{}
 	}
-	b.domainNodes[pool] = append(b.domainNodes[pool], policy.DomainNode(node, t.Topology))
+	b.domainMembers[pool] = append(b.domainMembers[pool], t.Member(node, b.tolerated(pool, resource)))
 }
 
 // buildDomains gives each pool with a topology its domain view, from its kept members
@@ -59,16 +70,12 @@ func (b *Builder) buildDomains(inv *Inventory) {
 		if p == nil {
 			continue
 		}
-		resource := t.Resource
-		if resource == "" {
-			resource = p.Resource
-		}
 		used := make(map[string]int64, len(p.Nodes))
 		for _, n := range p.Nodes {
 			used[n.Name] = n.Used
 		}
-		view := t.Domains(b.domainNodes[name], used, resource)
+		view := policy.DomainsOf(b.domainMembers[name], used)
 		p.Topology, p.Domains = &t, &view
 	}
-	b.domainNodes = nil
+	b.domainMembers = nil
 }

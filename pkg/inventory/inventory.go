@@ -25,11 +25,16 @@ import (
 
 // Node is what litepool keeps of one node.
 type Node struct {
-	Name          string
-	Pool          string
-	NodePool      string
-	State         policy.NodeState
-	Ready         bool
+	Name     string
+	Pool     string
+	NodePool string
+	State    policy.NodeState
+	Ready    bool
+	// InService says that the node's accelerators are its pool's pods' to use:
+	// policy.NodeOut is empty (Ready, not cordoned, quarantined or upgrading, and no
+	// NoSchedule or NoExecute taint the pool's pods do not tolerate), the one
+	// computation the queue's quota and the domain view count with.
+	InService     bool
 	GPUType       string
 	DriverVersion string
 	Resource      corev1.ResourceName
@@ -56,13 +61,16 @@ func (m MIGSlices) Free() int64 { return max(m.Total-m.Used, 0) }
 // Free is the accelerators not requested; never negative.
 func (n Node) Free() int64 { return max(n.Total-n.Used, 0) }
 
-// Pool sums up the members of one pool.
+// Pool sums up the members of one pool. Total and Used are every member's, as kubectl
+// shows nodes; Free is what pods can still be given: the members in service only
+// (Node.InService), so Total - Used - Free is what members out of service hold idle.
 type Pool struct {
 	Name           string
 	Nodes          []*Node
 	Resource       corev1.ResourceName
-	Total          int64 // allocatable accelerators of Ready members
-	Used           int64 // requested by pods on Ready members: free never counts pods on nodes the total leaves out
+	Total          int64 // allocatable accelerators of every member
+	Used           int64 // requested by non-terminal pods bound to the members
+	Free           int64 // allocatable less requests on the members in service, each at least 0
 	Healthy        int
 	Faulty         int
 	ReadyNodes     int
@@ -78,9 +86,6 @@ type Pool struct {
 	Topology *PoolTopology
 	Domains  *policy.DomainView
 }
-
-// Free is total minus used, never negative.
-func (p *Pool) Free() int64 { return max(p.Total-p.Used, 0) }
 
 // usage is what one node's pods add up to.
 type usage struct {
@@ -104,8 +109,8 @@ type Builder struct {
 	// Topologies are the topologies of the pools that declare one (TopologiesOf), set
 	// before AddNode: Build gives those pools their domain view, in the same pass.
 	Topologies map[string]PoolTopology
-	// domainNodes are those pools' members, slimmed (policy.DomainNode).
-	domainNodes map[string][]*corev1.Node
+	// domainMembers are what the domain view reads of those pools' members.
+	domainMembers map[string][]policy.DomainMember
 }
 
 // NewBuilder returns an empty Builder.
@@ -165,12 +170,14 @@ func (b *Builder) AddNode(node *corev1.Node) {
 	if !b.WithoutLabels {
 		labels = litepoolLabels(node.Labels)
 	}
+	pool := policy.PoolOf(node)
 	b.nodes = append(b.nodes, &Node{
 		Name:          node.Name,
-		Pool:          policy.PoolOf(node),
+		Pool:          pool,
 		NodePool:      node.Labels[policy.LabelNodePool],
 		State:         policy.StateOfNode(node),
 		Ready:         policy.IsNodeReady(node),
+		InService:     policy.NodeOut(node, pool, b.tolerated(pool, resource)) == "",
 		UpgradeState:  policy.UpgradeState(node.Annotations[policy.AnnotationUpgradeState]),
 		GPUType:       policy.GPUType(node),
 		DriverVersion: policy.DriverVersion(node),
@@ -182,7 +189,7 @@ func (b *Builder) AddNode(node *corev1.Node) {
 		DRA:           dra.devices(),
 		Labels:        labels,
 	})
-	b.keepForDomains(node)
+	b.keepForDomains(node, pool, resource)
 }
 
 // migSlices pairs a node's MIG allocatable with its pods' MIG requests, sorted by
@@ -252,9 +259,10 @@ func (b *Builder) Build(extraPools ...string) *Inventory {
 	for _, n := range b.nodes {
 		p := pool(n.Pool)
 		p.Nodes = append(p.Nodes, n)
-		if n.Ready {
-			p.Total += n.Total
-			p.Used += n.Used
+		p.Total += n.Total
+		p.Used += n.Used
+		if n.InService {
+			p.Free += n.Free()
 		}
 		p.MIG = addMIG(p.MIG, n.MIG, n.Ready)
 		if n.Ready {

@@ -53,13 +53,13 @@ func TestBuildSumsPoolsLikeKubectl(t *testing.T) {
 
 	b.AddNode(gpuNode("n2", "train", 8, true))
 	b.AddNode(gpuNode("n1", "train", 8, true))
-	b.AddNode(gpuNode("n3", "train", 8, false)) // NotReady: not in the total
+	b.AddNode(gpuNode("n3", "train", 8, false)) // NotReady: in the total, not in free
 	b.AddNode(gpuNode("cpu", "", 0, true))
 	inv := b.Build("empty-pool")
 
 	assert.Equal(t, []string{"empty-pool", "train", "default"}, inv.PoolNames())
 	train := inv.Pools["train"]
-	assert.Equal(t, []int64{16, 9, 7}, []int64{train.Total, train.Used, train.Free()})
+	assert.Equal(t, []int64{24, 9, 7}, []int64{train.Total, train.Used, train.Free})
 	assert.Equal(t, policy.PoolDegraded, train.Phase)
 	assert.Equal(t, []int{2, 1}, []int{train.Healthy, train.Faulty})
 	assert.Equal(t, corev1.ResourceName("nvidia.com/gpu"), train.Resource)
@@ -75,6 +75,6 @@ func TestUsedNeverMakesFreeNegative(t *testing.T) {
 	b.AddPod(gpuPod("over", "n1", corev1.PodRunning, "10"))
 	b.AddNode(gpuNode("n1", "train", 8, true))
 	inv := b.Build()
-	assert.Equal(t, int64(0), inv.Pools["train"].Free())
+	assert.Equal(t, int64(0), inv.Pools["train"].Free)
 	assert.Equal(t, int64(0), inv.Nodes[0].Free())
 }

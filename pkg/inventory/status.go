@@ -30,7 +30,7 @@ func SetStatus(pool *v1alpha1.Pool, sum *Pool) {
 	if pool.Spec.Accelerator.ResourceName != "" {
 		s.AcceleratorResource = pool.Spec.Accelerator.ResourceName
 	}
-	s.AcceleratorTotal, s.AcceleratorUsed, s.AcceleratorFree = sum.Total, sum.Used, sum.Free()
+	s.AcceleratorTotal, s.AcceleratorUsed, s.AcceleratorFree = sum.Total, sum.Used, sum.Free
 	s.MIGSlices = nil
 	for _, m := range sum.MIG {
 		s.MIGSlices = append(s.MIGSlices, v1alpha1.MIGSliceStatus{Resource: m.Resource, Total: m.Total, Used: m.Used, Free: m.Free()})

@@ -1,6 +1,7 @@
 package inventory
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -12,19 +13,47 @@ import (
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
 
-// A pod bound to a NotReady node uses nothing of the pool's total: the node's
-// accelerators are not in it, so they must not come off the free count either.
-func TestPodsOnNotReadyNodesTakeNothingFromFree(t *testing.T) {
+// Total and used are every member's, as kubectl shows nodes; free is the members in
+// service only (policy.NodeOut, what the quota and the domains count): a NotReady,
+// cordoned, quarantined or upgrading member, or one tainted beyond what the pool's pods
+// tolerate, adds its accelerators to the total and its pods to used, and nothing to
+// free. A taint they tolerate (the pool's own, nvidia.com/gpu:NoSchedule, which
+// ExtendedResourceToleration tolerates for GPU pods) leaves the member in service.
+// Before, free was total - used over the Ready members: 48 - 20 = 28, counting the
+// cordoned, quarantined, upgrading and tainted members' idle GPUs as free.
+func TestMembersOutOfServiceCountInTotalNotFree(t *testing.T) {
 	b := NewBuilder()
 	b.AddPod(gpuPod("on-ready", "n1", corev1.PodRunning, "4"))
 	b.AddPod(gpuPod("on-notready", "n2", corev1.PodRunning, "8"))
+	b.AddPod(gpuPod("on-cordoned", "cordoned", corev1.PodRunning, "2"))
+	b.AddPod(gpuPod("on-gpu-tainted", "gpu-tainted", corev1.PodRunning, "6"))
 	b.AddNode(gpuNode("n1", "train", 8, true))
 	b.AddNode(gpuNode("n2", "train", 8, false))
+	cordoned := gpuNode("cordoned", "train", 8, true)
+	cordoned.Spec.Unschedulable = true
+	b.AddNode(cordoned)
+	quarantined := gpuNode("quarantined", "train", 8, true)
+	quarantined.Spec.Taints = []corev1.Taint{{Key: policy.TaintQuarantine, Effect: corev1.TaintEffectNoSchedule}}
+	b.AddNode(quarantined)
+	tainted := gpuNode("tainted", "train", 8, true)
+	tainted.Spec.Taints = []corev1.Taint{{Key: "example.com/maintenance", Effect: corev1.TaintEffectNoExecute}}
+	b.AddNode(tainted)
+	gpuTainted := gpuNode("gpu-tainted", "train", 8, true)
+	gpuTainted.Spec.Taints = []corev1.Taint{{Key: policy.TaintKeyNvidiaGPU, Effect: corev1.TaintEffectNoSchedule},
+		policy.ExclusiveTaint("train")}
+	b.AddNode(gpuTainted)
 	train := b.Build().Pools["train"]
-	assert.Equal(t, []int64{8, 4, 4}, []int64{train.Total, train.Used, train.Free()})
-	assert.Equal(t, 1, train.ReadyNodes)
-	assert.Equal(t, map[policy.NodeState]int{policy.NodeRunning: 1, policy.NodeNotReady: 1}, train.NodeStates)
-	assert.Equal(t, int64(8), b.nodes[1].Used, "the node itself still shows what its pods request")
+	// n1 4 free, gpu-tainted 2 free; the other four members are out of service.
+	assert.Equal(t, []int64{48, 20, 6}, []int64{train.Total, train.Used, train.Free})
+	inService := map[string]bool{}
+	for _, n := range train.Nodes {
+		inService[n.Name] = n.InService
+	}
+	assert.Equal(t, map[string]bool{"n1": true, "n2": false, "cordoned": false, "quarantined": false, "tainted": false, "gpu-tainted": true}, inService)
+	assert.Equal(t, 5, train.ReadyNodes)
+	assert.Equal(t, map[policy.NodeState]int{policy.NodeRunning: 4, policy.NodeCordoned: 1, policy.NodeNotReady: 1}, train.NodeStates)
+	n2 := train.Nodes[slices.IndexFunc(train.Nodes, func(n *Node) bool { return n.Name == "n2" })]
+	assert.Equal(t, []int64{8, 8, 0}, []int64{n2.Total, n2.Used, n2.Free()}, "the node itself still shows what its pods request")
 }
 
 func TestSetStatusAndConditions(t *testing.T) {
@@ -40,7 +69,8 @@ func TestSetStatusAndConditions(t *testing.T) {
 	pool := &v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: "train"}, Spec: v1alpha1.PoolSpec{MinNodes: 3}}
 	SetStatus(pool, inv.Pools["train"])
 	s := pool.Status
-	assert.Equal(t, []int64{16, 2, 14}, []int64{s.AcceleratorTotal, s.AcceleratorUsed, s.AcceleratorFree})
+	// every member in the total; free only n1's: n2 is mid-upgrade, n3 NotReady
+	assert.Equal(t, []int64{24, 2, 6}, []int64{s.AcceleratorTotal, s.AcceleratorUsed, s.AcceleratorFree})
 	assert.Equal(t, map[string]int32{"Running": 1, "Upgrading": 1, "NotReady": 1}, s.NodeStates)
 	assert.Equal(t, map[string]int32{"install": 1}, s.UpgradeStates)
 	assert.Equal(t, policy.PoolUpgrading, s.Phase)

@@ -52,33 +52,77 @@ type DomainView struct {
 	WholeFree int
 }
 
+// DomainMember is what the domain view reads of one member: its unit domain (none:
+// Outside, a level's label is missing), whether it is in service (NodeOut, the one
+// capacity computation that also feeds the quota), its allocatable of the resource, and
+// its shape: its most trusted model statement and its count of the resource. A listing
+// of thousands of members keeps these, not the nodes.
+type DomainMember struct {
+	Name, Domain string
+	Outside      bool
+	InService    bool
+	Allocatable  int64
+	Model, Count string
+}
+
+// Member reads node (a member of the pool its runwhere.ai/pool label names, whose pods
+// request resource) for the domain view.
+func (t Topology) Member(node *corev1.Node, resource corev1.ResourceName) DomainMember {
+	m := DomainMember{Name: node.Name, InService: NodeOut(node, node.Labels[LabelPool], resource) == ""}
+	var ok bool
+	m.Domain, ok = t.DomainOf(node)
+	m.Outside = !ok
+	q := node.Status.Allocatable[resource]
+	m.Allocatable = q.Value()
+	if st := NodeModelStatements(node); len(st) > 0 {
+		m.Model = st[0].Value
+	}
+	// The hardware, not allocatable: a device lost to the device plugin makes a member
+	// out of shape for a while, not a domain mixed.
+	c, ok := node.Status.Capacity[resource]
+	if !ok {
+		c = node.Status.Allocatable[resource]
+	}
+	m.Count = c.String()
+	return m
+}
+
 // Domains is the view of members (a pool's nodes, each a member by its runwhere.ai/pool
 // label, whose exclusive taint its pods tolerate) by unit domain: who is schedulable
 // (NodeOut, the one capacity computation that also feeds the quota), the resource's
 // allocatable and free on them (used: accelerators in use per node), each domain's
 // state and whether it is mixed.
 func (t Topology) Domains(members []*corev1.Node, used map[string]int64, resource corev1.ResourceName) DomainView {
+	ms := make([]DomainMember, len(members))
+	for i, n := range members {
+		ms[i] = t.Member(n, resource)
+	}
+	return DomainsOf(ms, used)
+}
+
+// DomainsOf is the view of members read by Topology.Member (Domains).
+func DomainsOf(members []DomainMember, used map[string]int64) DomainView {
 	var v DomainView
 	index := map[string]int{}
 	shapes := map[string]*domainShape{}
 	outside := &domainShape{}
-	for _, n := range members {
-		name, ok := t.DomainOf(n)
-		if !ok {
-			v.Outside = append(v.Outside, n.Name)
-			v.OutsideFigures.add(n, used, resource)
-			outside.add(n, resource)
+	for i := range members {
+		m := &members[i]
+		if m.Outside {
+			v.Outside = append(v.Outside, m.Name)
+			v.OutsideFigures.add(m, used)
+			outside.add(m)
 			continue
 		}
-		i, seen := index[name]
+		i, seen := index[m.Domain]
 		if !seen {
 			i = len(v.Domains)
-			index[name] = i
-			v.Domains = append(v.Domains, Domain{Name: name})
-			shapes[name] = &domainShape{}
+			index[m.Domain] = i
+			v.Domains = append(v.Domains, Domain{Name: m.Domain})
+			shapes[m.Domain] = &domainShape{}
 		}
-		v.Domains[i].add(n, used, resource)
-		shapes[name].add(n, resource)
+		v.Domains[i].add(m, used)
+		shapes[m.Domain].add(m)
 	}
 	v.OutsideFigures.finish(outside)
 	for i := range v.Domains {
@@ -96,17 +140,16 @@ func (t Topology) Domains(members []*corev1.Node, used map[string]int64, resourc
 	return v
 }
 
-// add counts member n: schedulable when NodeOut says so, with its allocatable and
-// what its pods leave of it.
-func (d *Domain) add(n *corev1.Node, used map[string]int64, resource corev1.ResourceName) {
-	d.Members = append(d.Members, n.Name)
-	if NodeOut(n, n.Labels[LabelPool], resource) != "" {
+// add counts member m: schedulable when in service, with its allocatable and what its
+// pods leave of it.
+func (d *Domain) add(m *DomainMember, used map[string]int64) {
+	d.Members = append(d.Members, m.Name)
+	if !m.InService {
 		return
 	}
-	d.Schedulable = append(d.Schedulable, n.Name)
-	q := n.Status.Allocatable[resource]
-	d.Total += q.Value()
-	d.Free += max(q.Value()-used[n.Name], 0)
+	d.Schedulable = append(d.Schedulable, m.Name)
+	d.Total += m.Allocatable
+	d.Free += max(m.Allocatable-used[m.Name], 0)
 }
 
 func (d *Domain) finish(shape *domainShape) {
@@ -136,27 +179,20 @@ type domainShape struct {
 	mixed        bool
 }
 
-// add compares node with the members seen: its most trusted model statement
-// (NodeModelStatements' first, compared with SameGPUModel) and its capacity of the
-// resource (the hardware, not allocatable: a device lost to the device plugin makes a
-// member out of shape for a while, not a domain mixed). A member that says nothing
-// about its model is not taken for another model.
-func (s *domainShape) add(n *corev1.Node, resource corev1.ResourceName) {
-	if st := NodeModelStatements(n); len(st) > 0 {
+// add compares member m with the members seen: its most trusted model statement
+// (compared with SameGPUModel) and its count of the resource. A member that says
+// nothing about its model is not taken for another model.
+func (s *domainShape) add(m *DomainMember) {
+	if m.Model != "" {
 		if s.model == "" {
-			s.model = st[0].Value
-		} else if !SameGPUModel(s.model, st[0].Value) {
+			s.model = m.Model
+		} else if !SameGPUModel(s.model, m.Model) {
 			s.mixed = true
 		}
 	}
-	q, ok := n.Status.Capacity[resource]
-	if !ok {
-		q = n.Status.Allocatable[resource]
-	}
-	count := q.String()
 	if s.count == "" {
-		s.count = count
-	} else if s.count != count {
+		s.count = m.Count
+	} else if s.count != m.Count {
 		s.mixed = true
 	}
 }
@@ -199,58 +235,6 @@ func (v DomainView) Status(unit string) *v1alpha1.TopologyStatus {
 func summary(d Domain) v1alpha1.DomainSummary {
 	return v1alpha1.DomainSummary{Name: d.Name, Nodes: int32(len(d.Members)), ReadyNodes: int32(len(d.Schedulable)),
 		Total: d.Total, Free: d.Free, State: d.State}
-}
-
-// DomainNode is a copy of node holding only what Domains and NodeOut read: its name,
-// the topology's level labels, the pool and model labels, litepool's annotations, the
-// Ready condition, the cordon, the NoSchedule and NoExecute taints, and the extended
-// resources' allocatable and capacity. A listing of thousands of members keeps these
-// instead of whole nodes.
-func DomainNode(node *corev1.Node, t Topology) *corev1.Node {
-	out := &corev1.Node{}
-	out.Name = node.Name
-	out.Labels = make(map[string]string, len(t.Levels)+2)
-	for _, l := range append(slices.Clip(t.Levels), LabelPool, LabelGPUType, LabelNVIDIAProduct, LabelNPUChipName, LabelAscendFamily) {
-		if v, ok := node.Labels[l]; ok {
-			out.Labels[l] = v
-		}
-	}
-	for k, v := range node.Annotations {
-		if strings.HasPrefix(k, Prefix) {
-			if out.Annotations == nil {
-				out.Annotations = map[string]string{}
-			}
-			out.Annotations[k] = v
-		}
-	}
-	out.Spec.Unschedulable = node.Spec.Unschedulable
-	for _, taint := range node.Spec.Taints {
-		if taint.Effect == corev1.TaintEffectNoSchedule || taint.Effect == corev1.TaintEffectNoExecute {
-			out.Spec.Taints = append(out.Spec.Taints, taint)
-		}
-	}
-	for _, c := range node.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			out.Status.Conditions = []corev1.NodeCondition{{Type: c.Type, Status: c.Status}}
-		}
-	}
-	out.Status.Allocatable = extendedResources(node.Status.Allocatable)
-	out.Status.Capacity = extendedResources(node.Status.Capacity)
-	return out
-}
-
-// extendedResources are the entries of l named with a domain (nvidia.com/gpu, not cpu).
-func extendedResources(l corev1.ResourceList) corev1.ResourceList {
-	var out corev1.ResourceList
-	for name, q := range l {
-		if strings.Contains(string(name), "/") {
-			if out == nil {
-				out = corev1.ResourceList{}
-			}
-			out[name] = q
-		}
-	}
-	return out
 }
 
 // CheckTopology is rule R1 for a pool's spec.topology on create (old nil) and update:

@@ -30,14 +30,19 @@ type DomainScale struct {
 	InService map[string]bool
 }
 
-// NewDomainScale reads the members' domains and whether each is in service.
-func NewDomainScale(pool string, t Topology, members []*corev1.Node) DomainScale {
-	ds := DomainScale{Pool: pool, Topology: t, Domain: map[string]string{}, InService: map[string]bool{}}
+// NewDomainScale reads the members' domains and whether each is in service. In service
+// is NodeOut with the pool's spec.accelerator.resourceName, as the webhook's N3 counts
+// it (admission's DomainAfter): a member tainted <resource>:NoSchedule, which
+// ExtendedResourceToleration tolerates for the pool's pods, holds capacity, so the plan
+// and the webhook agree on the floor.
+func NewDomainScale(pool *v1alpha1.Pool, t Topology, members []*corev1.Node) DomainScale {
+	ds := DomainScale{Pool: pool.Name, Topology: t, Domain: map[string]string{}, InService: map[string]bool{}}
+	resource := pool.Spec.Accelerator.ResourceName
 	for _, n := range members {
 		if d, ok := t.DomainOf(n); ok {
 			ds.Domain[n.Name] = d
 		}
-		ds.InService[n.Name] = NodeOut(n, pool, "") == ""
+		ds.InService[n.Name] = NodeOut(n, pool.Name, resource) == ""
 	}
 	return ds
 }

@@ -47,7 +47,7 @@ func rackPool(busy ...int) ([]*corev1.Node, []ScaleCandidate, map[string]int64) 
 func TestPlanScaleDownByDomain(t *testing.T) {
 	nodes, cands, used := rackPool(0, 4, 3)
 	p := pool("train", "A100-80G", 1)
-	ds := NewDomainScale("train", superPods, nodes)
+	ds := NewDomainScale(p, superPods, nodes)
 
 	flat, err := PlanScaleDown(p, cands, 4)
 	require.NoError(t, err)
@@ -119,7 +119,7 @@ func TestPlanScaleDownByDomainOrder(t *testing.T) {
 			if tc.extra != nil {
 				tc.extra(nodes, cands)
 			}
-			plan, err := NewDomainScale("train", superPods, nodes).PlanScaleDown(p, cands, tc.count)
+			plan, err := NewDomainScale(p, superPods, nodes).PlanScaleDown(p, cands, tc.count)
 			if tc.err != "" {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tc.err)
@@ -135,8 +135,8 @@ func TestPlanScaleDownByDomainOrder(t *testing.T) {
 func TestCheckScaleDownNodesByDomain(t *testing.T) {
 	nodes, cands, _ := rackPool(0)
 	nodes[15].Spec.Unschedulable = true // node-15, of sp-3, is cordoned
-	ds := NewDomainScale("train", superPods, nodes)
 	p := pool("train", "A100-80G", 1)
+	ds := NewDomainScale(p, superPods, nodes)
 	for _, tc := range []struct {
 		remove []string
 		err    string
@@ -168,4 +168,31 @@ func TestCheckDomainFloor(t *testing.T) {
 		err := CheckDomainFloor("p", "d", m, tc.inService, tc.taken, 2)
 		assert.Equal(t, tc.ok, err == nil, "%d in service, %d taken: %v", tc.inService, tc.taken, err)
 	}
+}
+
+// TestDomainScaleCountsInServiceAsTheWebhook: a member tainted with the pool's
+// accelerator resource as key (NoSchedule) is in service, since ExtendedResourceToleration
+// tolerates that taint for the pool's pods; the webhook's N3 (admission DomainAfter)
+// counts it so with spec.accelerator.resourceName, and the scale plan must agree. Before
+// the plan passed the resource, it counted node-15 out, so sp-3 had 3 in service and
+// taking two of them was refused although the webhook would let both go.
+func TestDomainScaleCountsInServiceAsTheWebhook(t *testing.T) {
+	const npu = corev1.ResourceName("huawei.com/Ascend910")
+	nodes, cands, _ := rackPool(0)
+	nodes[15].Spec.Taints = []corev1.Taint{{Key: string(npu), Effect: corev1.TaintEffectNoSchedule}} // node-15, of sp-3
+	p := pool("train", "Snt9B", 1)
+	p.Spec.Accelerator.ResourceName = npu
+	ds := NewDomainScale(p, superPods, nodes)
+
+	assert.True(t, ds.InService["node-15"], "the taint the pool's pods tolerate keeps node-15 in service")
+	assert.Equal(t, NodeOut(nodes[15], "train", npu) == "", ds.InService["node-15"], "the webhook's count")
+	assert.NoError(t, ds.CheckScaleDownNodes(p, cands, []string{"node-03", "node-07"}), "sp-3 keeps node-11 and node-15 in service")
+	assert.EqualError(t, ds.CheckScaleDownNodes(p, cands, []string{"node-03", "node-07", "node-11"}),
+		`[N3] domain "sp-3" of pool "train" has 4 node(s), 4 in service, and minNodesPerDomain 2: this would leave 1 in service; take at most 2 of its nodes in service, or the whole domain (node-03, node-07, node-11, node-15), or cordon the ones that stay first`)
+
+	// A taint of another key is not tolerated: node-15 is out, for both.
+	nodes[15].Spec.Taints = []corev1.Taint{{Key: "example.com/maintenance", Effect: corev1.TaintEffectNoSchedule}}
+	ds = NewDomainScale(p, superPods, nodes)
+	assert.False(t, ds.InService["node-15"])
+	assert.Equal(t, OutTainted, NodeOut(nodes[15], "train", npu))
 }

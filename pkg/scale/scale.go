@@ -277,7 +277,7 @@ func (s *Scaler) planDown(pool *v1alpha1.Pool, members []corev1.Node, candidates
 	for i := range members {
 		nodes[i] = &members[i]
 	}
-	ds := policy.NewDomainScale(pool.Name, t, nodes)
+	ds := policy.NewDomainScale(pool, t, nodes)
 	var plan policy.DomainPlan
 	if len(named) > 0 {
 		if err := ds.CheckScaleDownNodes(pool, candidates, named); err != nil {

@@ -41,11 +41,14 @@ var (
 	inPools    = flag.Float64("in-pools", 0.9, "share of the nodes that belong to a pool")
 	workers    = flag.Int("workers", 96, "concurrent writers")
 	namespaces = flag.Int("namespaces", 20, "namespaces the pods are spread over")
-	domainSize = flag.Int("domain-size", 8, "nodes per topology domain: every node is labelled accelerator.topograph.run/domain (5,000 nodes: 625 domains) and every Pool object has spec.topology preset Topograph; 0 for none")
 )
 
 func main() {
 	flag.Parse()
+	if *expect {
+		printExpected()
+		return
+	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
 	check(err)
 	cfg.QPS, cfg.Burst = 100000, 100000 // the bench measures the server, not client throttling
@@ -190,7 +193,7 @@ func createPool(ctx context.Context, dyn dynamic.Interface, p int) error {
 		},
 	}}
 	if *domainSize > 0 {
-		u.Object["spec"].(map[string]any)["topology"] = map[string]any{"preset": "Topograph"}
+		u.Object["spec"].(map[string]any)["topology"] = topologyPreset(p)
 	}
 	_, err := dyn.Resource(v1alpha1.PoolResource).Create(ctx, u, metav1.CreateOptions{})
 	return ignoreExists(err)
@@ -230,9 +233,7 @@ func node(i int) *corev1.Node {
 		labels["nvidia.com/cuda.driver-version.full"] = "535.104.05"
 	}
 	labels["runwhere.ai/gpu-type"] = model
-	if *domainSize > 0 {
-		labels["accelerator.topograph.run/domain"] = fmt.Sprintf("domain-%04d", i / *domainSize)
-	}
+	topologyLabels(labels, i, npu(p, i))
 	if p >= 0 {
 		labels["runwhere.ai/pool"] = poolName(p)
 		if p < *numPools*3/4 {

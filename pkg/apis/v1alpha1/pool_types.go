@@ -560,13 +560,18 @@ type PoolStatus struct {
 	// AcceleratorResource is the resource the figures below count.
 	// +optional
 	AcceleratorResource corev1.ResourceName `json:"acceleratorResource,omitempty"`
-	// AcceleratorTotal is the allocatable accelerators of Ready members; used and free
-	// count the same Ready members, so pods on a NotReady node take nothing from free.
+	// AcceleratorTotal is the allocatable accelerators of every member, as kubectl shows
+	// the nodes.
 	// +optional
 	AcceleratorTotal int64 `json:"acceleratorTotal"`
-	// AcceleratorUsed is what non-terminal pods bound to Ready members request.
+	// AcceleratorUsed is what non-terminal pods bound to the members request.
 	// +optional
 	AcceleratorUsed int64 `json:"acceleratorUsed"`
+	// AcceleratorFree is what pods can still be given: allocatable less requests on the
+	// members in service only (Ready, not cordoned, quarantined or upgrading, and no
+	// NoSchedule or NoExecute taint the pool's pods do not tolerate: the count the
+	// queue's quota and the domains use), at least 0 a member. Total - used - free is
+	// what members out of service hold idle.
 	// +optional
 	AcceleratorFree int64 `json:"acceleratorFree"`
 	// MIGSlices are the NVIDIA MIG slices (nvidia.com/mig-<profile>) of the members, per

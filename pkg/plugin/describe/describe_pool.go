@@ -95,7 +95,7 @@ func describePoolBody(w prefixWriter, pool *v1alpha1.Pool, sum *inventory.Pool) 
 	w.Write(level0, "Accelerator:\t%s\n", acceleratorDescription(pool))
 	w.Write(level0, "Status:\t%s\n", s.Phase)
 	w.Write(level0, "Nodes:\t%d (%d healthy, %d faulty)\n", s.NodeCount, s.HealthyNodes, s.FaultyNodes)
-	w.Write(level0, "Accelerators:\t%d total, %d used, %d free\n", s.AcceleratorTotal, s.AcceleratorUsed, s.AcceleratorFree)
+	w.Write(level0, "Accelerators:\t%s\n", acceleratorsLine(s))
 	for _, m := range s.MIGSlices {
 		w.Write(level0, "MIG Slices:\t%s: %d total, %d used, %d free (not counted as GPUs)\n", m.Resource, m.Total, m.Used, m.Free)
 	}
@@ -280,4 +280,15 @@ func describePoolTopology(w prefixWriter, pool *v1alpha1.Pool) {
 	w.Write(level0, "Largest Free Block:\tfits %d in one %s domain\n", st.LargestFreeBlock, st.Unit)
 	w.Write(level0, "Domains:\t%d: %d whole (%d of them free), %d degraded, %d out, %d mixed; %d members outside every domain\n",
 		st.Domains, st.Whole, st.WholeFree, st.Degraded, st.Out, st.Mixed, st.Outside)
+}
+
+// acceleratorsLine is "24 total, 10 used, 0 free", and what members out of service hold
+// idle where any do: total and used count every member, free only those in service
+// (docs/pools.md), so the line says where the rest of the total is.
+func acceleratorsLine(s v1alpha1.PoolStatus) string {
+	line := fmt.Sprintf("%d total, %d used, %d free", s.AcceleratorTotal, s.AcceleratorUsed, s.AcceleratorFree)
+	if idle := s.AcceleratorTotal - s.AcceleratorUsed - s.AcceleratorFree; idle > 0 {
+		line += fmt.Sprintf(" (%d idle on members out of service)", idle)
+	}
+	return line
 }

@@ -94,7 +94,7 @@ HCCL Op Retry:    disabled
 Accelerator:      A100-80G (nvidia.com/gpu)
 Status:           Degraded
 Nodes:            3 (1 healthy, 2 faulty)
-Accelerators:     16 total, 10 used, 6 free
+Accelerators:     24 total, 10 used, 0 free (14 idle on members out of service)
 Driver Versions:  535.104.05
 Node Pools:
   Name  Nodes  Labels  Taints
@@ -185,7 +185,7 @@ HCCL Op Retry:    disabled
 Accelerator:      A100-80G (nvidia.com/gpu)
 Status:           Degraded
 Nodes:            2 (1 healthy, 1 faulty)
-Accelerators:     16 total, 10 used, 6 free
+Accelerators:     16 total, 10 used, 0 free (6 idle on members out of service)
 Driver Versions:  535.104.05
 Node Pools:
   Name  Nodes  Labels  Taints

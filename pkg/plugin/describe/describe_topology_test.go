@@ -31,7 +31,7 @@ func TestDescribePoolTopology(t *testing.T) {
 	}
 	r := kittest.Run(kittest.NewFactory(t, objs...), NewCmdDescribe, "", "pool", "train-a3")
 	require.NoError(t, r.Err)
-	assert.Contains(t, r.Out, `Accelerators:        40 total, 0 used, 40 free
+	assert.Contains(t, r.Out, `Accelerators:        40 total, 0 used, 32 free (8 idle on members out of service)
 Topology:            huawei.com/topotree.superpodid > huawei.com/topotree.rackid (unit huawei.com/topotree.superpodid, at least 2 nodes per domain)
 Largest Free Block:  fits 16 in one huawei.com/topotree.superpodid domain
 Domains:             2: 1 whole (1 of them free), 1 degraded, 0 out, 0 mixed; 1 members outside every domain

@@ -78,9 +78,11 @@ train-a3   <outside>   1/1     16/16          Outside       huawei.com/topotree.
 		{"domains name", []string{"domains", "-o", "name"}, "domain.runwhere.ai/train-a3.sp1\ndomain.runwhere.ai/train-a3.sp2\ndomain.runwhere.ai/train-a3.sp3\ndomain.runwhere.ai/train-a3.sp4\ndomain.runwhere.ai/train-a3.<outside>\n"},
 		{"domains jsonpath", []string{"domains", "-o", `jsonpath={range .items[*]}{.spec.domain}={.status.acceleratorFree}/{.status.state} {end}`},
 			"sp1=32/Whole sp2=20/Whole sp3=16/Degraded sp4=32/Whole,Mixed <outside>=16/Outside "},
+		// GPU FREE is what the domains' free add up to (32+20+16+32+16 = 116): the held-out
+		// a3-sp3-1's 16 are in the total, not in free (before, free was 144-12 = 132).
 		{"pools wide: largest free block and whole free domains", []string{"pools", "-o", "wide"}, `POOL NAME   STATUS    GPU TOTAL   GPU USED   GPU FREE   NODE COUNT   TYPE               ACCELERATOR   RESOURCE               HEALTHY   FAULTY   DRIVER VERSIONS   LARGEST FREE BLOCK   WHOLE FREE DOMAINS
 flat        Running   8           0          8          1            Training           A100-80G      nvidia.com/gpu         1         0        535.104.05        <none>               <none>
-train-a3    Running   144         12         132        9            Training           Ascend910B    huawei.com/Ascend910   9         0        <none>            32                   2/4
+train-a3    Running   144         12         116        9            Training           Ascend910B    huawei.com/Ascend910   9         0        <none>            32                   2/4
 default     Empty     0           0          0          0            <no pool object>   <none>        <none>                 0         0        <none>            <none>               <none>
 `},
 	} {

@@ -19,18 +19,20 @@ func TestGet(t *testing.T) {
 		args []string
 		out  string
 	}{
+		// train-a100: a100-2 is cordoned, so its 8 GPUs are in the total and not in free
+		// (before, free was 16-10 = 6: the cordoned member's idle 6 counted as free).
 		{"pools", []string{"pools"}, `POOL NAME    STATUS     GPU TOTAL   GPU USED   GPU FREE   NODE COUNT
 infer-l40    Running    4           1          3          1
-train-a100   Degraded   16          10         6          2
+train-a100   Degraded   16          10         0          2
 default      Running    0           0          0          1
 `},
 		{"pools wide", []string{"pools", "-o", "wide"}, `POOL NAME    STATUS     GPU TOTAL   GPU USED   GPU FREE   NODE COUNT   TYPE               ACCELERATOR   RESOURCE         HEALTHY   FAULTY   DRIVER VERSIONS
 infer-l40    Running    4           1          3          1            <no pool object>   L40S          nvidia.com/gpu   1         0        535.104.05
-train-a100   Degraded   16          10         6          2            Training           A100-80G      nvidia.com/gpu   1         1        535.104.05
+train-a100   Degraded   16          10         0          2            Training           A100-80G      nvidia.com/gpu   1         1        535.104.05
 default      Running    0           0          0          1            <no pool object>   <none>        <none>           1         0        <none>
 `},
 		{"one pool by name", []string{"pools", "-o", "name", "train-a100"}, "pool.runwhere.ai/train-a100\n"},
-		{"pools jsonpath", []string{"pools", "-o", "jsonpath={range .items[*]}{.metadata.name}={.status.acceleratorFree}{\"\\n\"}{end}"}, "infer-l40=3\ntrain-a100=6\ndefault=0\n"},
+		{"pools jsonpath", []string{"pools", "-o", "jsonpath={range .items[*]}{.metadata.name}={.status.acceleratorFree}{\"\\n\"}{end}"}, "infer-l40=3\ntrain-a100=0\ndefault=0\n"},
 		{"nodes", []string{"nodes"}, `NAME     POOL         NODE POOL   STATUS     GPU TYPE   GPU TOTAL   GPU USED   GPU FREE
 a100-1   train-a100   np1         Running    A100-80G   8           8          0
 a100-2   train-a100   np1         Cordoned   A100-80G   8           2          6

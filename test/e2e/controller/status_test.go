@@ -162,21 +162,21 @@ func TestStatusAndGaugesFollowGetPools(t *testing.T) {
 	// The fixture as it is (get_pools_test.go in test/e2e/pools has the figures).
 	pools := agree(t, r)
 	assert.Equal(t, []int64{24, 12, 12}, figuresLine(pools["train-a100"]))
-	assert.Equal(t, []int64{16, 8, 8}, figuresLine(pools["train-snt9b"]))
-	assert.Equal(t, []int64{8, 2, 6}, figuresLine(pools["infer-a10"]), "a label-only pool: gauges only")
+	assert.Equal(t, []int64{24, 8, 8}, figuresLine(pools["train-snt9b"]), "NotReady snt9b-node-3: in the total, not in free")
+	assert.Equal(t, []int64{8, 2, 2}, figuresLine(pools["infer-a10"]), "a label-only pool: gauges only; cordoned a10-node-2 not in free")
 	assert.Equal(t, metav1.ConditionTrue, condition(t, "train-snt9b", "Degraded").Status, "snt9b-node-3 is NotReady")
 	assert.Equal(t, metav1.ConditionTrue, condition(t, "dev-sandbox", "BelowMinNodes").Status, "no nodes, minNodes 1")
 	assert.Equal(t, metav1.ConditionFalse, condition(t, "train-a100", "Degraded").Status)
 
-	// Pods come: 4 GPUs on a100-node-3; 8 NPUs on the NotReady snt9b-node-3, which the
-	// pool's total leaves out, so its free count must not lose them.
+	// Pods come: 4 GPUs on a100-node-3; 8 NPUs on the NotReady snt9b-node-3, whose
+	// accelerators are in the total and not in free: used grows, free does not fall.
 	a100 := gpuPod("ctl-a100", "a100-node-3", "nvidia.com/gpu", "4")
 	notReady := gpuPod("ctl-notready", "snt9b-node-3", "huawei.com/Ascend910", "8")
 	createPod(t, a100)
 	createPod(t, notReady)
 	pools = agree(t, r)
 	assert.Equal(t, []int64{24, 16, 8}, figuresLine(pools["train-a100"]))
-	assert.Equal(t, []int64{16, 8, 8}, figuresLine(pools["train-snt9b"]), "a pod on a NotReady node takes nothing from free")
+	assert.Equal(t, []int64{24, 16, 8}, figuresLine(pools["train-snt9b"]), "a pod on a NotReady node takes nothing from free")
 
 	// A node is cordoned: the pool turns Degraded, with a Warning Event.
 	framework.C.Kubectl(t, "", "cordon", "a100-node-3")
@@ -184,6 +184,7 @@ func TestStatusAndGaugesFollowGetPools(t *testing.T) {
 	pools = agree(t, r)
 	assert.Equal(t, "Degraded", pools["train-a100"].Status.Phase)
 	assert.Equal(t, map[string]int32{"Running": 2, "Cordoned": 1}, pools["train-a100"].Status.NodeStates)
+	assert.Equal(t, []int64{24, 16, 4}, figuresLine(pools["train-a100"]), "the cordoned member's 4 idle GPUs are not free")
 	assert.Equal(t, metav1.ConditionTrue, condition(t, "train-a100", "Degraded").Status)
 	waitForEvent(t, "train-a100", "DegradedTrue")
 

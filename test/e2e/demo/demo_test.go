@@ -159,9 +159,9 @@ func TestLocalWebhook(t *testing.T) {
 			"$ kubectl litepool get pools\n" +
 				"POOL NAME     STATUS     GPU TOTAL   GPU USED   GPU FREE   NODE COUNT\n" +
 				"dev-sandbox   Empty      0           0          0          0\n" +
-				"infer-a10     Degraded   8           2          6          2\n" +
+				"infer-a10     Degraded   8           2          2          2\n" +
 				"train-a100    Running    24          12         12         3\n" +
-				"train-snt9b   Degraded   16          8          8          3\n" +
+				"train-snt9b   Degraded   24          8          8          3\n" +
 				"default       Running    8           0          8          3\n",
 			"pod/demo-trainer created\n",
 			"demo-trainer   map[runwhere.ai/pool:train-a100]   a100-node-",

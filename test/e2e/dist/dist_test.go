@@ -20,9 +20,9 @@ import (
 // The sample AI cluster's pools (hack/fixtures), as test/e2e/pools sees them too.
 const fixturePools = `POOL NAME     STATUS     GPU TOTAL   GPU USED   GPU FREE   NODE COUNT
 dev-sandbox   Empty      0           0          0          0
-infer-a10     Degraded   8           2          6          2
+infer-a10     Degraded   8           2          2          2
 train-a100    Running    24          12         12         3
-train-snt9b   Degraded   16          8          8          3
+train-snt9b   Degraded   24          8          8          3
 default       Running    8           0          8          3
 `
 
@@ -57,9 +57,9 @@ func TestOutputConventions(t *testing.T) {
 	r = kubectl(t, installDir, "", "litepool", "get", "pools", "--no-headers")
 	require.Equal(t, 0, r.ExitCode, r.Stderr)
 	assert.Equal(t, `dev-sandbox   Empty      0     0     0     0
-infer-a10     Degraded   8     2     6     2
+infer-a10     Degraded   8     2     2     2
 train-a100    Running    24    12    12    3
-train-snt9b   Degraded   16    8     8     3
+train-snt9b   Degraded   24    8     8     3
 default       Running    8     0     8     3
 `, r.Stdout)
 

@@ -81,10 +81,10 @@ pool.runwhere.ai/infer-h100 created
 	assert.Equal(t, `POOL NAME       STATUS     GPU TOTAL   GPU USED   GPU FREE   NODE COUNT
 compute-pool    Running    0           0          0          2
 dev-sandbox     Empty      0           0          0          0
-infer-a10       Degraded   8           2          6          2
+infer-a10       Degraded   8           2          2          2
 infer-h100      Empty      0           0          0          0
 train-a100      Running    24          12         12         3
-train-snt9b     Degraded   16          8          8          3
+train-snt9b     Degraded   24          8          8          3
 training-pool   Running    8           0          8          1
 default         Empty      0           0          0          0
 `, must(t, "get", "pools"))

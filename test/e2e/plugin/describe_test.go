@@ -29,7 +29,7 @@ HCCL Op Retry:    enabled, max retries 3, timeout 300s
 Accelerator:      Snt9B (huawei.com/Ascend910)
 Status:           Degraded
 Nodes:            3 (2 healthy, 1 faulty)
-Accelerators:     16 total, 8 used, 8 free
+Accelerators:     24 total, 8 used, 8 free (8 idle on members out of service)
 Driver Versions:  24.1.rc2
 Node Pools:       <none>
 Members:
@@ -45,7 +45,7 @@ Pool Object:      <none> (pool exists only as node labels; `+"`kubectl litepool 
 Accelerator:      A10-24G (nvidia.com/gpu)
 Status:           Degraded
 Nodes:            2 (1 healthy, 1 faulty)
-Accelerators:     8 total, 2 used, 6 free
+Accelerators:     8 total, 2 used, 2 free (4 idle on members out of service)
 Driver Versions:  550.54.15
 Node Pools:       <none>
 Members:

@@ -79,20 +79,21 @@ snt9b-node-1   Running
 snt9b-node-2   Upgrading
 snt9b-node-3   NotReady
 `, columns(must(t, "get", "nodes"), 0, 3))
-	assert.Equal(t, "train-snt9b   Upgrading   16    8     8     3\n", must(t, "get", "pools", "train-snt9b", "--no-headers"))
+	// Every member in the total; none free: snt9b-node-1 is full, node-2 mid-upgrade, node-3 NotReady.
+	assert.Equal(t, "train-snt9b   Upgrading   24    8     0     3\n", must(t, "get", "pools", "train-snt9b", "--no-headers"))
 }
 
 func TestGetPoolsFormatsAndSorting(t *testing.T) {
 	assert.Equal(t, `POOL NAME     STATUS     GPU TOTAL   GPU USED   GPU FREE   NODE COUNT
 train-a100    Running    24          12         12         3
-train-snt9b   Degraded   16          8          8          3
+train-snt9b   Degraded   24          8          8          3
 default       Running    8           0          8          3
-infer-a10     Degraded   8           2          6          2
+infer-a10     Degraded   8           2          2          2
 dev-sandbox   Empty      0           0          0          0
 `, must(t, "get", "pools", "--sort-by=gpu-free"))
 	assert.Equal(t, "pool.runwhere.ai/dev-sandbox\npool.runwhere.ai/infer-a10\npool.runwhere.ai/train-a100\npool.runwhere.ai/train-snt9b\npool.runwhere.ai/default\n",
 		must(t, "get", "pools", "-o", "name"))
-	assert.Equal(t, "dev-sandbox:0 infer-a10:6 train-a100:12 train-snt9b:8 default:8 ",
+	assert.Equal(t, "dev-sandbox:0 infer-a10:2 train-a100:12 train-snt9b:8 default:8 ",
 		must(t, "get", "pools", "-o", "jsonpath={range .items[*]}{.metadata.name}:{.status.acceleratorFree} {end}"))
 	var p v1alpha1.Pool
 	require.NoError(t, yaml.Unmarshal([]byte(must(t, "get", "pool", "train-a100", "-o", "yaml")), &p))

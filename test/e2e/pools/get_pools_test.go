@@ -17,15 +17,15 @@ import (
 )
 
 // The fixture (hack/fixtures): train-a100 has 3 A100 nodes (8 GPUs each) with pods using
-// 8 + 4; infer-a10 has 2 A10 nodes (4 each, one cordoned) with a pod using 2;
-// train-snt9b has 3 Snt9B nodes (8 NPUs each, one NotReady, so 16 counted) with a pod
+// 8 + 4; infer-a10 has 2 A10 nodes (4 each, one cordoned: not free) with a pod using 2;
+// train-snt9b has 3 Snt9B nodes (8 NPUs each, one NotReady: 24 in total, its 8 not free) with a pod
 // using 8; dev-sandbox is a Pool object with no nodes; default holds a100-node-4 and two
 // CPU nodes.
 const fixturePools = `POOL NAME     STATUS     GPU TOTAL   GPU USED   GPU FREE   NODE COUNT
 dev-sandbox   Empty      0           0          0          0
-infer-a10     Degraded   8           2          6          2
+infer-a10     Degraded   8           2          2          2
 train-a100    Running    24          12         12         3
-train-snt9b   Degraded   16          8          8          3
+train-snt9b   Degraded   24          8          8          3
 default       Running    8           0          8          3
 `
 
@@ -52,7 +52,7 @@ func TestGetPoolsWide(t *testing.T) {
 	// Named pools come back in the usual order (by name), not the order asked.
 	out := framework.C.MustLitepool(t, "get", "pools", "train-a100", "infer-a10", "-o", "wide")
 	assert.Equal(t, `POOL NAME    STATUS     GPU TOTAL   GPU USED   GPU FREE   NODE COUNT   TYPE               ACCELERATOR   RESOURCE         HEALTHY   FAULTY   DRIVER VERSIONS
-infer-a10    Degraded   8           2          6          2            <no pool object>   A10-24G       nvidia.com/gpu   1         1        550.54.15
+infer-a10    Degraded   8           2          2          2            <no pool object>   A10-24G       nvidia.com/gpu   1         1        550.54.15
 train-a100   Running    24          12         12         3            Training           A100-80G      nvidia.com/gpu   3         0        535.104.05
 `, out)
 }
@@ -73,7 +73,7 @@ func TestGetPoolJSONCarriesComputedStatus(t *testing.T) {
 	assert.Equal(t, "Pool", pool.Kind)
 	assert.Equal(t, "Degraded", pool.Status.Phase)
 	assert.Equal(t, "huawei.com/Ascend910", pool.Status.AcceleratorResource)
-	assert.Equal(t, []int64{16, 8, 8}, []int64{pool.Status.AcceleratorTotal, pool.Status.AcceleratorUsed, pool.Status.AcceleratorFree})
+	assert.Equal(t, []int64{24, 8, 8}, []int64{pool.Status.AcceleratorTotal, pool.Status.AcceleratorUsed, pool.Status.AcceleratorFree})
 	assert.Equal(t, []int32{3, 2, 1}, []int32{pool.Status.NodeCount, pool.Status.HealthyNodes, pool.Status.FaultyNodes})
 }
 
