@@ -18,7 +18,7 @@ type domainPass struct {
 	s        policy.HealthSettings
 	domainOf map[string]string
 	size     map[string]int
-	members  []policy.DomainMember
+	members  []policy.HealthMember
 }
 
 func newDomainPass(s policy.HealthSettings, members []corev1.Node) *domainPass {
@@ -55,7 +55,7 @@ func (d *domainPass) recordEpisode(e, in *v1alpha1.NodeHealthStatus, n *corev1.N
 // the pass, entry the one its own step decided.
 func (d *domainPass) member(n *corev1.Node, stored, entry *v1alpha1.NodeHealthStatus, b policy.MemoryBacking, signals []policy.HealthSignal) {
 	dom := d.domainOf[n.Name]
-	m := policy.DomainMember{Name: n.Name, Domain: dom, Out: entry != nil && policy.CountsAsOut(entry.State)}
+	m := policy.HealthMember{Name: n.Name, Domain: dom, Out: entry != nil && policy.CountsAsOut(entry.State)}
 	if dom == "" {
 		d.members = append(d.members, m)
 		return

@@ -54,9 +54,9 @@ func DomainHeldTaint(node *corev1.Node) bool {
 	return t != nil && t.Value == QuarantineTaint(ReasonDomainHeldOut).Value
 }
 
-// DomainMember is what the domain rule reads of one member once its own step is
+// HealthMember is what the domain health rule reads of one member once its own step is
 // decided (pkg/health fills it in from the node and the step).
-type DomainMember struct {
+type HealthMember struct {
 	Name string
 	// Domain is the member's unit domain by its labels now ("" when it is in none).
 	Domain string
@@ -100,11 +100,11 @@ type DomainHold struct {
 // Holds never pass the pool's breaker (maxPercent of all members, at least one, counted
 // with the members out on their own): a domain that does not fit whole is not held at
 // all. Domains held before come first, then by name, so a pass does not swap them.
-func PlanDomainHolds(members []DomainMember, percent, maxPercent int32) []DomainHold {
+func PlanDomainHolds(members []HealthMember, percent, maxPercent int32) []DomainHold {
 	if percent <= 0 {
 		return nil
 	}
-	byDomain := map[string][]DomainMember{}
+	byDomain := map[string][]HealthMember{}
 	out := 0
 	for _, m := range members {
 		if m.Out {
@@ -150,7 +150,7 @@ func PlanDomainHolds(members []DomainMember, percent, maxPercent int32) []Domain
 
 // shareOf is domain d's hold when its faulted members reach percent (nil below it), and
 // whether it was held before this pass.
-func shareOf(d string, ms []DomainMember, percent int32) (*DomainHold, bool) {
+func shareOf(d string, ms []HealthMember, percent int32) (*DomainHold, bool) {
 	size, faulted, held := len(ms), 0, false
 	for _, m := range ms {
 		if m.Faulted {

@@ -60,8 +60,8 @@ func TestHealthSettingsDomainRule(t *testing.T) {
 
 // dm is a member of domain d: "f" faulted (out on its own, counted), "o" out on its
 // own but not counted (memory), "h" held with its domain before this pass (tainted), "" in service.
-func dm(name, d, how string) DomainMember {
-	m := DomainMember{Name: name, Domain: d}
+func dm(name, d, how string) HealthMember {
+	m := HealthMember{Name: name, Domain: d}
 	switch how {
 	case "f":
 		m.Out, m.Faulted, m.Witnessed = true, true, true
@@ -75,8 +75,8 @@ func dm(name, d, how string) DomainMember {
 
 func TestPlanDomainHolds(t *testing.T) {
 	// Two domains of 4 and four members outside any domain: 12 members.
-	pool := func(a, b [4]string) []DomainMember {
-		var ms []DomainMember
+	pool := func(a, b [4]string) []HealthMember {
+		var ms []HealthMember
 		for i, how := range a {
 			ms = append(ms, dm("a"+string(rune('1'+i)), "A", how))
 		}
@@ -94,7 +94,7 @@ func TestPlanDomainHolds(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name             string
-		members          []DomainMember
+		members          []HealthMember
 		percent, breaker int32
 		want             want
 	}{
@@ -136,7 +136,7 @@ func TestPlanDomainHolds(t *testing.T) {
 // A fault recorded with the size its domain had keeps that size: moving healthy
 // members out afterwards does not raise the share.
 func TestPlanDomainHoldsKeepsTheSizeAtTheFault(t *testing.T) {
-	ms := []DomainMember{{Name: "a1", Domain: "A", Out: true, Faulted: true, FaultSize: 4}, {Name: "a2", Domain: "A"}}
+	ms := []HealthMember{{Name: "a1", Domain: "A", Out: true, Faulted: true, FaultSize: 4}, {Name: "a2", Domain: "A"}}
 	assert.Empty(t, PlanDomainHolds(ms, 50, 100), "1 of the 4 members A had at the fault: 25%")
 	ms[0].FaultSize = 2
 	holds := PlanDomainHolds(ms, 50, 100)
