@@ -43,6 +43,7 @@ func TestLoadConfigurationsByURL(t *testing.T) {
 		"pod-placement-updates.runwhere.ai https://127.0.0.1:1234/validate-pod-placement",
 		"pod-placement-bindings.runwhere.ai https://127.0.0.1:1234/validate-pod-placement",
 		"pools.runwhere.ai https://127.0.0.1:1234/validate-pools",
+		"volcano-queues.runwhere.ai https://127.0.0.1:1234/validate-volcano-queue",
 		"operations.runwhere.ai https://127.0.0.1:1234/validate-operations",
 	}, got)
 }
