@@ -97,20 +97,7 @@ func TestBreakGlass(t *testing.T) {
 	crt := newCerts(t)
 	port, err := localwebhook.FreePort()
 	require.NoError(t, err)
-	start := func() *localwebhook.Process {
-		logs := &localwebhook.LogBuffer{}
-		p, err := localwebhook.Launch(localwebhook.Options{Binary: filepath.Join(framework.BinDir, "litepool-webhook"), Port: port,
-			Kubeconfig: framework.C.Kubeconfig, Namespace: localwebhook.Namespace, Flags: append(framework.AgentNamespaceFlags(), "--cert-mode=files", "--cert-dir="+crt.Dir), Output: logs})
-		require.NoError(t, err)
-		t.Cleanup(func() {
-			p.Kill()
-			if t.Failed() {
-				t.Logf("webhook log:\n%s", tail(logs.String(), 6000))
-			}
-		})
-		require.NoError(t, p.WaitReady(ctx, 60*time.Second), logs.String())
-		return p
-	}
+	start := func() *localwebhook.Process { return launchOnPort(t, port, crt) }
 	require.NoError(t, localwebhook.EnsureNamespace(ctx, kube, localwebhook.Namespace))
 	proc := start()
 	registerWebhooks(t, kube, proc.Addr, crt.CAPEM)

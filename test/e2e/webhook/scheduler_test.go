@@ -59,20 +59,7 @@ func TestSecondSchedulerWithWebhookDown(t *testing.T) {
 	port, err := localwebhook.FreePort()
 	require.NoError(t, err)
 	// The same port each time: the registered configurations point at it.
-	start := func() *localwebhook.Process {
-		logs := &localwebhook.LogBuffer{}
-		p, err := localwebhook.Launch(localwebhook.Options{Binary: filepath.Join(framework.BinDir, "litepool-webhook"), Port: port,
-			Kubeconfig: framework.C.Kubeconfig, Namespace: localwebhook.Namespace, Flags: append(framework.AgentNamespaceFlags(), "--cert-mode=files", "--cert-dir="+crt.Dir, "--controllers"), Output: logs})
-		require.NoError(t, err)
-		t.Cleanup(func() {
-			p.Kill()
-			if t.Failed() {
-				t.Logf("webhook log:\n%s", tail(logs.String(), 6000))
-			}
-		})
-		require.NoError(t, p.WaitReady(ctx, 60*time.Second), logs.String())
-		return p
-	}
+	start := func() *localwebhook.Process { return launchOnPort(t, port, crt, "--controllers") }
 	require.NoError(t, localwebhook.EnsureNamespace(ctx, kube, localwebhook.Namespace))
 	proc := start()
 	registerWebhooks(t, kube, proc.Addr, crt.CAPEM)
@@ -295,6 +282,27 @@ profiles:
 			t.Logf("second scheduler log:\n%s", tail(logs.String(), 6000))
 		}
 	})
+}
+
+// launchOnPort starts litepool-webhook on port with crt's files (and extra flags), killed
+// when the test ends, its log shown when the test failed; it returns once the process is
+// ready. Tests that restart the webhook pass the same port each time: the registered
+// configurations point at it.
+func launchOnPort(t *testing.T, port int, crt *localwebhook.Certs, extra ...string) *localwebhook.Process {
+	t.Helper()
+	logs := &localwebhook.LogBuffer{}
+	flags := append(append(framework.AgentNamespaceFlags(), "--cert-mode=files", "--cert-dir="+crt.Dir), extra...)
+	p, err := localwebhook.Launch(localwebhook.Options{Binary: filepath.Join(framework.BinDir, "litepool-webhook"), Port: port,
+		Kubeconfig: framework.C.Kubeconfig, Namespace: localwebhook.Namespace, Flags: flags, Output: logs})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		p.Kill()
+		if t.Failed() {
+			t.Logf("webhook log:\n%s", tail(logs.String(), 6000))
+		}
+	})
+	require.NoError(t, p.WaitReady(ctx, 60*time.Second), logs.String())
+	return p
 }
 
 func tail(s string, n int) string {
