@@ -29,7 +29,14 @@ type Balancer struct {
 	// them only to ready endpoints); a backend that is not is skipped like one that
 	// refuses.
 	Ready func(i int) bool
+	// only, when not 0, is 1 + the one backend new connections go to (SendNewTo).
+	only atomic.Int64
 }
+
+// SendNewTo sends every new connection to backend i, or to all in turn again when i is
+// negative: a test that must see a client open a connection to one replica steers it
+// there, whatever the turn.
+func (b *Balancer) SendNewTo(i int) { b.only.Store(int64(i) + 1) }
 
 // NewBalancer listens on a free loopback port and forwards to backends (host:port).
 func NewBalancer(backends ...string) (*Balancer, error) {
@@ -61,6 +68,9 @@ func (b *Balancer) forward(in net.Conn) {
 	for i := range len(b.backends) {
 		idx := int((start + uint64(i)) % uint64(len(b.backends)))
 		if b.Ready != nil && !b.Ready(idx) {
+			continue
+		}
+		if only := b.only.Load(); only > 0 && idx != int(only-1) {
 			continue
 		}
 		c, err := net.DialTimeout("tcp", b.backends[idx], time.Second)

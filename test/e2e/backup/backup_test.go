@@ -83,16 +83,21 @@ func TestBackupAndRestore(t *testing.T) {
 	var pools v1alpha1.PoolList
 	require.NoError(t, c.List(ctx, &pools))
 
-	// Uninstall: the webhook configurations, then the CRDs. Deleting the CRDs deletes
-	// every Pool, and the garbage collector the Kueue objects they own.
+	// Uninstall as docs/uninstall.md says: the webhook configurations, the Pools (the
+	// garbage collector deletes the Kueue objects they own), then the CRDs. The Pools go
+	// first because the garbage collector deletes a dependent only while it can resolve
+	// its owner's kind: with the CRD gone first, a Kueue object whose Pool it had not yet
+	// seen go stays until a Pool CRD is back (CI saw it stay 2 minutes).
 	w.Stop()
-	del := framework.C.Kubectl(t, "", "delete", "crd", "pools.runwhere.ai", "driverrollouts.runwhere.ai", "stressruns.runwhere.ai")
-	require.Zero(t, del.ExitCode, del.Stderr)
+	delPools := framework.C.Kubectl(t, "", "delete", "pools", "--all")
+	require.Zero(t, delPools.ExitCode, delPools.Stderr)
 	poll(t, "the garbage collector deletes the Kueue objects the deleted Pools owned", func() bool {
 		_, cqErr := framework.C.Dynamic.Resource(clusterQueues).Get(ctx, pool, metav1.GetOptions{})
 		_, lqErr := framework.C.Dynamic.Resource(localQueues).Namespace(team).Get(ctx, pool, metav1.GetOptions{})
 		return apierrors.IsNotFound(cqErr) && apierrors.IsNotFound(lqErr)
 	})
+	del := framework.C.Kubectl(t, "", "delete", "crd", "pools.runwhere.ai", "driverrollouts.runwhere.ai", "stressruns.runwhere.ai")
+	require.Zero(t, del.ExitCode, del.Stderr)
 
 	// Install again, the controller not running yet, and restore.
 	apply := framework.C.Kubectl(t, "", "apply", "-f", filepath.Join(framework.Root, "deploy", "webhook", "crd"))

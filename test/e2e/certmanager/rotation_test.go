@@ -26,8 +26,9 @@ import (
 // serves the renewed certificate and the other the old one. Both are the CA's, and the
 // CA bundle (the CA) does not change, so every admission goes through: no create
 // fails, and each was pinned to its pool by litepool. After each replica reloads, a
-// burst of concurrent creates makes the API server open new connections to it, which
-// handshake against the renewed certificate with the injected bundle.
+// burst of concurrent creates larger than the connections the API server keeps makes it
+// open new ones, steered to that replica, which handshake against the renewed
+// certificate with the injected bundle.
 func TestRotationWithoutDowntime(t *testing.T) {
 	install(t)
 	serving := issued(t, servingSecret)
@@ -57,8 +58,13 @@ func TestRotationWithoutDowntime(t *testing.T) {
 			return err == nil && s == newSerial, nil
 		})
 		tr.waitFor(t, tr.created.Load()+20)
+		// The API server keeps its connections to the webhook open, and a burst no
+		// larger than them reuses them: the burst is larger than every connection opened
+		// so far, and the new ones are steered to replica i.
 		before := b.Connections[i].Load()
-		tr.burst(t, 16)
+		b.SendNewTo(i)
+		tr.burst(t, 16+int(b.Connections[0].Load()+b.Connections[1].Load()))
+		b.SendNewTo(-1)
 		assert.Greater(t, b.Connections[i].Load(), before,
 			"the API server opened new connections to replica %d, serving the renewed certificate", i)
 	}
