@@ -154,9 +154,14 @@ func TestPoolQueueFollowsHealthyCapacity(t *testing.T) {
 	assert.Len(t, taints, 1, "an exclusive pool's taint")
 	lq := waitObject(t, localQueues, ns, pool)
 	assert.Equal(t, pool, lq.Object["spec"].(map[string]any)["clusterQueue"], "the LocalQueue in the namespace the pool admits")
-	cond := waitQueueCondition(t, pool)
+	// The condition is written by the status pass, which can lag the ClusterQueue's
+	// quota by a pass while the new members' not-ready taints come off.
+	var cond *metav1.Condition
+	require.Eventually(t, func() bool {
+		cond = waitQueueCondition(t, pool)
+		return strings.Contains(cond.Message, "quota 24 nvidia.com/gpu from 3 of 3 members")
+	}, waitTimeout, waitInterval, "the Queue condition counts the 3 members")
 	assert.Equal(t, metav1.ConditionTrue, cond.Status, cond.Message)
-	assert.Contains(t, cond.Message, "quota 24 nvidia.com/gpu from 3 of 3 members")
 
 	podLabels := map[string]string{policy.LabelPool: pool}
 	// 16 GPUs, admitted, run on the pool's nodes (kwok completes them).
