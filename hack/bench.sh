@@ -155,3 +155,28 @@ if grep -q '^x[0-9]* bindings\.' "$BENCH_FIGURES"; then
       }
     }' "$BENCH_FIGURES"
 fi
+
+# Issue 41's figure (bench/rollout): one pool of super pods rolled node by node and by
+# domain, one column a pool shape (DxM in the figures file).
+if grep -q '^[0-9]*x[0-9]* rollout\.' "$BENCH_FIGURES"; then
+  echo
+  echo "=== issue 41's figure, one run (columns: super pods x nodes; lower is better) ==="
+  awk '
+    $1 ~ /^[0-9]+x[0-9]+$/ && $2 ~ /^rollout\./ { if (!($1 in seen)) { seen[$1] = 1; col[++nc] = $1 }; v[$1, $2] = $3 }
+    function cell(c, k) { return ((c, k) in v) ? sprintf("%.2f", v[c, k]) : "-" }
+    function ratio(c, a, b) { return ((c, a) in v) && v[c, a] > 0 ? sprintf("%.2f", v[c, b] / v[c, a]) : "-" }
+    END {
+      n = split("wall|wall time (s)|rollout.node-wall|rollout.domain-wall;" \
+                "unavailable|domain-unavailable (min), rollout status|rollout.node-unavailable|rollout.domain-unavailable;" \
+                "observed|domain-unavailable (min), the bench'"'"'s watch|rollout.node-observed|rollout.domain-observed", row, ";")
+      printf "%-64s", "figure"
+      for (i = 1; i <= nc; i++) printf " %10s", col[i]
+      printf "\n"
+      for (r = 1; r <= n; r++) {
+        split(row[r], f, "|")
+        printf "%-64s", f[2] ", node by node"; for (i = 1; i <= nc; i++) printf " %10s", cell(col[i], f[3]); printf "\n"
+        printf "%-64s", f[2] ", by domain"; for (i = 1; i <= nc; i++) printf " %10s", cell(col[i], f[4]); printf "\n"
+        printf "%-64s", "  by domain / node by node"; for (i = 1; i <= nc; i++) printf " %10s", ratio(col[i], f[3], f[4]); printf "\n"
+      }
+    }' "$BENCH_FIGURES"
+fi

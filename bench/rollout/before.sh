@@ -15,4 +15,5 @@ echo "building litepool-webhook at $(git log -1 --format='%h %s' "$before") (bef
 git archive "$before" | tar -x -C "$tmp"
 (cd "$tmp" && CGO_ENABLED=0 go build -trimpath -o "$tmp/litepool-webhook" ./cmd/webhook)
 make build >/dev/null
-bash bench/rollout/run.sh --bin "before=$tmp/litepool-webhook" --bin "now=$root/_output/bin/litepool-webhook" "$@"
+# --domains=0: the by-domain comparison runs the tree's binary only, as run.sh does.
+bash bench/rollout/run.sh --bin "before=$tmp/litepool-webhook" --bin "now=$root/_output/bin/litepool-webhook" --domains=0 "$@"

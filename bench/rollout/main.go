@@ -68,6 +68,10 @@ type config struct {
 	// window, when set, measures each rollout for this long instead of to its end,
 	// then removes it and returns its nodes.
 	window time.Duration
+	// The by-domain comparison (domains.go): domains × perDomain nodes, installs of
+	// domainInstall; none when domains is 0.
+	domains, perDomain int
+	domainInstall      time.Duration
 }
 
 func main() {
@@ -81,12 +85,15 @@ func main() {
 		c.bins = append(c.bins, binary{n, p})
 		return nil
 	})
-	flag.IntVar(&c.nodes, "nodes", 1000, "kwok nodes in the pool")
+	flag.IntVar(&c.nodes, "nodes", 1000, "kwok nodes in the pool (0: only the by-domain comparison)")
 	flag.StringVar(&c.maxUnavailable, "max-unavailable", "10%", "the rollout's maxUnavailable")
 	flag.DurationVar(&c.installDelay, "install-delay", 10*time.Second, "how long an installer runs before the agent completes it")
 	flag.DurationVar(&c.idle, "idle", 10*time.Second, "quiet window measured before each rollout")
 	flag.DurationVar(&c.timeout, "timeout", time.Hour, "longest a rollout may take (1,000 nodes at 10% took 17-21 min on 2 shared cores at load 15-20)")
 	flag.DurationVar(&c.window, "window", 0, "measure each rollout for this long, then remove it and return its nodes (0: measure it to its end)")
+	flag.IntVar(&c.domains, "domains", 8, "super pods in the by-domain comparison's pool (0: no comparison)")
+	flag.IntVar(&c.perDomain, "per-domain", 4, "kwok nodes per super pod in the by-domain comparison")
+	flag.DurationVar(&c.domainInstall, "domain-install", 5*time.Second, "how long an installer runs in the by-domain comparison")
 	flag.Parse()
 	if len(c.bins) == 0 {
 		c.bins = []binary{{"now", "_output/bin/litepool-webhook"}}
@@ -119,6 +126,27 @@ func run(c config) error {
 	if err := localwebhook.EnsureNamespace(ctx, kube, localwebhook.Namespace); err != nil {
 		return err
 	}
+	if c.nodes > 0 {
+		if err := measureCalls(ctx, c, kube, dyn, ctl); err != nil {
+			return err
+		}
+	}
+	if c.domains == 0 {
+		return nil
+	}
+	// The comparison is the tree's own (the last binary): older ones may not know rollouts
+	// by domain.
+	start := time.Now()
+	runs, err := compareDomains(ctx, c, kube, ctl, c.bins[len(c.bins)-1])
+	if err != nil {
+		return fmt.Errorf("by-domain comparison: %w", err)
+	}
+	return printDomains(c, runs, time.Since(start))
+}
+
+// measureCalls is issue 32's figure: the API calls per pass of a rollout over the
+// pool of c.nodes nodes, with each binary.
+func measureCalls(ctx context.Context, c config, kube kubernetes.Interface, dyn dynamic.Interface, ctl client.Client) error {
 	if err := populate(ctx, c, kube, dyn); err != nil {
 		return err
 	}
@@ -258,38 +286,11 @@ type figures struct {
 // measure runs one rollout of the pool to version with binary b.
 func measure(ctx context.Context, c config, kube kubernetes.Interface, ctl client.Client, b binary, version string) (figures, error) {
 	f := figures{name: b.name, nodes: c.nodes}
-	dir, err := os.MkdirTemp("", "bench-rollout-")
+	p, stop, err := startController(ctx, c, b)
 	if err != nil {
 		return f, err
-	}
-	defer os.RemoveAll(dir)
-	certs, err := localwebhook.NewCerts(dir)
-	if err != nil {
-		return f, err
-	}
-	log, err := os.Create(filepath.Join(dir, "log"))
-	if err != nil {
-		return f, err
-	}
-	defer log.Close()
-	p, err := localwebhook.Launch(localwebhook.Options{Binary: b.path, Kubeconfig: c.kubeconfig, Namespace: localwebhook.Namespace,
-		Flags: []string{"--cert-mode=files", "--cert-dir=" + certs.Dir, "--webhook=false", "--controllers=true", "--zap-log-level=error"}, Output: log})
-	if err != nil {
-		return f, err
-	}
-	stop := func() {
-		_ = p.Cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.Done():
-		case <-time.After(10 * time.Second):
-			p.Kill()
-		}
 	}
 	defer stop()
-	if err := p.WaitReady(ctx, 5*time.Minute); err != nil {
-		out, _ := os.ReadFile(log.Name())
-		return f, fmt.Errorf("%w\n%s", err, out)
-	}
 	time.Sleep(2 * time.Second) // the first passes of every controller after start
 	c0, err := scrape(p.Metrics)
 	if err != nil {
@@ -378,6 +379,48 @@ func measure(ctx context.Context, c config, kube kubernetes.Interface, ctl clien
 	_ = kube.BatchV1().Jobs(localwebhook.Namespace).DeleteCollection(ctx, metav1.DeleteOptions{PropagationPolicy: &bg},
 		metav1.ListOptions{LabelSelector: upgrade.LabelComponent + "=" + upgrade.Component})
 	return f, nil
+}
+
+// startController runs binary b as litepool's controller (no webhook) on the cluster
+// until stop is called.
+func startController(ctx context.Context, c config, b binary) (*localwebhook.Process, func(), error) {
+	dir, err := os.MkdirTemp("", "bench-rollout-")
+	if err != nil {
+		return nil, nil, err
+	}
+	certs, err := localwebhook.NewCerts(dir)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, err
+	}
+	log, err := os.Create(filepath.Join(dir, "log"))
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, err
+	}
+	p, err := localwebhook.Launch(localwebhook.Options{Binary: b.path, Kubeconfig: c.kubeconfig, Namespace: localwebhook.Namespace,
+		Flags: []string{"--cert-mode=files", "--cert-dir=" + certs.Dir, "--webhook=false", "--controllers=true", "--zap-log-level=error"}, Output: log})
+	if err != nil {
+		log.Close()
+		os.RemoveAll(dir)
+		return nil, nil, err
+	}
+	stop := func() {
+		_ = p.Cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.Done():
+		case <-time.After(10 * time.Second):
+			p.Kill()
+		}
+		log.Close()
+		os.RemoveAll(dir)
+	}
+	if err := p.WaitReady(ctx, 5*time.Minute); err != nil {
+		out, _ := os.ReadFile(log.Name())
+		stop()
+		return nil, nil, fmt.Errorf("%w\n%s", err, out)
+	}
+	return p, stop, nil
 }
 
 // returnNodes removes the rollout and puts its pool's nodes back as they were before

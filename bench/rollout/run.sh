@@ -6,9 +6,16 @@
 #
 #   bench/rollout/run.sh [flags of bench/rollout, e.g. --bin before=PATH --bin now=PATH]
 #
+# Then issue 41's figure, by the tree's binary: a pool of 8 super pods × 4 kwok nodes
+# with installs of 5 s, rolled node by node (maxUnavailable 1) and by domain
+# (maxUnavailableDomains 1); wall time and domain-unavailable minutes of each, from the
+# rollout's status and from the bench's watch of the cordons, and by domain / node by
+# node (--domains, --per-domain, --domain-install; --domains=0 leaves it out,
+# --nodes=0 runs only it).
+#
 # bench/rollout/before.sh runs it with the binary from before node Jobs were watched
-# beside this one. BENCH_SMOKE=1: 20 nodes. BENCH_KEEP=1 leaves the cluster; BENCH_CLUSTER
-# names another.
+# beside this one. BENCH_SMOKE=1: 20 nodes, and 2 super pods × 2 with installs of 1 s.
+# BENCH_KEEP=1 leaves the cluster; BENCH_CLUSTER names another.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -20,7 +27,7 @@ say() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*"; }
 make build >/dev/null
 go build -trimpath -o "$out/bench-$name" ./bench/rollout
 if [ -n "${BENCH_SMOKE:-}" ]; then
-  set -- --nodes=20 --max-unavailable=50% --install-delay=1s --idle=2s "$@"
+  set -- --nodes=20 --max-unavailable=50% --install-delay=1s --idle=2s --domains=2 --per-domain=2 --domain-install=1s "$@"
 else
   # The first 5 minutes: a few passes of 100 nodes each. The whole rollout (--window=0)
   # took 17-21 minutes on 2 shared cores.
