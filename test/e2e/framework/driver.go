@@ -85,7 +85,8 @@ type DriverAgent struct {
 	defaultDelay time.Duration
 	delay        map[string]time.Duration
 	noLabel      map[string]bool
-	pods         map[string]int // installer pods seen per node
+	left         map[string]bool // nodes whose own kubelet runs the installers
+	pods         map[string]int  // installer pods seen per node
 	seen         map[string]time.Time
 	handled      map[string]bool
 	stop         func()
@@ -93,7 +94,7 @@ type DriverAgent struct {
 
 // StartDriverAgent starts an agent; installs take defaultDelay on nodes not configured.
 func StartDriverAgent(defaultDelay time.Duration) *DriverAgent {
-	a := &DriverAgent{defaultDelay: defaultDelay, delay: map[string]time.Duration{}, noLabel: map[string]bool{},
+	a := &DriverAgent{defaultDelay: defaultDelay, delay: map[string]time.Duration{}, noLabel: map[string]bool{}, left: map[string]bool{},
 		pods: map[string]int{}, seen: map[string]time.Time{}, handled: map[string]bool{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -123,6 +124,16 @@ func (a *DriverAgent) Configure(delay time.Duration, noLabel bool, nodes ...stri
 	}
 }
 
+// Leave makes the agent leave the installer pods of nodes alone: a real kubelet runs
+// them, and what their containers exit with is the result.
+func (a *DriverAgent) Leave(nodes ...string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, n := range nodes {
+		a.left[n] = true
+	}
+}
+
 // InstallerPods counts the installer pods the agent saw on node.
 func (a *DriverAgent) InstallerPods(node string) int {
 	a.mu.Lock()
@@ -143,6 +154,10 @@ func (a *DriverAgent) tick(ctx context.Context) {
 			continue
 		}
 		a.mu.Lock()
+		if a.left[p.Spec.NodeName] {
+			a.mu.Unlock()
+			continue
+		}
 		first, ok := a.seen[p.Name]
 		if !ok {
 			a.seen[p.Name], first = time.Now(), time.Now()

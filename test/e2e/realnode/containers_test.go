@@ -38,16 +38,7 @@ const realPool = "rn-real"
 func testRealContainers(t *testing.T) {
 	c := framework.C
 	kube := c.Kube
-	res := c.Kubectl(t, "", "apply", "-f", filepath.Join(framework.Root, "deploy", "webhook", "crd"))
-	require.Equal(t, 0, res.ExitCode, res.Stderr)
-	res = c.Kubectl(t, "", "wait", "--for=condition=Established", "--timeout=60s",
-		"crd/pools.runwhere.ai", "crd/driverrollouts.runwhere.ai", "crd/stressruns.runwhere.ai")
-	require.Equal(t, 0, res.ExitCode, res.Stderr)
-	// The namespace may still be terminating if delete -k returned early.
-	require.NoError(t, wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(context.Context) (bool, error) {
-		res = c.Kubectl(t, "", "apply", "-f", filepath.Join(framework.Root, "deploy", "webhook", "namespace.yaml"))
-		return res.ExitCode == 0, nil
-	}), "litepool's namespace did not come back: %s", res.Stderr)
+	restoreCRDsAndNamespace(t)
 	require.NoError(t, wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		_, err := poolclient.New(c.Dynamic).Create(ctx, &v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: realPool},
 			Spec: v1alpha1.PoolSpec{Type: v1alpha1.PoolTypeDevelopment, Description: "the real node"}}, metav1.CreateOptions{})
@@ -114,6 +105,24 @@ func testRealContainers(t *testing.T) {
 	})
 }
 
+// restoreCRDsAndNamespace brings back what delete -k removed, as an operator would
+// have it: the CRDs and litepool's namespace from deploy/webhook as shipped (its Pod
+// Security level is what lets the privileged installers run). Idempotent.
+func restoreCRDsAndNamespace(t *testing.T) {
+	t.Helper()
+	c := framework.C
+	res := c.Kubectl(t, "", "apply", "-f", filepath.Join(framework.Root, "deploy", "webhook", "crd"))
+	require.Equal(t, 0, res.ExitCode, res.Stderr)
+	res = c.Kubectl(t, "", "wait", "--for=condition=Established", "--timeout=60s",
+		"crd/pools.runwhere.ai", "crd/driverrollouts.runwhere.ai", "crd/stressruns.runwhere.ai")
+	require.Equal(t, 0, res.ExitCode, res.Stderr)
+	// The namespace may still be terminating if delete -k returned early.
+	require.NoError(t, wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(context.Context) (bool, error) {
+		res = c.Kubectl(t, "", "apply", "-f", filepath.Join(framework.Root, "deploy", "webhook", "namespace.yaml"))
+		return res.ExitCode == 0, nil
+	}), "litepool's namespace did not come back: %s", res.Stderr)
+}
+
 func ptrTo[T any](v T) *T { return &v }
 
 // onlyPod is the one pod of litepool's namespace matching selector; it must have run on the real node.
@@ -141,6 +150,12 @@ func assertExited(t *testing.T, p corev1.Pod, code int32) {
 // on this host (testbin's DriverVersionFile), every 200ms until stopped, as a node's
 // feature discovery would; stopping removes the file.
 func playFeatureDiscovery(t *testing.T, node string) (stop func()) {
+	return playFeatureDiscoveryWhen(t, node, func() bool { return true })
+}
+
+// playFeatureDiscoveryWhen is playFeatureDiscovery reporting only once ready says so:
+// a driver that takes longer to come up after its installer exits.
+func playFeatureDiscoveryWhen(t *testing.T, node string, ready func() bool) (stop func()) {
 	const file = "/run/litepool-testbin/driver-version"
 	done := make(chan struct{})
 	go func() {
@@ -151,7 +166,7 @@ func playFeatureDiscovery(t *testing.T, node string) (stop func()) {
 			case <-time.After(200 * time.Millisecond):
 			}
 			b, err := os.ReadFile(file)
-			if err != nil {
+			if err != nil || !ready() {
 				continue
 			}
 			patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, policy.LabelDriverVersion, strings.TrimSpace(string(b)))

@@ -47,8 +47,8 @@ var exit0 = []string{"/testbin", "exit", "0"}
 func testHealthLoop(t *testing.T) {
 	c := framework.C
 	kube := c.Kube
-	// What the step before left: its runs and installer Jobs, the node cordoned by the
-	// failed upgrade and degraded by the failed stress run (a signal of its own).
+	// What the steps before left: their runs and installer Jobs, the node cordoned by
+	// the failed upgrade and degraded by the failed stress run (a signal of its own).
 	for _, kind := range []string{"driverrollouts.runwhere.ai", "stressruns.runwhere.ai"} {
 		res := c.Kubectl(t, "", "delete", kind, "--all", "--wait=true", "--timeout=60s")
 		require.Equal(t, 0, res.ExitCode, res.Stderr)

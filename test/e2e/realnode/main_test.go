@@ -66,6 +66,7 @@ func TestRealNode(t *testing.T) {
 		{"kubectl delete -k leaves no webhook configuration", func(t *testing.T) { testUninstall(t, overlay) }},
 		// After litepool is gone: the installers' drains would evict it from the node.
 		{"driver installers and stress tests run as real containers", testRealContainers},
+		{"a driver rollout by domain: the real node one member beside kwok nodes", testRolloutByDomain},
 		{"the health loop: remediation Jobs and re-checks are real containers", testHealthLoop},
 	}
 	for _, s := range steps {
