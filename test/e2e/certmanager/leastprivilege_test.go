@@ -136,7 +136,7 @@ func TestControllerCannotRedirectTheInjector(t *testing.T) {
 	}
 	val, err := framework.C.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, configName, metav1.GetOptions{})
 	require.NoError(t, err)
-	assert.Equal(t, map[string]string{"cert-manager.io/inject-ca-from": namespace + "/" + servingSecret}, certManagerAnnotations(val.Annotations))
+	assert.Equal(t, map[string]string{"cert-manager.io/inject-ca-from": namespace + "/" + caSecret}, certManagerAnnotations(val.Annotations))
 }
 
 func certManagerAnnotations(all map[string]string) map[string]string {
