@@ -4,6 +4,9 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -96,7 +99,7 @@ func TestCAReplacementWithoutDowntime(t *testing.T) {
 
 	// 3. The old CA dropped by the administrator; the injector leaves it out.
 	dropOldCA(t, newCA)
-	bundlesHold(t, "the injector fills the emptied entries with the new CA alone", newCA)
+	bundlesHold(t, "the injector fills the emptied probe entries with the new CA alone", newCA)
 	for i := range replicas {
 		_, err := servedSerial(replicas[i].Addr, oldCA)
 		assert.Error(t, err, "replica %d serves nothing the old CA verifies", i)
@@ -176,11 +179,16 @@ func certsOf(bundle []byte) [][]byte {
 	}
 }
 
-// dropOldCA is the procedure's last step, as the administrator: every CA bundle set to
-// the new CA. The probe entries are emptied instead, so that the injector's filling
-// them shows it has reconciled both configurations since.
+// dropOldCA is the procedure's last step, as the administrator: hack/set-ca-bundle.sh
+// sets every CA bundle to the new CA. Then the probe entries are emptied, so that the
+// injector's filling them shows it has reconciled both configurations since the drop.
 func dropOldCA(t *testing.T, newCA []byte) {
 	t.Helper()
+	cmd := exec.Command("bash", filepath.Join(framework.Root, "hack", "set-ca-bundle.sh"), namespace)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+framework.C.Kubeconfig)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "hack/set-ca-bundle.sh: %s", out)
+	bundlesHold(t, "hack/set-ca-bundle.sh set every CA bundle to the new CA", newCA)
 	adm := framework.C.Kube.AdmissionregistrationV1()
 	require.NoError(t, retryConflict(func() error {
 		mut, err := adm.MutatingWebhookConfigurations().Get(ctx, configName, metav1.GetOptions{})
@@ -188,7 +196,9 @@ func dropOldCA(t *testing.T, newCA []byte) {
 			return err
 		}
 		for i, w := range mut.Webhooks {
-			mut.Webhooks[i].ClientConfig.CABundle = bundleOrProbe(w.Name == probeMutating, newCA)
+			if w.Name == probeMutating {
+				mut.Webhooks[i].ClientConfig.CABundle = nil
+			}
 		}
 		_, err = adm.MutatingWebhookConfigurations().Update(ctx, mut, metav1.UpdateOptions{})
 		return err
@@ -199,16 +209,11 @@ func dropOldCA(t *testing.T, newCA []byte) {
 			return err
 		}
 		for i, w := range val.Webhooks {
-			val.Webhooks[i].ClientConfig.CABundle = bundleOrProbe(w.Name == probeValidating, newCA)
+			if w.Name == probeValidating {
+				val.Webhooks[i].ClientConfig.CABundle = nil
+			}
 		}
 		_, err = adm.ValidatingWebhookConfigurations().Update(ctx, val, metav1.UpdateOptions{})
 		return err
 	}))
-}
-
-func bundleOrProbe(probe bool, ca []byte) []byte {
-	if probe {
-		return nil
-	}
-	return ca
 }
