@@ -189,6 +189,14 @@ func dropOldCA(t *testing.T, newCA []byte) {
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "hack/set-ca-bundle.sh: %s", out)
 	bundlesHold(t, "hack/set-ca-bundle.sh set every CA bundle to the new CA", newCA)
+	emptyProbes(t)
+}
+
+// emptyProbes empties the CA bundles of the probe entries, which the CA injector fills
+// again when it next reconciles the configurations: what it writes then shows what it
+// reads.
+func emptyProbes(t *testing.T) {
+	t.Helper()
 	adm := framework.C.Kube.AdmissionregistrationV1()
 	require.NoError(t, retryConflict(func() error {
 		mut, err := adm.MutatingWebhookConfigurations().Get(ctx, configName, metav1.GetOptions{})
