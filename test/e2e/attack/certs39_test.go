@@ -1,6 +1,7 @@
 package attack
 
 import (
+	"encoding/base64"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -59,4 +61,30 @@ func attackControllerRedirectsTheInjector(t *testing.T) {
 	after, err := framework.C.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, "litepool-webhook", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, before.Annotations, after.Annotations)
+}
+
+// attackControllerWritesCABundle: the controller's identity never writes a CA bundle
+// (it patches its binding conditions by JSON patch), but the guard let it: a CA of its
+// choosing beside litepool's in the validating configuration, with pods of its own in
+// litepool's namespace behind the webhook's Service, would have let it answer reviews
+// itself. RBAC refuses an update (it may only patch); the guard now refuses the patch;
+// the bundles stay.
+func attackControllerWritesCABundle(t *testing.T) {
+	controller := as(t, controlSA, saGroups()...).AdmissionregistrationV1()
+	cfg, err := controller.ValidatingWebhookConfigurations().Get(ctx, "litepool-webhook", metav1.GetOptions{})
+	require.NoError(t, err)
+	before := cfg.Webhooks[0].ClientConfig.CABundle
+	for i := range cfg.Webhooks {
+		cfg.Webhooks[i].ClientConfig.CABundle = rotate(cfg.Webhooks[i].ClientConfig.CABundle)
+	}
+	_, err = controller.ValidatingWebhookConfigurations().Update(ctx, cfg, metav1.UpdateOptions{})
+	require.Error(t, err, "the controller's identity wrote the CA bundles")
+	assert.True(t, apierrors.IsForbidden(err), "RBAC gives it patch, not update: %v", err)
+	patch := `[{"op": "replace", "path": "/webhooks/0/clientConfig/caBundle", "value": "` + base64.StdEncoding.EncodeToString(rotate(before)) + `"}]`
+	_, err = controller.ValidatingWebhookConfigurations().Patch(ctx, "litepool-webhook", types.JSONPatchType, []byte(patch), metav1.PatchOptions{})
+	require.Error(t, err, "the controller's identity patched a CA bundle")
+	assert.Contains(t, err.Error(), "litepool-webhook-config-guard")
+	after, err := framework.C.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, "litepool-webhook", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, before, after.Webhooks[0].ClientConfig.CABundle)
 }
