@@ -91,6 +91,10 @@ patches:
 		res := framework.C.Kubectl(t, "", "apply", "-k", dir)
 		if res.ExitCode != 0 {
 			installErr = fmt.Sprintf("kubectl apply -k (cert-manager component):\n%s\n%s", res.Stdout, res.Stderr)
+			return
+		}
+		if err := waitGuardEnforced(t); err != nil {
+			installErr = err.Error()
 		}
 	})
 	require.Empty(t, installErr)
@@ -332,12 +336,14 @@ func writeFiles(t *testing.T, dir string, s *corev1.Secret) {
 	}
 }
 
-// launch runs litepool-webhook (admission only) with the certificate files in certDir.
+// launch runs litepool-webhook (admission only) with the certificate files in certDir,
+// as its ServiceAccount with the rights the component leaves it (impersonated): no
+// Secret, no webhook configuration.
 func launch(t *testing.T, name, certDir string, flags ...string) *localwebhook.Process {
 	t.Helper()
 	logs := &localwebhook.LogBuffer{}
 	p, err := localwebhook.Launch(localwebhook.Options{Binary: filepath.Join(framework.BinDir, "litepool-webhook"),
-		Kubeconfig: framework.C.Kubeconfig, Namespace: namespace, Output: logs,
+		Kubeconfig: kubeconfigAs(t, webhookSA, saGroups...), Namespace: namespace, Output: logs,
 		Flags: append([]string{"--cert-mode=files", "--cert-dir=" + certDir, "--controllers=false"}, flags...)})
 	require.NoError(t, err)
 	t.Cleanup(func() {

@@ -3,8 +3,11 @@
 // hack/tools-certmanager pins, run as local processes): cert-manager issues litepool's
 // CA, serving and metrics certificates, the CA injector fills the CA bundles, the
 // webhook serves the issued files and the API server trusts it; /metrics is verified
-// against the issued CA as deploy/monitoring's ServiceMonitors verify it; and the
-// serving certificate rotates under two replicas while a client creates pods.
+// against the issued CA as deploy/monitoring's ServiceMonitors verify it; the serving
+// certificate rotates, and the CA is replaced, under two replicas while clients create
+// pods; the webhook runs with only the rights the component leaves it, the guard holds
+// the CA injector (run as its chart's ServiceAccount) to the CA bundles, and tenants'
+// cert-manager objects and Secrets choose no CA (the attack matrix's "39" rows).
 //
 // kwok plays the kubelet, so the test does a kubelet's part: it writes the Secrets'
 // files into each replica's certificate directory, one replica at a time.

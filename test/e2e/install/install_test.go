@@ -65,6 +65,7 @@ func testInstall(t *testing.T, namespace, dir string) {
 	t.Run("controller identity", func(t *testing.T) { testControllerIdentity(t, namespace) })
 	t.Run("at work", func(t *testing.T) { testAtWork(t, namespace) })
 	t.Run("guard", func(t *testing.T) { testGuard(t, namespace) })
+	t.Run("self-managed CA replaced", func(t *testing.T) { testSelfManagedCAReplaced(t, namespace) })
 }
 
 func removeWebhookConfigurations() {

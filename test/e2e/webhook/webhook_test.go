@@ -102,7 +102,7 @@ func TestDeployServerDryRun(t *testing.T) {
 func TestCertManagerComponent(t *testing.T) {
 	rendered := framework.RenderWithComponent(t, "cert-manager")
 	for _, want := range []string{"kind: Issuer", "kind: Certificate", "secretName: litepool-webhook-cert", "- --cert-mode=files",
-		"cert-manager.io/inject-ca-from: litepool-system/litepool-webhook-cert"} {
+		"cert-manager.io/inject-ca-from: litepool-system/litepool-ca"} {
 		assert.Contains(t, rendered, want)
 	}
 	assert.NotContains(t, rendered, "kind: Secret")
