@@ -180,7 +180,7 @@ func BenchmarkAdmission(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			var wh http.Handler = newWebhook(tc.h) // as Register serves it
+			wh := newWebhook(tc.h) // as Register serves it
 			if tc.name == "baseline-allow-all" {
 				wh = &admission.Webhook{Handler: tc.h} // controller-runtime's as it comes
 			}
