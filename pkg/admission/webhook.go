@@ -30,9 +30,10 @@ const maxReviewSize = 7 << 20
 // decoded by one case-sensitive JSON pass into the v1 type. controller-runtime's decoder
 // (the scheme's universal deserializer) first unmarshals the whole body once more only to
 // read apiVersion and kind: 10% of litepool-webhook's CPU during pod creates (issue
-// 43's profile). What is accepted is the same: an AdmissionReview of admission.k8s.io
-// v1 or v1beta1 (whose fields are v1's), as application/json, of at most 7 MB; the
-// answer is written in the request's version. Everything else (panics, the response's
+// 43's profile). It accepts what that decoder accepted of an AdmissionReview of
+// admission.k8s.io v1 or v1beta1 (whose fields are v1's), as application/json, of at
+// most 7 MB, and answers in the request's version; it refuses, saying what it expects,
+// a body of another kind or version (which that decoder took for a v1 review). Everything else (panics, the response's
 // uid and patch, the logger in the context) is the Webhook's Handle.
 type reviewServer struct{ wh *admission.Webhook }
 

@@ -45,6 +45,7 @@ func TestReviewServerAnswersAsControllerRuntime(t *testing.T) {
 		{name: "not JSON", body: `{"apiVersion":`, refused: true},
 		{name: "another content type", body: review("admission.k8s.io/v1"), contentType: "application/yaml", refused: true},
 		{name: "empty body", refused: true},
+		{name: "larger than 7 MB", body: review("admission.k8s.io/v1") + strings.Repeat(" ", 7<<20), refused: true},
 		{name: "another kind", body: strings.Replace(review("admission.k8s.io/v1"), `"AdmissionReview"`, `"ConversionReview"`, 1), refusedHere: true},
 		{name: "another version", body: review("admission.k8s.io/v2"), refusedHere: true},
 		{name: "no apiVersion or kind", body: `{"request":` + string(reqJSON) + `}`, refusedHere: true},
