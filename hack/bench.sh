@@ -83,6 +83,7 @@ awk -v sizes="$sizes" '
               "webhook.creates-min|pod create: litepool / trivial, lowest round|-;" \
               "webhook.creates-max|pod create: litepool / trivial, highest round|-;" \
               "webhook.creates-cpu|pod create: API server + etcd CPU, litepool / trivial, median|-;" \
+              "webhook.own-cpu|pod create: own CPU, litepool / trivial, median|<= 2;" \
               "webhook.creates-p6|pod create: litepool / trivial with P6 config|-;" \
               "webhook.creates-gogc25|pod create: litepool at GOGC=25 / trivial|-;" \
               "webhook.denial|handler: P2 denial / allowed P1 request|<= 10", row, ";")

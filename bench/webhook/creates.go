@@ -88,7 +88,7 @@ func benchCreates(ctx context.Context, c config, kube kubernetes.Interface, dir 
 		return err
 	}
 	fmt.Printf("\npod creates through kube-apiserver: %d pods per round, %d at a time, labelled runwhere.ai/pool=train-a100 (never scheduled)\n", c.pods, c.podConc)
-	fmt.Printf("%-24s %10s %10s %10s %12s %12s %12s %12s\n", "round", "creates/s", "p50 ms", "p99 ms", "API CPU ms", "litepool ms", "bench ms", "conditions µs")
+	fmt.Printf("%-24s %10s %10s %10s %12s %12s %12s %12s %12s\n", "round", "creates/s", "p50 ms", "p99 ms", "API CPU ms", "litepool ms", "trivial ms", "bench ms", "conditions µs")
 	results := map[string][]result{}
 	for r := 1; r <= c.rounds; r++ {
 		// Each round starts one setup later than the one before, so that no setup
@@ -182,6 +182,15 @@ func reportCreates(c config, setups []createSetup, results map[string][]result) 
 			record(c, "webhook.creates-cpu", cpu.median)
 		}
 	}
+	if has("trivial", "litepool") {
+		// Each webhook process's own CPU per create, read from /proc in the rounds that
+		// call it: what a webhook costs the cores it shares with the API server. Its
+		// spread is small where the throughput's is not (issue 43).
+		own := ownCPURatioSpread(results["litepool"], results["trivial"])
+		fmt.Printf("own CPU per create, litepool-webhook / trivial webhook per round: min %.2fx, median %.2fx, max %.2fx (litepool %.3f ms, trivial %.3f ms, means; goal <= %.1fx)\n",
+			own.min, own.median, own.max, ms(m("litepool").cpuWebhook), ms(m("trivial").cpuBaseline), ownCPUGoal)
+		record(c, "webhook.own-cpu", own.median)
+	}
 	if has("trivial", "trivial+p6", "litepool-no-p6", "litepool") {
 		fmt.Printf("P6's configuration alone (match conditions, no call): %.0f creates/s without, %.0f with (%+.1f%%); in litepool: %.0f before, %.0f after (%+.1f%%)\n",
 			m("trivial").rate, m("trivial+p6").rate, 100*(m("trivial+p6").rate-m("trivial").rate)/m("trivial").rate,
@@ -224,6 +233,22 @@ func cpuRatioSpread(a, b []result) spread {
 	for i := range a {
 		if i < len(b) && b[i].cpuServer > 0 {
 			s.ratios = append(s.ratios, float64(a[i].cpuServer)/float64(b[i].cpuServer))
+		}
+	}
+	return s.summarize()
+}
+
+// ownCPUGoal is issue 43's goal: litepool-webhook's own CPU per admitted pod at most
+// twice the trivial webhook's, measured in the same run.
+const ownCPUGoal = 2.0
+
+// ownCPURatioSpread is litepool-webhook's own CPU per create in a's rounds over the
+// trivial webhook's in b's, round by round.
+func ownCPURatioSpread(a, b []result) spread {
+	var s spread
+	for i := range a {
+		if i < len(b) && b[i].cpuBaseline > 0 {
+			s.ratios = append(s.ratios, float64(a[i].cpuWebhook)/float64(b[i].cpuBaseline))
 		}
 	}
 	return s.summarize()

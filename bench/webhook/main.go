@@ -16,7 +16,10 @@
 //     setup later. Beside creates/s, figures that contention moves less: the API
 //     server's and etcd's CPU time per create, and the API server's own time in match
 //     conditions. --setups picks setups; --p6-variant adds the trivial webhook with
-//     another P6 configuration (to compare configurations of P6).
+//     another P6 configuration (to compare configurations of P6). The baseline webhooks
+//     run in a process of their own (this program, --serve-baseline), so that the
+//     trivial webhook's own CPU per create is read from /proc as litepool-webhook's is:
+//     their ratio is issue 43's figure.
 //
 // Every loop is bounded in count and in time, and talks only to 127.0.0.1.
 package main
@@ -43,7 +46,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	jsonpatch "gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -55,8 +57,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/flowcontrol"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/webhook"
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	"sigs.k8s.io/yaml"
 
 	"github.com/runwhere-ai/litepool/bench/internal/proc"
@@ -72,6 +72,7 @@ type config struct {
 	pods, podConc, rounds int
 	departures            int
 	extraArgs             string
+	baselinePprof         string
 	clusterDir            string
 	figures               string
 	setups                []string
@@ -94,6 +95,9 @@ func main() {
 	flag.StringVar(&c.clusterDir, "cluster-dir", "", "the kwok cluster's directory, to read the CPU time of its kube-apiserver and etcd")
 	flag.StringVar(&c.figures, "figures", "", "append the figures to this file (hack/bench.sh's table)")
 	flag.StringVar(&c.extraArgs, "webhook-args", "", "extra space-separated flags for the webhook (e.g. --pprof-bind-address=127.0.0.1:6060)")
+	flag.StringVar(&c.baselinePprof, "baseline-pprof", "", "address for the baseline server's /debug/pprof endpoints (e.g. 127.0.0.1:6061; empty: off)")
+	serve := flag.Int("serve-baseline", 0, "internal: serve the baseline webhooks on this port of 127.0.0.1 (with --baseline-cert-dir) instead of benchmarking; the bench runs itself so")
+	baselineCerts := flag.String("baseline-cert-dir", "", "internal: the baseline server's certificate directory")
 	setups := flag.String("setups", strings.Join(defaultSetups, ","), "pod-create setups to alternate, of "+strings.Join(defaultSetups, ", ")+" and the --p6-variant names")
 	flag.Func("p6-variant", "NAME=FILE: one more pod-create setup, the trivial webhook with the pod webhooks of FILE's ValidatingWebhookConfiguration in place of P6's (what another configuration costs the API server); repeatable", func(v string) error {
 		name, file, ok := strings.Cut(v, "=")
@@ -104,6 +108,13 @@ func main() {
 		return nil
 	})
 	flag.Parse()
+	if *serve != 0 {
+		if err := serveBaseline(*serve, *baselineCerts, c.baselinePprof); err != nil {
+			fmt.Fprintln(os.Stderr, "webhook-bench baseline:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	c.setups = strings.Split(*setups, ",")
 	for _, s := range strings.Split(conc, ",") {
 		var n int
@@ -146,10 +157,11 @@ func run(c config) error {
 		return err
 	}
 	defer stop()
-	baseAddr, err := startBaseline(ctx, dir)
+	baseAddr, stopBaseline, err := startBaseline(ctx, dir, c.baselinePprof)
 	if err != nil {
 		return err
 	}
+	defer stopBaseline()
 	body, err := reviewBody()
 	if err != nil {
 		return err
@@ -250,7 +262,7 @@ func (s spread) verdict(goal float64) string {
 }
 
 func printRound(name string, r result) {
-	fmt.Printf("%-24s %10.0f %10.3f %10.3f %12.3f %12.3f %12.3f %12.1f\n", name, r.rate, ms(r.p50), ms(r.p99), ms(r.cpuServer), ms(r.cpuWebhook), ms(r.cpuBench), float64(r.match)/float64(time.Microsecond))
+	fmt.Printf("%-24s %10.0f %10.3f %10.3f %12.3f %12.3f %12.3f %12.3f %12.1f\n", name, r.rate, ms(r.p50), ms(r.p99), ms(r.cpuServer), ms(r.cpuWebhook), ms(r.cpuBaseline), ms(r.cpuBench), float64(r.match)/float64(time.Microsecond))
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -259,8 +271,8 @@ type result struct {
 	rate     float64
 	p50, p99 time.Duration
 	// CPU time per request of the control plane (kube-apiserver + etcd), the webhook
-	// process, and this one (the clients, and the trivial webhook's server).
-	cpuServer, cpuWebhook, cpuBench time.Duration
+	// process, the baseline server's (the trivial webhook's) and this one (the clients).
+	cpuServer, cpuWebhook, cpuBaseline, cpuBench time.Duration
 	// match is the API server's own time in match conditions per request
 	// (apiserver_admission_match_condition_evaluation_seconds: it times the conditions
 	// of every webhook entry they keep the request from).
@@ -275,6 +287,7 @@ func mean(rs []result) result {
 		m.p99 += r.p99 / time.Duration(len(rs))
 		m.cpuServer += r.cpuServer / time.Duration(len(rs))
 		m.cpuWebhook += r.cpuWebhook / time.Duration(len(rs))
+		m.cpuBaseline += r.cpuBaseline / time.Duration(len(rs))
 		m.cpuBench += r.cpuBench / time.Duration(len(rs))
 		m.match += r.match / time.Duration(len(rs))
 	}
@@ -439,38 +452,6 @@ func startWebhookProc(ctx context.Context, c config, dir, name string, env []str
 	return "", nil, 0, "", fmt.Errorf("the webhook never became ready:\n%s", out)
 }
 
-// startBaseline serves, from controller-runtime's server (the same TLS and HTTP stack
-// as the webhook), an allow-all webhook and a trivial one on the webhook's own paths.
-func startBaseline(ctx context.Context, dir string) (string, error) {
-	port := freePort()
-	srv := webhook.NewServer(webhook.Options{Host: "127.0.0.1", Port: port, CertDir: dir})
-	allow := &admission.Webhook{Handler: admission.HandlerFunc(func(context.Context, admission.Request) admission.Response {
-		return admission.Allowed("")
-	})}
-	srv.Register("/allow", allow)
-	srv.Register("/validate-nodes", allow)
-	srv.Register("/validate-pools", allow)
-	srv.Register("/validate-pod-placement", allow)
-	// The trivial mutating webhook: pins the pod to the pool it names, nothing else.
-	srv.Register("/mutate-pods", &admission.Webhook{Handler: admission.HandlerFunc(func(_ context.Context, req admission.Request) admission.Response {
-		var pod corev1.Pod
-		if err := json.Unmarshal(req.Object.Raw, &pod); err != nil {
-			return admission.Errored(http.StatusBadRequest, err)
-		}
-		return admission.Patched("", jsonpatch.NewOperation("add", "/spec/nodeSelector", map[string]string{policy.LabelPool: pod.Labels[policy.LabelPool]}))
-	})})
-	go func() { _ = srv.Start(ctx) }()
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	for i := 0; i < 100; i++ {
-		if conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}); err == nil { //nolint:gosec // readiness probe only
-			conn.Close()
-			return addr, nil
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return "", errors.New("the baseline server did not start")
-}
-
 // webhookConfigs are litepool's two webhook configurations (deploy/webhook/webhooks.yaml
 // or a variant of it).
 type webhookConfigs struct {
@@ -594,6 +575,7 @@ func podRound(ctx context.Context, kube kubernetes.Interface, c config, namespac
 	}
 	servers := proc.ServerPIDs(c.clusterDir)
 	cpuServer0, cpuWebhook0, cpuBench0 := proc.CPUTime(servers...), proc.CPUTime(webhook), proc.CPUTime(os.Getpid())
+	cpuBaseline0 := proc.CPUTime(baselinePID)
 	match0 := matchConditionTime(ctx, kube)
 	res, err := load(c.podConc, c.pods, 2*time.Minute, func(i int) error {
 		_, err := kube.CoreV1().Pods(namespace).Create(ctx, benchPod(fmt.Sprintf("p-%05d", i), "train-a100"), metav1.CreateOptions{})
@@ -601,6 +583,7 @@ func podRound(ctx context.Context, kube kubernetes.Interface, c config, namespac
 	})
 	res.cpuServer = (proc.CPUTime(servers...) - cpuServer0) / time.Duration(c.pods)
 	res.cpuWebhook = (proc.CPUTime(webhook) - cpuWebhook0) / time.Duration(c.pods)
+	res.cpuBaseline = (proc.CPUTime(baselinePID) - cpuBaseline0) / time.Duration(c.pods)
 	res.cpuBench = (proc.CPUTime(os.Getpid()) - cpuBench0) / time.Duration(c.pods)
 	res.match = (matchConditionTime(ctx, kube) - match0) / time.Duration(c.pods)
 	grace := int64(0)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 )
@@ -19,4 +20,15 @@ func TestRatioSpread(t *testing.T) {
 	assert.Contains(t, s.verdict(0.8), "misses <= 0.80x in every round")
 	assert.Contains(t, ratioSpread(trivial[:3], litepool[:3]).verdict(1.05), "median meets", "odd count: the middle one, 1.0")
 	assert.Equal(t, "no round", ratioSpread(nil, nil).verdict(1.05))
+}
+
+// The own-CPU ratio pairs litepool's round with the trivial webhook's round of the same
+// index, each read from its own process, and skips a round whose baseline read nothing.
+func TestOwnCPURatioSpread(t *testing.T) {
+	litepool := []result{{cpuWebhook: 600 * time.Microsecond}, {cpuWebhook: 450 * time.Microsecond}, {cpuWebhook: 500 * time.Microsecond}}
+	trivial := []result{{cpuBaseline: 200 * time.Microsecond}, {cpuBaseline: 300 * time.Microsecond}, {cpuBaseline: 0}}
+	s := ownCPURatioSpread(litepool, trivial)
+	assert.Equal(t, []float64{3, 1.5}, s.ratios)
+	assert.InDelta(t, 2.25, s.median, 1e-9)
+	assert.Contains(t, s.verdict(ownCPUGoal), "rounds fall on both sides")
 }

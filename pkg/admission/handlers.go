@@ -41,11 +41,11 @@ const (
 // Register serves the webhooks on srv, answering from c; node departures are reserved
 // through d; accel says which resources the pod rules judge as accelerators.
 func Register(srv webhook.Server, c Catalog, d *Departures, accel policy.Accelerators) {
-	srv.Register(PathPlacement, &admission.Webhook{Handler: &PlacementHandler{Catalog: c, Live: liveReader(d), DaemonSetControllers: DaemonSetControllers, AgentNamespaces: AgentNamespaces}})
-	srv.Register(PathPods, &admission.Webhook{Handler: &PodHandler{Catalog: c, Accelerators: accel, Live: liveReader(d), DaemonSetControllers: DaemonSetControllers, AgentNamespaces: AgentNamespaces}})
-	srv.Register(PathNodes, &admission.Webhook{Handler: &NodeHandler{Catalog: c, Departures: d}})
-	srv.Register(PathPools, &admission.Webhook{Handler: &PoolHandler{Catalog: c, Accelerators: accel, Live: liveReader(d)}})
-	srv.Register(PathVolcano, &admission.Webhook{Handler: &VolcanoHandler{Catalog: c}})
+	srv.Register(PathPlacement, newWebhook(&PlacementHandler{Catalog: c, Live: liveReader(d), DaemonSetControllers: DaemonSetControllers, AgentNamespaces: AgentNamespaces}))
+	srv.Register(PathPods, newWebhook(&PodHandler{Catalog: c, Accelerators: accel, Live: liveReader(d), DaemonSetControllers: DaemonSetControllers, AgentNamespaces: AgentNamespaces}))
+	srv.Register(PathNodes, newWebhook(&NodeHandler{Catalog: c, Departures: d}))
+	srv.Register(PathPools, newWebhook(&PoolHandler{Catalog: c, Accelerators: accel, Live: liveReader(d)}))
+	srv.Register(PathVolcano, newWebhook(&VolcanoHandler{Catalog: c}))
 }
 
 // DaemonSetControllers are the identities P6 takes as the DaemonSet controller's

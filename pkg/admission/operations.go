@@ -30,7 +30,7 @@ type MatrixLoader func(ctx context.Context) (*compat.Matrix, error)
 
 // RegisterOperations serves the operations webhook on srv.
 func RegisterOperations(srv webhook.Server, c Catalog, matrix MatrixLoader) {
-	srv.Register(PathOperations, &admission.Webhook{Handler: &OperationsHandler{Catalog: c, Matrix: matrix}})
+	srv.Register(PathOperations, newWebhook(&OperationsHandler{Catalog: c, Matrix: matrix}))
 }
 
 // OperationsHandler judges DriverRollouts and StressRuns on creation, so that one made
