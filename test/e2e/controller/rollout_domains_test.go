@@ -39,8 +39,9 @@ func TestInClusterRolloutByDomain(t *testing.T) {
 	require.NoError(t, err)
 	var pool v1alpha1.Pool
 	require.NoError(t, c.Get(ctx, client.ObjectKey{Name: "ctl-dom"}, &pool))
+	before := pool.DeepCopy() // a merge patch: the controller's status writes move the resourceVersion
 	pool.Spec.Topology = &v1alpha1.TopologySpec{Preset: v1alpha1.TopologyAscend}
-	require.NoError(t, c.Update(ctx, &pool))
+	require.NoError(t, c.Patch(ctx, &pool, client.MergeFrom(before)))
 	stopAgent := playDriver(t, time.Second)
 	defer stopAgent()
 	cordons := countCordons(t, "ctl-dom")

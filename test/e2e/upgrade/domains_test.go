@@ -45,8 +45,9 @@ func superPodPool(t *testing.T, name string, domains, perDomain int) ([]string, 
 	require.NoError(t, err)
 	var pool v1alpha1.Pool
 	require.NoError(t, c.Get(ctx, client.ObjectKey{Name: name}, &pool))
+	before := pool.DeepCopy() // a merge patch: the controller's status writes move the resourceVersion
 	pool.Spec.Topology = &v1alpha1.TopologySpec{Preset: v1alpha1.TopologyAscend}
-	require.NoError(t, c.Update(ctx, &pool))
+	require.NoError(t, c.Patch(ctx, &pool, client.MergeFrom(before)))
 	return nodes, domainOf
 }
 
@@ -127,8 +128,9 @@ func TestRolloutByDomainBelowMinNodesIsRefused(t *testing.T) {
 	require.NoError(t, err)
 	var pool v1alpha1.Pool
 	require.NoError(t, c.Get(ctx, client.ObjectKey{Name: "upg-dmin"}, &pool))
+	before := pool.DeepCopy() // a merge patch: the controller's status writes move the resourceVersion
 	pool.Spec.MinNodes = 3
-	require.NoError(t, c.Update(ctx, &pool))
+	require.NoError(t, c.Patch(ctx, &pool, client.MergeFrom(before)))
 	r := framework.C.Litepool(t, "upgrade", "driver", "--pool", "upg-dmin", "--version", target, "--installer-image", installer,
 		"--max-unavailable-domains", "1", "--yes")
 	assert.Equal(t, 1, r.ExitCode)
