@@ -160,6 +160,24 @@ func Listening(addr string) bool {
 	return true
 }
 
+// Stop asks the process to end (SIGTERM) and waits until it has, killing it after
+// grace. Unlike Kill it lets a leader give its Lease back (the controllers run with
+// LeaderElectionReleaseOnCancel), so the next replica a test starts leads at once
+// instead of waiting out the Lease.
+func (p *Process) Stop(grace time.Duration) {
+	if p.Cmd.Process == nil {
+		return
+	}
+	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err == nil {
+		select {
+		case <-p.done:
+			return
+		case <-time.After(grace):
+		}
+	}
+	p.Kill()
+}
+
 // Kill kills the process and waits until it has exited.
 func (p *Process) Kill() {
 	if p.Cmd.Process != nil {

@@ -115,7 +115,8 @@ type Litepool struct {
 
 // LaunchLitepool runs litepool-webhook against the cluster with files certificates from
 // certDir and flags, in litepool's namespace (made if missing), and waits until it is
-// ready (caches synced). The test's end kills it and, if the test failed, prints its log.
+// ready (caches synced). The test's end stops it (SIGTERM: a leader gives its Lease back
+// for the next test's replica) and, if the test failed, prints its log.
 func LaunchLitepool(t testing.TB, certDir string, flags ...string) *Litepool {
 	t.Helper()
 	logs := &localwebhook.LogBuffer{}
@@ -125,7 +126,7 @@ func LaunchLitepool(t testing.TB, certDir string, flags ...string) *Litepool {
 		Flags: append([]string{"--cert-mode=files", "--cert-dir=" + certDir}, flags...)})
 	require.NoError(t, err)
 	t.Cleanup(func() {
-		p.Kill()
+		p.Stop(10 * time.Second)
 		if t.Failed() {
 			t.Logf("litepool-webhook %s log:\n%s", p.Addr, logs.String())
 		}

@@ -37,7 +37,7 @@ func launch(t *testing.T, namespace, sa string, flags ...string) *localwebhook.P
 		Kubeconfig: kubeconfigAs(t, namespace, sa), Namespace: namespace, Flags: flags, Output: logs})
 	require.NoError(t, err)
 	t.Cleanup(func() {
-		p.Kill()
+		p.Stop(10 * time.Second) // a leader gives its Lease back
 		if t.Failed() {
 			t.Logf("litepool-webhook as %s, log:\n%s", sa, logs.String())
 		}

@@ -189,7 +189,7 @@ func startHealthController(t *testing.T) *localwebhook.LogBuffer {
 			`--health-definition=reset-fails={"image": "` + installerFailing + `"}`}})
 	require.NoError(t, err)
 	t.Cleanup(func() {
-		p.Kill()
+		p.Stop(10 * time.Second) // a leader gives its Lease back
 		if t.Failed() {
 			t.Logf("litepool-webhook log:\n%s", logs.String())
 		}
