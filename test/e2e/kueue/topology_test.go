@@ -61,6 +61,14 @@ func tasJob(namespace, name, pool string, pods int32, level string) *batchv1.Job
 	return job
 }
 
+// withPoolToleration gives the Job's template the exclusive pool's toleration, as
+// docs/queueing.md asks of a TAS gang on an exclusive pool: Kueue's TAS node controller
+// judges nodes by the template's tolerations (TestTASGangOnAnExclusivePoolTakesThePoolsTolerationInItsTemplate).
+func withPoolToleration(job *batchv1.Job, pool string) *batchv1.Job {
+	job.Spec.Template.Spec.Tolerations = append(job.Spec.Template.Spec.Tolerations, policy.ExclusivePoolToleration(pool))
+	return job
+}
+
 // domainsOf are the super nodes the Job's pods ran on.
 func domainsOf(t *testing.T, namespace, job string, domainOf map[string]string, n int) map[string]int {
 	t.Helper()
