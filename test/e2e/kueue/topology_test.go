@@ -96,7 +96,7 @@ func TestSuperNodePoolQueuesWholeDomains(t *testing.T) {
 	rf := waitObject(t, flavors, "", queue.FlavorName(p))
 	assert.Equal(t, queue.TopologyName(p), rf.Object["spec"].(map[string]any)["topologyName"])
 
-	createJob(t, tasJob(ns, "gang", pool, 4, superPod))
+	createJob(t, withPoolToleration(tasJob(ns, "gang", pool, 4, superPod), pool))
 	got := domainsOf(t, ns, "gang", domainOf, 4)
 	assert.Len(t, got, 1, "the gang of 4 × 8 GPUs in one super node: %v", got)
 	waitJobDone(t, ns, "gang")
@@ -108,12 +108,12 @@ func TestSuperNodePoolQueuesWholeDomains(t *testing.T) {
 		t.Cleanup(func() { patchNode(t, node, func(n *corev1.Node) { n.Spec.Unschedulable = false }) })
 	}
 	waitQuota(t, pool, "104")
-	createJob(t, tasJob(ns, "fourth", pool, 4, superPod))
+	createJob(t, withPoolToleration(tasJob(ns, "fourth", pool, 4, superPod), pool))
 	assert.Equal(t, map[string]int{"superpod-4": 4}, domainsOf(t, ns, "fourth", domainOf, 4))
 
 	// 5 × 8 GPUs fit in no super node (32 each), though the quota has room (104, less
 	// the 32 of "fourth" if it still runs).
-	createJob(t, tasJob(ns, "too-big", pool, 5, superPod))
+	createJob(t, withPoolToleration(tasJob(ns, "too-big", pool, 5, superPod), pool))
 	var msg string
 	require.NoError(t, wait.PollUntilContextTimeout(context.Background(), waitInterval, waitTimeout, true, func(context.Context) (bool, error) {
 		wl := workloadOf(t, ns, "too-big")
