@@ -46,6 +46,7 @@ func Register(srv webhook.Server, c Catalog, d *Departures, accel policy.Acceler
 	srv.Register(PathNodes, &admission.Webhook{Handler: &NodeHandler{Catalog: c, Departures: d}})
 	srv.Register(PathPools, &admission.Webhook{Handler: &PoolHandler{Catalog: c, Accelerators: accel, Live: liveReader(d)}})
 	srv.Register(PathVolcano, &admission.Webhook{Handler: &VolcanoHandler{Catalog: c}})
+	srv.Register(PathJobs, &admission.Webhook{Handler: &JobHandler{Catalog: c, Accelerators: accel}})
 }
 
 // DaemonSetControllers are the identities P6 takes as the DaemonSet controller's
