@@ -282,9 +282,9 @@ func (g *gangLog) pods(job string) int {
 }
 
 // TestTASJobDuringARolloutByDomain: a Kueue TAS Job requiring one super node runs on an
-// exclusive pool of 4 super nodes × 4 (every member tainted with the pool's taint, which
-// the Jobs' templates do not tolerate: the flavor's toleration reaches their pods only)
-// while the pool's driver is rolled out by domain
+// exclusive pool of 4 super nodes × 4 (every member tainted with the pool's taint; the
+// Jobs are written without its toleration, which jobs.runwhere.ai writes into their
+// templates, where Kueue's TAS node controller looks for it) while the pool's driver is rolled out by domain
 // (maxUnavailableDomains 1, installs of 1 s, wait-timeout 2 s). The rollout takes the
 // idle super nodes first; a second such Job, queued while a super node is out, is
 // placed in a whole one (Kueue's TAS counts no cordoned node); each Job is evicted at most once (its super node's drain,
@@ -303,7 +303,7 @@ func TestTASJobDuringARolloutByDomain(t *testing.T) {
 	t.Cleanup(agent.Stop)
 	gangs := followGangs(t, ns, domainOf, "first", "second")
 
-	createJob(t, withPoolToleration(tasJob(ns, "first", pool, 4, superPod), pool))
+	createJob(t, tasJob(ns, "first", pool, 4, superPod))
 	running := waitJobPodsRunning(t, ns, "first", 4)
 	busy := domainOf[running[0].Spec.NodeName]
 
@@ -331,7 +331,7 @@ func TestTASJobDuringARolloutByDomain(t *testing.T) {
 		return out != "", nil
 	}), "no super node went out: %s", ro.Status.Message)
 	assert.NotEqual(t, busy, out, "an idle super node goes first")
-	createJob(t, withPoolToleration(tasJob(ns, "second", pool, 4, superPod), pool))
+	createJob(t, tasJob(ns, "second", pool, 4, superPod))
 
 	require.NoError(t, wait.PollUntilContextTimeout(ctx, waitInterval, 4*time.Minute, true, func(context.Context) (bool, error) {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(ro), ro); err != nil {

@@ -61,14 +61,6 @@ func tasJob(namespace, name, pool string, pods int32, level string) *batchv1.Job
 	return job
 }
 
-// withPoolToleration gives the Job's template the exclusive pool's toleration, as
-// docs/queueing.md asks of a TAS gang on an exclusive pool: Kueue's TAS node controller
-// judges nodes by the template's tolerations (TestTASGangOnAnExclusivePoolTakesThePoolsTolerationInItsTemplate).
-func withPoolToleration(job *batchv1.Job, pool string) *batchv1.Job {
-	job.Spec.Template.Spec.Tolerations = append(job.Spec.Template.Spec.Tolerations, policy.ExclusivePoolToleration(pool))
-	return job
-}
-
 // domainsOf are the super nodes the Job's pods ran on.
 func domainsOf(t *testing.T, namespace, job string, domainOf map[string]string, n int) map[string]int {
 	t.Helper()
@@ -96,7 +88,7 @@ func TestSuperNodePoolQueuesWholeDomains(t *testing.T) {
 	rf := waitObject(t, flavors, "", queue.FlavorName(p))
 	assert.Equal(t, queue.TopologyName(p), rf.Object["spec"].(map[string]any)["topologyName"])
 
-	createJob(t, withPoolToleration(tasJob(ns, "gang", pool, 4, superPod), pool))
+	createJob(t, tasJob(ns, "gang", pool, 4, superPod))
 	got := domainsOf(t, ns, "gang", domainOf, 4)
 	assert.Len(t, got, 1, "the gang of 4 × 8 GPUs in one super node: %v", got)
 	waitJobDone(t, ns, "gang")
@@ -108,12 +100,12 @@ func TestSuperNodePoolQueuesWholeDomains(t *testing.T) {
 		t.Cleanup(func() { patchNode(t, node, func(n *corev1.Node) { n.Spec.Unschedulable = false }) })
 	}
 	waitQuota(t, pool, "104")
-	createJob(t, withPoolToleration(tasJob(ns, "fourth", pool, 4, superPod), pool))
+	createJob(t, tasJob(ns, "fourth", pool, 4, superPod))
 	assert.Equal(t, map[string]int{"superpod-4": 4}, domainsOf(t, ns, "fourth", domainOf, 4))
 
 	// 5 × 8 GPUs fit in no super node (32 each), though the quota has room (104, less
 	// the 32 of "fourth" if it still runs).
-	createJob(t, withPoolToleration(tasJob(ns, "too-big", pool, 5, superPod), pool))
+	createJob(t, tasJob(ns, "too-big", pool, 5, superPod))
 	var msg string
 	require.NoError(t, wait.PollUntilContextTimeout(context.Background(), waitInterval, waitTimeout, true, func(context.Context) (bool, error) {
 		wl := workloadOf(t, ns, "too-big")
