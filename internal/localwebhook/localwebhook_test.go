@@ -36,6 +36,7 @@ func TestLoadConfigurationsByURL(t *testing.T) {
 		"pods-namespace-default.runwhere.ai https://127.0.0.1:1234/mutate-pods",
 		"pods-node-selector.runwhere.ai https://127.0.0.1:1234/mutate-pods",
 		"pods-pinned-default-label.runwhere.ai https://127.0.0.1:1234/mutate-pods",
+		"jobs.runwhere.ai https://127.0.0.1:1234/mutate-jobs",
 		"nodes.runwhere.ai https://127.0.0.1:1234/validate-nodes",
 		"node-departures.runwhere.ai https://127.0.0.1:1234/validate-nodes",
 		"pod-placement.runwhere.ai https://127.0.0.1:1234/validate-pod-placement",

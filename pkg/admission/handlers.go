@@ -46,6 +46,7 @@ func Register(srv webhook.Server, c Catalog, d *Departures, accel policy.Acceler
 	srv.Register(PathNodes, newWebhook(&NodeHandler{Catalog: c, Departures: d}))
 	srv.Register(PathPools, newWebhook(&PoolHandler{Catalog: c, Accelerators: accel, Live: liveReader(d)}))
 	srv.Register(PathVolcano, newWebhook(&VolcanoHandler{Catalog: c}))
+	srv.Register(PathJobs, newWebhook(&JobHandler{Catalog: c, Accelerators: accel}))
 }
 
 // DaemonSetControllers are the identities P6 takes as the DaemonSet controller's

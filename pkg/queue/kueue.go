@@ -48,8 +48,12 @@ type Kueue struct {
 var _ Adapter = Kueue{}
 
 // KueueFlavorFor is the pool's ResourceFlavor: its members' label, and for an exclusive
-// pool its taint with the matching toleration, which Kueue adds to the pods it admits,
-// so that rule P1, P4 and P6 see what they would see of a pod that names the pool.
+// pool its taint with the matching toleration (P1's, from pkg/policy). Kueue adds the
+// toleration to the pods it admits, so that rule P1, P4 and P6 see what they would see
+// of a pod that names the pool; its flavor assigner and TAS placement count it when
+// they match the members' taints, so the pool's own taint does not keep a Workload
+// out. Kueue's TAS node controller does not read it (it judges a node by the Workload's
+// template alone): docs/queueing.md asks a TAS gang's template for the toleration.
 func KueueFlavorFor(pool *v1alpha1.Pool) *unstructured.Unstructured {
 	spec := map[string]any{"nodeLabels": map[string]any{policy.LabelPool: pool.Name}}
 	if pool.Spec.Exclusive {

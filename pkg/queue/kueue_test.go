@@ -227,6 +227,33 @@ func TestKueueRestoresItsOwnSpec(t *testing.T) {
 	assert.Equal(t, "24", field(cq, "spec", "resourceGroups").([]any)[0].(map[string]any)["flavors"].([]any)[0].(map[string]any)["resources"].([]any)[0].(map[string]any)["nominalQuota"])
 }
 
+// A pool made exclusive after its flavor was written: the flavor it owns gets the
+// pool's taint and P1's toleration (policy's, the one place) on the next sync; a
+// foreign flavor of another pool's name is left as it is.
+func TestKueueFlavorFollowsExclusive(t *testing.T) {
+	foreign := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"nodeLabels": map[string]any{"team": "x"}}}}
+	foreign.SetGroupVersionKind(KueueFlavor)
+	foreign.SetName("infer")
+	c := kueueClient(true, foreign)
+	pool := queuePool()
+	pool.Spec.Exclusive = false
+	_, err := Kueue{Client: c}.Sync(context.Background(), pool, capacity24, []string{"team-a"}, false)
+	require.NoError(t, err)
+	assert.Nil(t, field(get(t, c, KueueFlavor, "", "train"), "spec", "tolerations"))
+
+	pool.Spec.Exclusive = true
+	_, err = Kueue{Client: c}.Sync(context.Background(), pool, capacity24, []string{"team-a"}, false)
+	require.NoError(t, err)
+	rf := get(t, c, KueueFlavor, "", "train")
+	tol := policy.ExclusivePoolToleration("train")
+	assert.Equal(t, []any{map[string]any{"key": tol.Key, "operator": string(tol.Operator), "value": tol.Value, "effect": string(tol.Effect)}},
+		field(rf, "spec", "tolerations"))
+	taint := policy.ExclusiveTaint("train")
+	assert.Equal(t, []any{map[string]any{"key": taint.Key, "value": taint.Value, "effect": string(taint.Effect)}}, field(rf, "spec", "nodeTaints"))
+	assert.Equal(t, map[string]any{"team": "x"}, field(get(t, c, KueueFlavor, "", "infer"), "spec", "nodeLabels"), "not the pool's: untouched")
+	assert.Nil(t, field(get(t, c, KueueFlavor, "", "infer"), "spec", "tolerations"))
+}
+
 func TestKueueNotInstalledChangesNothing(t *testing.T) {
 	_, err := Kueue{Client: kueueClient(false)}.Sync(context.Background(), queuePool(), capacity24, []string{"team-a"}, false)
 	require.Error(t, err)

@@ -123,7 +123,7 @@ func TestLocalWebhook(t *testing.T) {
 		assert.Equal(t, string(ca), string(w.ClientConfig.CABundle), w.Name)
 	}
 	base := "https://127.0.0.1:" + port
-	assert.Equal(t, []string{base + "/mutate-pods", base + "/mutate-pods", base + "/mutate-pods", base + "/mutate-pods", base + "/validate-nodes", base + "/validate-nodes", base + "/validate-pod-placement", base + "/validate-pod-placement", base + "/validate-pod-placement", base + "/validate-pod-placement", base + "/validate-pools", base + "/validate-volcano-queue", base + "/validate-operations"}, urls)
+	assert.Equal(t, []string{base + "/mutate-pods", base + "/mutate-pods", base + "/mutate-pods", base + "/mutate-pods", base + "/mutate-jobs", base + "/validate-nodes", base + "/validate-nodes", base + "/validate-pod-placement", base + "/validate-pod-placement", base + "/validate-pod-placement", base + "/validate-pod-placement", base + "/validate-pools", base + "/validate-volcano-queue", base + "/validate-operations"}, urls)
 
 	t.Run("a pool pod gets the pool's nodeSelector", func(t *testing.T) {
 		got, err := kube.CoreV1().Pods("ai-team").Create(ctx, poolPod("snt9b-job", "train-snt9b"), metav1.CreateOptions{})

@@ -333,3 +333,18 @@ func (k *Kueue) waitEffective(ctx context.Context) error {
 	}
 	return nil
 }
+
+// InstallKueueCRDs installs the CRDs of the named Kueue resources (plural, as
+// "workloads"), of the Kueue hack/tools-kueue pins, into a cluster where no Kueue runs:
+// for tests of what litepool reads from Kueue's objects, written by whoever may.
+func InstallKueueCRDs(ctx context.Context, c *Cluster, resources ...string) error {
+	dir, err := kueueModuleDir()
+	if err != nil {
+		return err
+	}
+	var files []string
+	for _, r := range resources {
+		files = append(files, filepath.Join(dir, "config", "components", "crd", "bases", "kueue.x-k8s.io_"+r+".yaml"))
+	}
+	return InstallCRDFiles(ctx, c, files)
+}

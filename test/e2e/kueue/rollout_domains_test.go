@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
@@ -121,18 +122,14 @@ func (k *playedKubelet) playPods(ctx context.Context, namespace string) {
 }
 
 // playedSuperNodePool is superNodePool with nodes the test's kubelet plays, at the old
-// driver: a Kueue pool of domains super nodes × size nodes of 8 GPUs with the
-// Ascend preset. It returns each node's super node and the node names.
+// driver: an exclusive Kueue pool of domains super nodes × size nodes of 8 GPUs with
+// the Ascend preset. It returns each node's super node and the node names.
 func playedSuperNodePool(t *testing.T, name, namespace string, domains, size int) (map[string]string, []string) {
 	t.Helper()
 	ctx := context.Background()
 	_, err := poolclient.New(framework.C.Dynamic).Create(ctx, &v1alpha1.Pool{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
-		// Not exclusive: Kueue (TASReplaceNodeOnNodeTaints) judges a node by the taints the
-		// Job's template tolerates, and the pool's toleration is added to the pods, not to
-		// the template, so every node update of an exclusive pool's member would look like
-		// a node failure to it.
-		Spec: v1alpha1.PoolSpec{Type: v1alpha1.PoolTypeTraining, Namespaces: []string{namespace},
+		Spec: v1alpha1.PoolSpec{Type: v1alpha1.PoolTypeTraining, Exclusive: true, Namespaces: []string{namespace},
 			Accelerator: v1alpha1.AcceleratorSpec{ResourceName: gpu},
 			Topology:    &v1alpha1.TopologySpec{Preset: v1alpha1.TopologyAscend},
 			Queue:       &v1alpha1.QueueSpec{Scheduler: v1alpha1.QueueKueue}},
@@ -173,6 +170,7 @@ type gangLog struct {
 	bound   map[types.UID]bool
 	mixed   []string
 	domains map[string]map[string]bool // job -> super nodes its pods were bound in
+	killed  []string                   // pods Kueue's TAS node controller failed
 }
 
 func followGangs(t *testing.T, namespace string, domainOf map[string]string, jobs ...string) *gangLog {
@@ -207,6 +205,9 @@ func followGangs(t *testing.T, namespace string, domainOf map[string]string, job
 
 func (g *gangLog) seen(ctx context.Context, job string, p *corev1.Pod, domainOf map[string]string, members map[string][]string) {
 	g.mu.Lock()
+	if !g.made[job][p.UID] && terminatedByKueue(p) {
+		g.killed = append(g.killed, fmt.Sprintf("%s (on %q, selector %q)", p.Name, p.Spec.NodeName, p.Spec.NodeSelector[corev1.LabelHostname]))
+	}
 	g.made[job][p.UID] = true
 	first := p.Spec.NodeName != "" && !g.bound[p.UID]
 	if first {
@@ -231,6 +232,38 @@ func (g *gangLog) seen(ctx context.Context, job string, p *corev1.Pod, domainOf 
 	}
 }
 
+// terminatedByKueue: Kueue's TAS node controller failed the pod, judging its node
+// unfit for it (TASReplaceNodeOnNodeTaints: a taint the Workload's template does not
+// tolerate).
+func terminatedByKueue(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == "TerminatedByKueue" && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+// evictions is how many times Kueue evicted the Job's Workload, by reason (its
+// status.schedulingStats), and their sum.
+func evictions(t *testing.T, namespace, job string) (map[string]int64, int64) {
+	t.Helper()
+	wl := workloadOf(t, namespace, job)
+	if wl == nil {
+		return nil, 0
+	}
+	byReason, sum := map[string]int64{}, int64(0)
+	evs, _, _ := unstructured.NestedSlice(wl.Object, "status", "schedulingStats", "evictions")
+	for _, e := range evs {
+		m, _ := e.(map[string]any)
+		n, _, _ := unstructured.NestedInt64(m, "count")
+		reason, _ := m["reason"].(string)
+		byReason[reason] += n
+		sum += n
+	}
+	return byReason, sum
+}
+
 func (g *gangLog) domainsOf(job string) []string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -248,12 +281,15 @@ func (g *gangLog) pods(job string) int {
 	return len(g.made[job])
 }
 
-// TestTASJobDuringARolloutByDomain: a Kueue TAS Job requiring one super node runs on a
-// pool of 4 super nodes × 4 while the pool's driver is rolled out by domain
+// TestTASJobDuringARolloutByDomain: a Kueue TAS Job requiring one super node runs on an
+// exclusive pool of 4 super nodes × 4 (every member tainted with the pool's taint; the
+// Jobs are written without its toleration, which jobs.runwhere.ai writes into their
+// templates, where Kueue's TAS node controller looks for it) while the pool's driver is rolled out by domain
 // (maxUnavailableDomains 1, installs of 1 s, wait-timeout 2 s). The rollout takes the
 // idle super nodes first; a second such Job, queued while a super node is out, is
 // placed in a whole one (Kueue's TAS counts no cordoned node); each Job is evicted at most once (its super node's drain,
-// once the wait ran out), its pods are only ever bound in a super node whose members
+// once the wait ran out; Kueue counts it in the Workload's schedulingStats), no pod is
+// failed by Kueue's TAS node controller, its pods are only ever bound in a super node whose members
 // all carry one driver (never one the rollout holds half-done), and both run at the end.
 func TestTASJobDuringARolloutByDomain(t *testing.T) {
 	const pool, ns = "qtas-roll", "q-tas-roll"
@@ -308,11 +344,16 @@ func TestTASJobDuringARolloutByDomain(t *testing.T) {
 		waitJobPodsRunning(t, ns, j, 4)
 	}
 
-	t.Logf("first ran in %s; the rollout took %s out while it ran; pods made: first %d (in %v), second %d (in %v); wall %s, domain-unavailable %ds",
+	firstBy, firstEv := evictions(t, ns, "first")
+	secondBy, secondEv := evictions(t, ns, "second")
+	t.Logf("first ran in %s; the rollout took %s out while it ran; pods made: first %d (in %v), second %d (in %v); evictions: first %v, second %v; pods failed by Kueue: %v; wall %s, domain-unavailable %ds",
 		busy, out, gangs.pods("first"), gangs.domainsOf("first"), gangs.pods("second"), gangs.domainsOf("second"),
-		ro.Status.CompletionTime.Sub(ro.Status.StartTime.Time), ro.Status.DomainUnavailableSeconds)
+		firstBy, secondBy, gangs.killed, ro.Status.CompletionTime.Sub(ro.Status.StartTime.Time), ro.Status.DomainUnavailableSeconds)
 	assert.Equal(t, 8, gangs.pods("first"), "first is evicted once: its super node's drain, once the wait ran out")
 	assert.LessOrEqual(t, gangs.pods("second"), 8, "second is evicted at most once")
+	assert.LessOrEqual(t, firstEv, int64(1), "Kueue evicts first at most once: %v", firstBy)
+	assert.LessOrEqual(t, secondEv, int64(1), "Kueue evicts second at most once: %v", secondBy)
+	assert.Empty(t, gangs.killed, "Kueue fails no pod for a taint of the pool that its pods tolerate")
 	assert.Empty(t, gangs.mixed, "no pod bound in a super node the rollout holds half-done")
 	// Kueue evicts a TAS Workload whose node is cordoned when its domain has no
 	// replacement (the whole super node is out) and admits it again in a whole one.

@@ -92,7 +92,7 @@ func registerWebhooks(t *testing.T, kube kubernetes.Interface, addr string, caPE
 	t.Helper()
 	cfgs, err := localwebhook.LoadConfigurations(filepath.Join(framework.Root, "deploy", "webhook", "webhooks.yaml"))
 	require.NoError(t, err)
-	require.Len(t, cfgs.Mutating.Webhooks, 4)
+	require.Len(t, cfgs.Mutating.Webhooks, 5)
 	require.Len(t, cfgs.Validating.Webhooks, 9)
 	cfgs.ByURL(addr, caPEM)
 	t.Cleanup(func() { // leave the cluster usable, whatever the test did to the process
