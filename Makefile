@@ -19,6 +19,10 @@ LDFLAGS    := -s -w -X github.com/runwhere-ai/litepool/pkg/version.Version=$(VER
 # export every symbol.
 GOBUILD    := CGO_ENABLED=0 go build -trimpath
 UNIT_PKGS   = $(shell go list ./... | grep -v /test/e2e)
+# Every go command here builds with -trimpath: the build cache then keys on the sources,
+# not on the directory they sit in, so a fresh clone (CI's) reuses what an earlier clone
+# compiled. Tests find the repository through internal/repo, not runtime.Caller.
+export GOFLAGS := $(strip $(GOFLAGS) -trimpath)
 FUZZTIME   ?= 10s
 
 .PHONY: build
@@ -58,8 +62,7 @@ verify: ## gofmt, programs a fresh machine lacks (hack/hostprograms), shellcheck
 .PHONY: test-unit
 test-unit: ## unit tests (fake clientsets, pure functions, fuzz seeds), every Go benchmark once
 	go vet ./...
-	go test -count=1 $(UNIT_PKGS)
-	go test -count=1 -run '^$$' -bench . -benchtime 1x $(UNIT_PKGS) # every Go benchmark once, so none rots
+	go test -count=1 -bench . -benchtime 1x $(UNIT_PKGS) # the tests, then every Go benchmark once (so none rots), from one build of each test binary
 	hack/fuzz.sh $(FUZZTIME)
 	hack/test-rules.sh # promtool check and test of deploy/monitoring's alerts (builds promtool once per machine)
 

@@ -20,16 +20,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/runwhere-ai/litepool/internal/repo"
 	"github.com/runwhere-ai/litepool/krew"
 )
 
 const version = "v0.1.0-test.1"
 
 var (
-	root = func() string {
-		_, file, _, _ := runtime.Caller(0)
-		return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
-	}()
+	root = repo.Root()
 	// out holds hack/dist.sh's output for the whole package.
 	out     string
 	archive string

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -17,12 +16,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/yaml"
+
+	"github.com/runwhere-ai/litepool/internal/repo"
 )
 
-var root = func() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
-}()
+var root = repo.Root()
 
 // releaseRef finds the places a doc names a release: download URLs, kustomize refs, the
 // krew store path, image tags and overlay tags.

@@ -14,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -23,13 +22,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/runwhere-ai/litepool/internal/repo"
 )
 
 // Root is the repository root.
-var Root = func() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
-}()
+var Root = repo.Root()
 
 // BinDir holds the built plugin, webhook and control plane.
 var BinDir = filepath.Join(Root, "_output", "bin")
