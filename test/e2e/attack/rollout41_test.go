@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -64,11 +65,22 @@ func watchOut(t *testing.T, domainOf map[string]string) *outWatch {
 	return w
 }
 
+// look reads every member from one list, a snapshot at one revision: a Get per member
+// spans the rollout's moves, and a member read before its super node came back beside
+// one read after the next went out looked like two super nodes out at once.
 func (w *outWatch) look(c context.Context) {
+	list, err := framework.C.Kube.CoreV1().Nodes().List(c, metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	byName := map[string]*corev1.Node{}
+	for i := range list.Items {
+		byName[list.Items[i].Name] = &list.Items[i]
+	}
 	out, up := map[string]bool{}, 0
 	for _, name := range w.memberList {
-		n, err := framework.C.Kube.CoreV1().Nodes().Get(c, name, metav1.GetOptions{})
-		if err != nil {
+		n, ok := byName[name]
+		if !ok {
 			return
 		}
 		if n.Spec.Unschedulable {
