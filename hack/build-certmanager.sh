@@ -11,9 +11,11 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 bin="$root/_output/bin"
 tools="$root/hack/tools-certmanager"
 mkdir -p "$bin"
+# shellcheck source=hack/toolcache.sh
+source "$root/hack/toolcache.sh"
 
 inputs=$(cat "$tools/go.mod" "$tools/go.sum" "$tools/main.go" "$0" <(go env GOVERSION) | sha256sum | cut -c1-16)
-if [ -x "$bin/certmanager" ] && [ "$(cat "$bin/.certmanager.stamp" 2>/dev/null)" = "$inputs" ]; then
+if tool_ready "$bin" certmanager "$inputs"; then
   exit 0
 fi
 
@@ -23,4 +25,4 @@ echo "building cert-manager $version (controller and cainjector, hack/tools-cert
 CGO_ENABLED=0 nice go build -trimpath \
   -ldflags "-s -w -X github.com/cert-manager/cert-manager/pkg/util.AppVersion=$version" -o "$bin/certmanager.tmp" .
 mv "$bin/certmanager.tmp" "$bin/certmanager"
-echo "$inputs" >"$bin/.certmanager.stamp"
+tool_built "$bin" certmanager "$inputs"

@@ -9,6 +9,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 bin="$root/_output/bin"
 tools="$root/hack/tools"
 mkdir -p "$bin"
+# shellcheck source=hack/toolcache.sh
+source "$root/hack/toolcache.sh"
 
 # shellcheck source=hack/k8s-version.sh
 source "$root/hack/k8s-version.sh"
@@ -16,17 +18,13 @@ ldflags=$k8s_ldflags
 
 inputs=$(cat "$tools/go.mod" "$tools/go.sum" "$tools/etcd/main.go" <(echo "$ldflags" "$(go env GOVERSION)") | sha256sum | cut -c1-16)
 
-up_to_date() { # up_to_date NAME: built, and from these inputs
-  [ -x "$bin/$1" ] && [ "$(cat "$bin/.$1.stamp" 2>/dev/null)" = "$inputs" ]
-}
-
 build() { # build NAME PACKAGE
   local out="$bin/$1"
-  if up_to_date "$1"; then return 0; fi
+  if tool_ready "$bin" "$1" "$inputs"; then return 0; fi
   echo "building $1 ($2)"
   (cd "$tools" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$out.tmp" "$2")
   mv "$out.tmp" "$out"
-  echo "$inputs" >"$bin/.$1.stamp"
+  tool_built "$bin" "$1" "$inputs"
 }
 
 build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver

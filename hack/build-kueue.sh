@@ -18,9 +18,11 @@ bin="$root/_output/bin"
 tools="$root/hack/tools-kueue"
 work="$root/_output/tools-kueue"
 mkdir -p "$bin" "$work"
+# shellcheck source=hack/toolcache.sh
+source "$root/hack/toolcache.sh"
 
 inputs=$(cat "$tools/go.mod" "$tools/go.sum" "$0" <(go env GOVERSION) | sha256sum | cut -c1-16)
-if [ -x "$bin/kueue" ] && [ "$(cat "$bin/.kueue.stamp" 2>/dev/null)" = "$inputs" ]; then
+if tool_ready "$bin" kueue "$inputs"; then
   exit 0
 fi
 
@@ -45,4 +47,4 @@ echo "building kueue $version (sigs.k8s.io/kueue/cmd/kueue)"
 (cd "$work" && CGO_ENABLED=0 go build -trimpath \
   -ldflags "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$version" -o "$bin/kueue.tmp" .)
 mv "$bin/kueue.tmp" "$bin/kueue"
-echo "$inputs" >"$bin/.kueue.stamp"
+tool_built "$bin" kueue "$inputs"

@@ -11,9 +11,11 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 bin="$root/_output/bin"
 tools="$root/hack/tools-promtool"
 mkdir -p "$bin"
+# shellcheck source=hack/toolcache.sh
+source "$root/hack/toolcache.sh"
 
 inputs=$(cat "$tools/go.mod" "$tools/go.sum" "$0" <(go env GOVERSION) | sha256sum | cut -c1-16)
-if [ -x "$bin/promtool" ] && [ "$(cat "$bin/.promtool.stamp" 2>/dev/null)" = "$inputs" ]; then
+if tool_ready "$bin" promtool "$inputs"; then
   exit 0
 fi
 
@@ -23,4 +25,4 @@ echo "building promtool $version (github.com/prometheus/prometheus/cmd/promtool)
 CGO_ENABLED=0 nice go build -trimpath -ldflags "-s -w" -o "$bin/promtool.tmp" \
   github.com/prometheus/prometheus/cmd/promtool
 mv "$bin/promtool.tmp" "$bin/promtool"
-echo "$inputs" >"$bin/.promtool.stamp"
+tool_built "$bin" promtool "$inputs"

@@ -19,6 +19,8 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin="$root/_output/bin"
+# shellcheck source=hack/toolcache.sh
+source "$root/hack/toolcache.sh"
 images="$root/_output/images"
 export KWOK_WORKDIR="$root/_output/kwok"
 
@@ -49,12 +51,12 @@ build() {
   source "$root/hack/k8s-version.sh"
   ldflags=$k8s_ldflags
   inputs=$(cat "$root/hack/tools/go.mod" "$root/hack/tools/go.sum" <(echo "$ldflags" "$(go env GOVERSION)") | sha256sum | cut -c1-16)
-  if [ -x "$out" ] && [ "$(cat "$bin/.kubelet.stamp" 2>/dev/null)" = "$inputs" ]; then return 0; fi
+  if tool_ready "$bin" kubelet "$inputs"; then return 0; fi
   mkdir -p "$bin"
   echo "building kubelet (k8s.io/kubernetes/cmd/kubelet $k8s_version)"
   (cd "$root/hack/tools" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$out.tmp" k8s.io/kubernetes/cmd/kubelet)
   mv "$out.tmp" "$out"
-  echo "$inputs" >"$bin/.kubelet.stamp"
+  tool_built "$bin" kubelet "$inputs"
 }
 
 # packages: containerd, runc, the CNI plugins and iptables from Debian, when missing.

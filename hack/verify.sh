@@ -8,6 +8,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 tools="$root/_output/tools"
+# shellcheck source=hack/toolcache.sh
+source "$root/hack/toolcache.sh"
 golangci_version=v2.15.0
 
 failed=()
@@ -26,12 +28,15 @@ verify_gofmt() {
 }
 
 verify_lint() {
-  local bin="$tools/golangci-lint-$golangci_version"
-  if [ ! -x "$bin" ]; then
+  local name="golangci-lint-$golangci_version" inputs
+  local bin="$tools/$name"
+  inputs=$(go env GOVERSION)
+  if ! tool_ready "$tools" "$name" "$inputs"; then
     echo "installing golangci-lint $golangci_version into $tools"
     mkdir -p "$tools/gobin"
     GOBIN="$tools/gobin" go install "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$golangci_version"
     mv "$tools/gobin/golangci-lint" "$bin"
+    tool_built "$tools" "$name" "$inputs"
   fi
   # Two clones linted at once (CI beside a developer's run) share golangci-lint's lock
   # file in /tmp: without this flag the second fails at once; with it, both run.
