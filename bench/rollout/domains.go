@@ -155,19 +155,7 @@ func rollDomains(ctx context.Context, c config, kube kubernetes.Interface, ctl c
 		stopWatch()
 		return r, err
 	}
-	var last v1alpha1.DriverRollout
-	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, c.timeout, true, func(ctx context.Context) (bool, error) {
-		if err := ctl.Get(ctx, client.ObjectKeyFromObject(ro), &last); err != nil {
-			return false, nil //nolint:nilerr // polled again
-		}
-		switch last.Status.Phase {
-		case v1alpha1.RolloutSucceeded:
-			return true, nil
-		case v1alpha1.RolloutFailed, v1alpha1.RolloutAborted:
-			return false, fmt.Errorf("rollout %s: %s", last.Status.Phase, last.Status.Message)
-		}
-		return false, nil
-	})
+	last, err := waitRolloutEnd(ctx, ctl, ro, 500*time.Millisecond, c.timeout)
 	// The last uncordon can reach the watch a moment after the status reads Succeeded.
 	_ = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 		return clock.cordoned() == 0, nil

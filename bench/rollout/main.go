@@ -74,6 +74,25 @@ type config struct {
 	domainInstall      time.Duration
 }
 
+// waitRolloutEnd polls the rollout every interval until it succeeds (its last state and
+// nil), fails or is aborted (an error with its message), or limit passes.
+func waitRolloutEnd(ctx context.Context, ctl client.Client, ro *v1alpha1.DriverRollout, interval, limit time.Duration) (v1alpha1.DriverRollout, error) {
+	var last v1alpha1.DriverRollout
+	err := wait.PollUntilContextTimeout(ctx, interval, limit, true, func(ctx context.Context) (bool, error) {
+		if err := ctl.Get(ctx, client.ObjectKeyFromObject(ro), &last); err != nil {
+			return false, nil //nolint:nilerr // polled again
+		}
+		switch last.Status.Phase {
+		case v1alpha1.RolloutSucceeded:
+			return true, nil
+		case v1alpha1.RolloutFailed, v1alpha1.RolloutAborted:
+			return false, fmt.Errorf("rollout %s: %s", last.Status.Phase, last.Status.Message)
+		}
+		return false, nil
+	})
+	return last, err
+}
+
 func main() {
 	var c config
 	flag.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster (hack/cluster.sh: kube-controller-manager runs the Jobs, kwok the nodes)")
@@ -331,23 +350,11 @@ func measure(ctx context.Context, c config, kube kubernetes.Interface, ctl clien
 		f.first = first.minus(c1)
 		c1, start = first, time.Now()
 	}
-	var last v1alpha1.DriverRollout
 	limit := c.timeout
 	if c.window > 0 {
 		limit = c.window
 	}
-	err = wait.PollUntilContextTimeout(ctx, time.Second, limit, true, func(ctx context.Context) (bool, error) {
-		if err := ctl.Get(ctx, client.ObjectKeyFromObject(ro), &last); err != nil {
-			return false, nil //nolint:nilerr // polled again
-		}
-		switch last.Status.Phase {
-		case v1alpha1.RolloutSucceeded:
-			return true, nil
-		case v1alpha1.RolloutFailed, v1alpha1.RolloutAborted:
-			return false, fmt.Errorf("rollout %s: %s", last.Status.Phase, last.Status.Message)
-		}
-		return false, nil
-	})
+	last, err := waitRolloutEnd(ctx, ctl, ro, time.Second, limit)
 	f.took = time.Since(start)
 	f.done = 0
 	for _, n := range last.Status.Nodes {

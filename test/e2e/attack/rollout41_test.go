@@ -106,10 +106,9 @@ func sortedSet(m map[string]bool) []string {
 	return out
 }
 
-// superPodRollout makes a pool of 3 super nodes × 2 (Ascend preset, minNodes 4) and
-// starts a rollout by domain of it (installs of 2 s); it returns each node's super
-// node and waits until the first super node is in progress.
-func superPodRollout(t *testing.T, pool string) (map[string]string, *v1alpha1.DriverRollout, client.Client) {
+// superPodPool makes a pool of 3 super nodes × 2 (Ascend preset, minNodes rollMinNodes),
+// its members in service; it returns the members and each one's super node.
+func superPodPool(t *testing.T, pool string) ([]string, map[string]string) {
 	t.Helper()
 	nodes := framework.AscendPool(t, pool, 6, "23.0.6", v1alpha1.SoftwareSpec{})
 	domainOf := map[string]string{}
@@ -130,6 +129,15 @@ func superPodRollout(t *testing.T, pool string) (map[string]string, *v1alpha1.Dr
 		_, err = pools.Update(ctx, p, metav1.UpdateOptions{})
 		return err
 	}))
+	return nodes, domainOf
+}
+
+// superPodRollout makes a pool of 3 super nodes × 2 (Ascend preset, minNodes 4) and
+// starts a rollout by domain of it (installs of 2 s); it returns each node's super
+// node and waits until the first super node is in progress.
+func superPodRollout(t *testing.T, pool string) (map[string]string, *v1alpha1.DriverRollout, client.Client) {
+	t.Helper()
+	_, domainOf := superPodPool(t, pool)
 	agent := framework.StartDriverAgent(2 * time.Second)
 	t.Cleanup(agent.Stop)
 	c, err := client.New(framework.C.Config, client.Options{Scheme: kit.Scheme})

@@ -2,7 +2,6 @@ package attack
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -15,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/util/retry"
@@ -24,7 +22,6 @@ import (
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/plugin/kit"
-	"github.com/runwhere-ai/litepool/pkg/poolclient"
 	"github.com/runwhere-ai/litepool/test/e2e/framework"
 )
 
@@ -134,26 +131,11 @@ func setAdmission(t *testing.T, d dynamic.Interface, name string, admission map[
 // never fewer than minNodes available, and the rollout succeeds.
 func attackWorkloadStatusMidRollout(t *testing.T) {
 	require.NoError(t, framework.InstallKueueCRDs(ctx, framework.C, "workloads"))
-	nodes := framework.AscendPool(t, wlPool, 6, "23.0.6", v1alpha1.SoftwareSpec{})
-	domainOf, members := map[string]string{}, map[string][]string{}
-	for i, n := range nodes {
-		d := fmt.Sprintf("sp-%d", i/2+1)
-		domainOf[n], members[d] = d, append(members[d], n)
-		_, err := framework.C.Kube.CoreV1().Nodes().Patch(ctx, n, types.MergePatchType,
-			[]byte(`{"metadata":{"labels":{"`+superPod+`":"`+d+`"}}}`), metav1.PatchOptions{})
-		require.NoError(t, err)
+	nodes, domainOf := superPodPool(t, wlPool)
+	members := map[string][]string{}
+	for _, n := range nodes {
+		members[domainOf[n]] = append(members[domainOf[n]], n)
 	}
-	framework.WaitInService(t, framework.C.Kube, nodes...)
-	pools := poolclient.New(framework.C.Dynamic)
-	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		p, err := pools.Get(ctx, wlPool)
-		if err != nil {
-			return err
-		}
-		p.Spec.MinNodes, p.Spec.Topology = rollMinNodes, &v1alpha1.TopologySpec{Preset: v1alpha1.TopologyAscend}
-		_, err = pools.Update(ctx, p, metav1.UpdateOptions{})
-		return err
-	}))
 
 	_, err := framework.C.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: wlNS}}, metav1.CreateOptions{})
 	require.NoError(t, err)
