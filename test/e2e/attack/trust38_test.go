@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/policy"
@@ -52,16 +53,28 @@ func setupTrust38(t *testing.T) {
 func attackTenantDaemonSet(t *testing.T) {
 	setupTrust38(t)
 	kube := as(t, tenant)
-	_, err := kube.AppsV1().DaemonSets(foreignNS).Create(ctx, daemonSet("tenant-agent", []string{exclNodes[1], floorNodes[1]}, nil), metav1.CreateOptions{})
+	// Made for the ordinary node first, then widened to the exclusive member: the
+	// DaemonSet controller creates a sync's pods in slow-start batches that stop at the
+	// first refusal, and its node order can put the exclusive member first in every sync
+	// (seen: 16 syncs in a row over 3 minutes of back-off), so a DaemonSet made for both
+	// at once may never reach the ordinary node.
+	dss := kube.AppsV1().DaemonSets(foreignNS)
+	_, err := dss.Create(ctx, daemonSet("tenant-agent", []string{floorNodes[1]}, nil), metav1.CreateOptions{})
 	require.NoError(t, err)
-	// The DaemonSet controller creates a sync's pods in slow-start batches that stop at
-	// the first refusal, in no fixed node order, and backs off after each refused sync:
-	// its pod for the ordinary node may take a few syncs, so the bound is generous.
 	var got map[string]bool
-	require.NoError(t, wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+	require.NoError(t, wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		got = daemonPodNodes(t, "tenant-agent")
 		return got[floorNodes[1]], nil
 	}), "the tenant's DaemonSet runs on the node of a pool that is not exclusive: %v", got)
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		ds, err := dss.Get(ctx, "tenant-agent", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		ds.Spec.Template.Spec.Affinity = daemonSet("tenant-agent", []string{exclNodes[1], floorNodes[1]}, nil).Spec.Template.Spec.Affinity
+		_, err = dss.Update(ctx, ds, metav1.UpdateOptions{})
+		return err
+	}))
 	require.NoError(t, wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		got = daemonPodNodes(t, "tenant-agent")
 		_, made := got[exclNodes[1]]

@@ -123,6 +123,9 @@ func bindPoolEditor(t *testing.T) {
 		_ = framework.C.Kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
 		_ = framework.C.Kube.RbacV1().ClusterRoles().Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
+	for _, verb := range []string{"get", "update"} {
+		framework.WaitAuthorized(t, "mallory", []string{"e2e-pool-editors"}, verb, v1alpha1.GroupVersion.Group, "pools")
+	}
 }
 
 // jobsOn are the Jobs in litepool's namespace pinned to node.
