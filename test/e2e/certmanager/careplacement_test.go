@@ -15,7 +15,6 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/runwhere-ai/litepool/internal/localwebhook"
 	"github.com/runwhere-ai/litepool/test/e2e/framework"
 )
 
@@ -49,16 +48,8 @@ func TestCAReplacementWithoutDowntime(t *testing.T) {
 	injected(t, oldCA)
 	oldSerial := parseCert(t, serving.Data["tls.crt"]).SerialNumber.Int64()
 
-	dirs := []string{kubeletFiles(t, serving), kubeletFiles(t, serving)}
-	replicas := []*localwebhook.Process{launch(t, "replica 0", dirs[0]), launch(t, "replica 1", dirs[1])}
-	b, err := localwebhook.NewBalancer(replicas[0].Addr, replicas[1].Addr)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = b.Close() })
-	callAt(t, b.Addr)
-
-	tr := startTraffic(t, 4)
+	dirs, replicas, b, tr := servedByTwo(t, serving)
 	defer tr.stop()
-	tr.waitFor(t, 20)
 
 	// 1. A new CA, with a new key, trusted beside the old one.
 	deleted := time.Now()

@@ -35,16 +35,8 @@ func TestRotationWithoutDowntime(t *testing.T) {
 	ca := serving.Data["ca.crt"]
 	oldSerial := parseCert(t, serving.Data["tls.crt"]).SerialNumber.Int64()
 
-	dirs := []string{kubeletFiles(t, serving), kubeletFiles(t, serving)}
-	replicas := []*localwebhook.Process{launch(t, "replica 0", dirs[0]), launch(t, "replica 1", dirs[1])}
-	b, err := localwebhook.NewBalancer(replicas[0].Addr, replicas[1].Addr)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = b.Close() })
-	callAt(t, b.Addr)
-
-	tr := startTraffic(t, 4)
+	dirs, replicas, b, tr := servedByTwo(t, serving)
 	defer tr.stop()
-	tr.waitFor(t, 20)
 
 	renew(t, servingSecret)
 	renewed := reissued(t, oldSerial)
@@ -117,6 +109,23 @@ func reissued(t *testing.T, serial int64) *corev1.Secret {
 }
 
 // traffic creates pool pods from several clients without pause, and deletes each.
+// servedByTwo launches two replicas, each serving its own kubelet-style copy of serving,
+// behind a balancer the API server calls, and 4 clients creating pods through them; it
+// returns once 20 pods were admitted.
+func servedByTwo(t *testing.T, serving *corev1.Secret) ([]string, []*localwebhook.Process, *localwebhook.Balancer, *traffic) {
+	t.Helper()
+	dirs := []string{kubeletFiles(t, serving), kubeletFiles(t, serving)}
+	replicas := []*localwebhook.Process{launch(t, "replica 0", dirs[0]), launch(t, "replica 1", dirs[1])}
+	b, err := localwebhook.NewBalancer(replicas[0].Addr, replicas[1].Addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = b.Close() })
+	callAt(t, b.Addr)
+	tr := startTraffic(t, 4)
+	t.Cleanup(tr.stop)
+	tr.waitFor(t, 20)
+	return dirs, replicas, b, tr
+}
+
 type traffic struct {
 	created atomic.Int64
 	mu      sync.Mutex
