@@ -66,6 +66,10 @@ type config struct {
 	openNodes, bindings, rounds    int
 	warmup                         int
 	outage, conc                   int
+	// profileDir, when set, receives a CPU profile of the API server binding onto
+	// non-exclusive nodes in each setup (profileSeconds each), after the rounds.
+	profileDir     string
+	profileSeconds int
 }
 
 func main() {
@@ -81,6 +85,8 @@ func main() {
 	flag.IntVar(&c.warmup, "warmup", 100, "bindings onto non-exclusive nodes after each change of setup, not measured (the API server compiles an entry's conditions, and collects what compiling left, on the first requests)")
 	flag.IntVar(&c.outage, "outage", 100, "bindings of each kind of target while the webhook is stopped")
 	flag.IntVar(&c.conc, "concurrency", 8, "concurrent bindings")
+	flag.StringVar(&c.profileDir, "profile-dir", "", "write the API server's CPU profile of each setup's bindings onto non-exclusive nodes here (after the rounds)")
+	flag.IntVar(&c.profileSeconds, "profile-seconds", 10, "length of each --profile-dir profile")
 	flag.StringVar(&c.clusterDir, "cluster-dir", "", "the kwok cluster's directory, to read the CPU time of its kube-apiserver and etcd")
 	flag.Parse()
 	// --kubeconfig is controller-runtime's flag (pkg/controller imports it).
@@ -469,6 +475,11 @@ func (b *bench) measure(ctx context.Context, n int) (sizeFigures, error) {
 	if err := b.outage(ctx, &f, entry, take(&openPods, b.c.outage), take(&exclPods, b.c.outage), exclTargets); err != nil {
 		return f, err
 	}
+	if b.c.profileDir != "" {
+		if err := b.profile(ctx, n, entry); err != nil {
+			return f, err
+		}
+	}
 	f.print()
 	// The bound pods go, so that the next size's store and the webhook's pod index
 	// hold no more than this one's.
@@ -549,6 +560,57 @@ func (b *bench) setEntry(ctx context.Context, entry admissionregistrationv1.Vali
 	})
 	if err != nil {
 		return fmt.Errorf("the API server did not take the configuration (bindings entry %v; last probe: %v)", with, last)
+	}
+	return nil
+}
+
+// profile writes the API server's CPU profile while the second scheduler binds onto
+// non-exclusive nodes, with the conditions and without the entry, profileSeconds each:
+// where the API server's time per binding goes.
+func (b *bench) profile(ctx context.Context, n int, entry admissionregistrationv1.ValidatingWebhook) error {
+	for _, with := range []bool{true, false} {
+		if err := b.setEntry(ctx, entry, with); err != nil {
+			return err
+		}
+		warm, err := b.createPods(ctx, openNS, b.c.warmup, nil)
+		if err != nil {
+			return err
+		}
+		if _, errs := b.bindAll(ctx, openNS, warm, b.open); len(errs) > 0 {
+			return errs[0]
+		}
+		done := make(chan error, 1)
+		var prof []byte
+		go func() {
+			var err error
+			prof, err = b.admin.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
+				Param("seconds", strconv.Itoa(b.c.profileSeconds)).Timeout(time.Duration(b.c.profileSeconds+30) * time.Second).DoRaw(ctx)
+			done <- err
+		}()
+		bound := 0
+		for waiting := true; waiting; {
+			select {
+			case err := <-done:
+				if err != nil {
+					return fmt.Errorf("the API server's CPU profile: %w", err)
+				}
+				waiting = false
+			default:
+				pods, err := b.createPods(ctx, openNS, 200, nil)
+				if err != nil {
+					return err
+				}
+				if _, errs := b.bindAll(ctx, openNS, pods, b.open); len(errs) > 0 {
+					return errs[0]
+				}
+				bound += len(pods)
+			}
+		}
+		name := filepath.Join(b.c.profileDir, fmt.Sprintf("apiserver-%d-%s.pprof", n, map[bool]string{true: "conditions", false: "no-entry"}[with]))
+		if err := os.WriteFile(name, prof, 0o644); err != nil {
+			return err
+		}
+		fmt.Printf("API server CPU profile, bindings entry %v: %s (%d bindings in %d s)\n", with, name, bound, b.c.profileSeconds)
 	}
 	return nil
 }
