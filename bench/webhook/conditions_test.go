@@ -78,7 +78,7 @@ func placementRequests() []placementRequest {
 		{"pod-create-tolerating", podAttr(unlabelledTolerating, nil, admission.Create, admin), true},
 		{"pod-create-tolerating-default", podAttr(defaultTolerating, nil, admission.Create, admin), true},
 		{"pod-create-nodename", podAttr(handPlaced, nil, admission.Create, admin), true},
-		{"second-scheduler-binding", bindAttr(second), true}, // onto an unlisted node: "true" until the controller writes its list
+		{"second-scheduler-binding", bindAttr(second), true}, // onto an unlisted node: sent until the controller writes its list
 	}
 }
 

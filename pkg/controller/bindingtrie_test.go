@@ -61,12 +61,12 @@ func syntheticNodes(shape string, n int) []string {
 
 // apiServerCondition compiles conds the way the API server compiles a webhook's match
 // conditions (accessors.go: the same compiler, environment and runtime cost budget, one
-// budget for all of them) beside the entry's fixed not-the-scheduler condition, and
-// tells whether a binding by user is sent.
+// budget for all of them) as the entry's only ones, as deploy/webhook has it, and tells
+// whether a binding by user is sent.
 func apiServerCondition(t testing.TB, conds []admissionregistrationv1.MatchCondition) func(resource, subResource, user string, obj *corev1.Binding) bool {
 	compiler := celplugin.NewConditionCompiler(environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()))
 	fail := admissionregistrationv1.Fail
-	acc := []celplugin.ExpressionAccessor{&matchconditions.MatchCondition{Name: "not-the-scheduler", Expression: "request.userInfo.username != 'system:kube-scheduler'"}}
+	var acc []celplugin.ExpressionAccessor
 	for _, c := range conds {
 		acc = append(acc, &matchconditions.MatchCondition{Name: c.Name, Expression: c.Expression})
 	}
@@ -116,7 +116,7 @@ func TestBindingTargetsExpressionAtScale(t *testing.T) {
 					size += len(c.Expression)
 				}
 				t.Logf("%d %s names: %d conditions of %d characters, regexp: %v", n, shape, len(conds), size, strings.Contains(conds[0].Expression, ".matches("))
-				require.NotEqual(t, "true", conds[0].Expression, "the scope stays the exclusive nodes")
+				require.NotEqual(t, NotTheScheduler, conds[0].Expression, "the scope stays the exclusive nodes")
 				match := apiServerCondition(t, conds)
 				bind := func(node string) bool {
 					return match("pods", "binding", secondScheduler, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Target: corev1.ObjectReference{Kind: "Node", Name: node}})
@@ -165,8 +165,8 @@ func TestBindingTargetsExpressionAtScale(t *testing.T) {
 	}
 	t.Run("past the limit", func(t *testing.T) {
 		many := syntheticNodes("random12", 80000)
-		assert.Equal(t, []admissionregistrationv1.MatchCondition{{Name: BindingTargetsCondition, Expression: "true"}}, BindingTargetsConditions(many),
-			"past MaxBindingTargetsConditions slices every binding is sent, as before")
+		assert.Equal(t, []admissionregistrationv1.MatchCondition{{Name: BindingTargetsCondition, Expression: NotTheScheduler}}, BindingTargetsConditions(many),
+			"past MaxBindingTargetsConditions slices every binding but the scheduler's is sent, as deployed")
 	})
 }
 
@@ -195,8 +195,8 @@ func BenchmarkBindingTargetsCondition(b *testing.B) {
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
 			conds := BindingTargetsConditions(c.nodes)
-			if conds[0].Expression == "true" {
-				b.Fatalf("%s: true", c.name)
+			if conds[0].Expression == NotTheScheduler {
+				b.Fatalf("%s: every binding sent", c.name)
 			}
 			match := apiServerCondition(b, conds)
 			obj := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Target: corev1.ObjectReference{Kind: "Node", Name: c.target}}
@@ -223,7 +223,7 @@ func BenchmarkBindingTargetsCondition(b *testing.B) {
 func BenchmarkConditionShapes(b *testing.B) {
 	nodes := syntheticNodes("random12", 5000)
 	target := nodes[2500] + "x"
-	one := func(member string) string { return notBinding + " || " + byScheduler + " || " + member }
+	one := sendsOnly
 	cases := map[string][]string{}
 	for _, k := range []int{1, 2, 4, 8} {
 		var exprs []string
@@ -276,13 +276,12 @@ func TestBindingTargetsReconcilerWritesTheRegexp(t *testing.T) {
 	var got admissionregistrationv1.ValidatingWebhookConfiguration
 	require.NoError(t, c.Get(ctx, client.ObjectKey{Name: WebhookConfiguration}, &got))
 	conds := got.Webhooks[0].MatchConditions
-	require.Len(t, conds, 2)
-	assert.Equal(t, "request.userInfo.username != 'system:kube-scheduler'", conds[0].Expression, "the fixed condition is kept")
-	assert.Equal(t, BindingTargetsConditions(names), conds[1:])
-	expr := conds[1].Expression
+	require.Len(t, conds, 1)
+	assert.Equal(t, BindingTargetsConditions(names), conds)
+	expr := conds[0].Expression
 	assert.Contains(t, expr, `.matches(r'^(?:ip-10-0-`, "4,000 such names take two lists, and one short regular expression")
-	assert.True(t, strings.HasSuffix(expr, `)\.ec2\.internal$')`), "the common suffix once, its dots escaped")
-	match := apiServerCondition(t, conds[1:])
+	assert.True(t, strings.HasSuffix(expr, `)\.ec2\.internal$'))`), "the common suffix once, its dots escaped")
+	match := apiServerCondition(t, conds)
 	for _, n := range []string{names[0], names[len(names)-1]} {
 		assert.True(t, match("pods", "binding", secondScheduler, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Target: corev1.ObjectReference{Name: n}}), n)
 	}
@@ -302,8 +301,7 @@ func TestListsBeatRegexpSlices(t *testing.T) {
 }
 
 // TestBindingTargetsReconcilerWritesSlices: 16,000 random names take three conditions;
-// when their pool stops being exclusive, the controller goes back to one, and the fixed
-// condition stays where it was.
+// when their pool stops being exclusive, the controller goes back to one.
 func TestBindingTargetsReconcilerWritesSlices(t *testing.T) {
 	ctx := context.Background()
 	names := syntheticNodes("random12", 16000)
@@ -314,10 +312,10 @@ func TestBindingTargetsReconcilerWritesSlices(t *testing.T) {
 	var got admissionregistrationv1.ValidatingWebhookConfiguration
 	require.NoError(t, c.Get(ctx, client.ObjectKey{Name: WebhookConfiguration}, &got))
 	conds := got.Webhooks[0].MatchConditions
-	require.Len(t, conds, 4, "not-the-scheduler, then three slices")
-	assert.Equal(t, []string{"not-the-scheduler", BindingTargetsCondition, BindingTargetsCondition + "-2", BindingTargetsCondition + "-3"},
-		[]string{conds[0].Name, conds[1].Name, conds[2].Name, conds[3].Name})
-	match := apiServerCondition(t, conds[1:])
+	require.Len(t, conds, 3, "three slices")
+	assert.Equal(t, []string{BindingTargetsCondition, BindingTargetsCondition + "-2", BindingTargetsCondition + "-3"},
+		[]string{conds[0].Name, conds[1].Name, conds[2].Name})
+	match := apiServerCondition(t, conds)
 	for _, n := range []string{names[0], names[8000], names[len(names)-1]} {
 		assert.True(t, match("pods", "binding", secondScheduler, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Target: corev1.ObjectReference{Name: n}}), n)
 	}
@@ -328,18 +326,16 @@ func TestBindingTargetsReconcilerWritesSlices(t *testing.T) {
 	_, err = r.Reconcile(ctx, bindingTargetsKey)
 	require.NoError(t, err)
 	require.NoError(t, c.Get(ctx, client.ObjectKey{Name: WebhookConfiguration}, &got))
-	assert.Equal(t, append([]admissionregistrationv1.MatchCondition{conds[0]}, BindingTargetsConditions(nil)...), got.Webhooks[0].MatchConditions)
+	assert.Equal(t, BindingTargetsConditions(nil), got.Webhooks[0].MatchConditions)
 }
 
-// reconcilerFixture is deploy/webhook's bindings entry (with its condition "true"), an
-// exclusive pool, and names as its nodes.
+// reconcilerFixture is deploy/webhook's bindings entry (its one condition as deployed),
+// an exclusive pool, and names as its nodes.
 func reconcilerFixture(names []string) []client.Object {
 	objs := []client.Object{
 		&admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: WebhookConfiguration},
 			Webhooks: []admissionregistrationv1.ValidatingWebhook{{Name: PlacementBindingsWebhook,
-				MatchConditions: []admissionregistrationv1.MatchCondition{
-					{Name: "not-the-scheduler", Expression: "request.userInfo.username != 'system:kube-scheduler'"},
-					{Name: BindingTargetsCondition, Expression: "true"}}}}},
+				MatchConditions: []admissionregistrationv1.MatchCondition{{Name: BindingTargetsCondition, Expression: NotTheScheduler}}}}},
 		&v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: "excl"}, Spec: v1alpha1.PoolSpec{Exclusive: true}},
 	}
 	for _, n := range names {

@@ -175,15 +175,19 @@ const (
 	// notBinding holds for requests that are no binding: the conditions are safe in
 	// an entry that also matches pods.
 	notBinding = "!(request.resource.resource == 'bindings' || (has(request.subResource) && request.subResource == 'binding'))"
-	// byScheduler holds for the scheduler's bindings, which the fixed condition
-	// not-the-scheduler keeps from the webhook anyway: the API server evaluates every
-	// condition of the entry, and this spares each of them the list.
-	byScheduler = "request.userInfo.username == 'system:kube-scheduler'"
+	// NotTheScheduler holds for every identity but the cluster's scheduler, whose
+	// placements honour taints: its bindings are never sent. It is the deployed
+	// condition (deploy/webhook/webhooks.yaml) and the fallback past
+	// MaxBindingTargetsConditions. Each written condition tests it first, within the
+	// condition: the API server evaluates every condition of an entry for every
+	// binding, each at a price of its own whatever it holds (bench/bindings' floor),
+	// so one condition fewer is that much less for every binding in the cluster.
+	NotTheScheduler = "request.userInfo.username != 'system:kube-scheduler'"
 )
 
 // BindingTargetsConditions are the CEL match conditions that, ANDed, send to P6's
-// webhook only the pods/binding requests whose target is one of nodes (sorted); other
-// requests pass. No node: no binding is sent. The names are written as lists, cut into
+// webhook only the pods/binding requests of identities other than the scheduler whose
+// target is one of nodes (sorted); other requests pass. No node: no binding is sent. The names are written as lists, cut into
 // slices of consecutive names, one condition each: "the target sorts outside this
 // slice's range, or it is in the slice". The ranges cover every string, so a target is
 // listed exactly when the condition of its range holds, and the others hold anyway. One
@@ -200,7 +204,7 @@ func BindingTargetsConditions(nodes []string) []admissionregistrationv1.MatchCon
 		return bindingConditions(lists) // no plan has fewer conditions, and a list costs no more
 	}
 	if re := namesRegexp(nodes); re != "" && len(re)+len("object.target.name.matches(r'')") <= MaxBindingTargetsExpression-sliceOverhead {
-		one := []string{notBinding + " || " + byScheduler + " || object.target.name.matches(r'" + re + "')"}
+		one := []string{sendsOnly("object.target.name.matches(r'" + re + "')")}
 		if lists == nil || planCost(one) < planCost(lists) {
 			return bindingConditions(one)
 		}
@@ -213,7 +217,13 @@ func BindingTargetsConditions(nodes []string) []admissionregistrationv1.MatchCon
 	if fewest := slicePlan(nodes, sliceLen, membership); fewest != nil {
 		return bindingConditions(fewest)
 	}
-	return bindingConditions([]string{"true"})
+	return bindingConditions([]string{NotTheScheduler})
+}
+
+// sendsOnly is the condition that holds for any request but a binding, and for a
+// binding by an identity other than the scheduler when test holds.
+func sendsOnly(test string) string {
+	return notBinding + " || " + NotTheScheduler + " && (" + test + ")"
 }
 
 // slicePlan cuts names into slices of the length take gives, each written by member
@@ -228,16 +238,16 @@ func slicePlan(names []string, take func([]string) int, member func([]string) st
 		}
 		outside := ""
 		if len(exprs) > 0 {
-			outside += " || object.target.name < '" + rest[0] + "'"
+			outside += "object.target.name < '" + rest[0] + "' || "
 		}
 		if n < len(rest) {
-			outside += " || object.target.name >= '" + rest[n] + "'"
+			outside += "object.target.name >= '" + rest[n] + "' || "
 		}
 		m := member(rest[:n])
 		if len(m) > MaxBindingTargetsExpression-sliceOverhead {
 			return nil // Go's regexp refused the pattern
 		}
-		exprs = append(exprs, notBinding+" || "+byScheduler+outside+" || "+m)
+		exprs = append(exprs, sendsOnly(outside+m))
 		rest = rest[n:]
 	}
 	return exprs
@@ -277,7 +287,7 @@ func listSliceLen(names []string) int {
 
 // sliceOverhead is the most a slice's condition holds besides its membership test: the
 // two prefixes and both bounds (node names are at most 253 characters).
-var sliceOverhead = len(notBinding+" || "+byScheduler) + 2*len(" || object.target.name >= ''") + 2*253
+var sliceOverhead = len(sendsOnly("")) + 2*len("object.target.name >= '' || ") + 2*253
 
 // sliceLen is how many of names (from the first) one condition holds, as a list or
 // as a regular expression; 0 when not even one name fits. The regular expression of

@@ -61,7 +61,7 @@ func TestBindingTargetsReconciler(t *testing.T) {
 	ctx := context.Background()
 	cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: WebhookConfiguration},
 		Webhooks: []admissionregistrationv1.ValidatingWebhook{{Name: "nodes.runwhere.ai"}, {Name: PlacementBindingsWebhook, ClientConfig: admissionregistrationv1.WebhookClientConfig{CABundle: []byte("ca")},
-			MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "not-the-scheduler", Expression: "x"}, {Name: BindingTargetsCondition, Expression: "true"}}}}}
+			MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "not-the-scheduler", Expression: "x"}, {Name: BindingTargetsCondition, Expression: NotTheScheduler}}}}}
 	c := exclusiveFixture(t, cfg,
 		&v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: "excl"}, Spec: v1alpha1.PoolSpec{Exclusive: true}},
 		&v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: "open"}},
@@ -71,7 +71,7 @@ func TestBindingTargetsReconciler(t *testing.T) {
 	require.NoError(t, err)
 	var got admissionregistrationv1.ValidatingWebhookConfiguration
 	require.NoError(t, c.Get(ctx, client.ObjectKey{Name: WebhookConfiguration}, &got))
-	assert.Equal(t, "!(request.resource.resource == 'bindings' || (has(request.subResource) && request.subResource == 'binding')) || request.userInfo.username == 'system:kube-scheduler' || object.target.name in ['a-node', 'b-node']", got.Webhooks[1].MatchConditions[1].Expression)
+	assert.Equal(t, "!(request.resource.resource == 'bindings' || (has(request.subResource) && request.subResource == 'binding')) || request.userInfo.username != 'system:kube-scheduler' && (object.target.name in ['a-node', 'b-node'])", got.Webhooks[1].MatchConditions[1].Expression)
 	assert.Equal(t, "x", got.Webhooks[1].MatchConditions[0].Expression, "only its own conditions are written")
 	assert.Equal(t, []byte("ca"), got.Webhooks[1].ClientConfig.CABundle, "the CA bundle is left alone")
 }

@@ -384,10 +384,15 @@ func attackControllerRewritesConfig(t *testing.T) {
 		return w.Name == controller.PlacementBindingsWebhook
 	})
 	require.GreaterOrEqual(t, wi, 0)
+	// Another entry's condition (P6's pod entries have theirs): not the controller's.
+	oi := slices.IndexFunc(cfg.Webhooks, func(w admissionregistrationv1.ValidatingWebhook) bool {
+		return w.Name != controller.PlacementBindingsWebhook && len(w.MatchConditions) > 0
+	})
+	require.GreaterOrEqual(t, oi, 0)
 	for _, p := range []string{
 		fmt.Sprintf(`[{"op":"replace","path":"/webhooks/%d/failurePolicy","value":"Ignore"}]`, wi),
-		fmt.Sprintf(`[{"op":"replace","path":"/webhooks/%d/matchConditions/0/expression","value":"false"}]`, wi),
-		fmt.Sprintf(`[{"op":"remove","path":"/webhooks/%d/matchConditions/0"}]`, wi),
+		fmt.Sprintf(`[{"op":"replace","path":"/webhooks/%d/matchConditions/0/expression","value":"false"}]`, oi),
+		fmt.Sprintf(`[{"op":"remove","path":"/webhooks/%d/matchConditions/0"}]`, oi),
 		fmt.Sprintf(`[{"op":"add","path":"/webhooks/%d/matchConditions/-","value":{"name":"binding-onto-an-exclusive-nodes","expression":"false"}}]`, wi),
 		`[{"op":"add","path":"/webhooks/0/matchConditions/-","value":{"name":"binding-onto-an-exclusive-node-2","expression":"false"}}]`,
 		fmt.Sprintf(`[{"op":"replace","path":"/webhooks/%d/clientConfig/url","value":"https://attacker.example/"}]`, wi),
@@ -400,8 +405,9 @@ func attackControllerRewritesConfig(t *testing.T) {
 		return c.Name == controller.BindingTargetsCondition
 	})
 	require.GreaterOrEqual(t, ci, 0)
-	// A further slice, then "true" for the first, which sends every binding: stricter,
-	// and the controller writes its conditions back.
+	// A further slice, then "true" for the first, which sends every binding, the
+	// scheduler's too (the exemption is part of the controller's condition): availability
+	// only, and the controller writes its conditions back.
 	_, err = adm.ValidatingWebhookConfigurations().Patch(ctx, controller.WebhookConfiguration, types.JSONPatchType,
 		fmt.Appendf(nil, `[{"op":"add","path":"/webhooks/%d/matchConditions/-","value":{"name":"binding-onto-an-exclusive-node-2","expression":"true"}}]`, wi), metav1.PatchOptions{})
 	require.NoError(t, err, "the controller adds a binding-targets condition")

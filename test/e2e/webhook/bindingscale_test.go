@@ -167,8 +167,8 @@ func TestBindingConditionAtTenThousandExclusiveNodes(t *testing.T) {
 			float64(bsBindingsPerRound*bsRounds)/schedElapsed[s.name].Seconds())
 	}
 
-	t.Run("with the fallback true, a binding onto an unlisted node waits for the webhook too", func(t *testing.T) {
-		writeBindingConditions(t, kube, []admissionregistrationv1.MatchCondition{{Name: controller.BindingTargetsCondition, Expression: "true"}})
+	t.Run("with the fallback (every binding but the scheduler's), a binding onto an unlisted node waits for the webhook too", func(t *testing.T) {
+		writeBindingConditions(t, kube, []admissionregistrationv1.MatchCondition{{Name: controller.BindingTargetsCondition, Expression: controller.NotTheScheduler}})
 		require.NoError(t, wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 			err := bind(binder, probe, bsNode, true)
 			return err != nil && strings.Contains(err.Error(), `failed calling webhook "pod-placement-bindings.runwhere.ai"`), nil
