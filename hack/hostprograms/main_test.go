@@ -150,12 +150,14 @@ func TestUnknownProgramAndMissingInstaller(t *testing.T) {
 func TestMakefileRecipes(t *testing.T) {
 	files := map[string]string{"hack/node.sh": strings.Replace(nodeScript, "%s", "", 1)}
 	root, base := tree(t, files)
-	mk := "SNAP := iptables-save -c\nsnap:\n\t@$(SNAP) > x\n"
+	// make's text functions are make's, nested too; the program they feed is checked.
+	mk := "SNAP := iptables-save -c\nPKGS = $(addprefix a/,b c) $(filter-out $(addprefix a/,b),$(shell true))\nsnap:\n\t@$(SNAP) > x\n\tfrob $(PKGS)\n"
 	require.NoError(t, os.WriteFile(filepath.Join(root, "Makefile"), []byte(mk), 0o644))
 	problems, _, err := run(root, base)
 	require.NoError(t, err)
-	require.Len(t, problems, 1)
-	assert.Contains(t, problems[0], "Makefile:3: runs iptables-save")
+	require.Len(t, problems, 2, "%q", problems)
+	assert.Contains(t, problems[0], "Makefile:4: runs iptables-save")
+	assert.Contains(t, problems[1], `Makefile:5: runs "frob"`)
 }
 
 // The repository itself passes: what make verify runs.

@@ -11,10 +11,13 @@ import (
 )
 
 var (
-	makeVar    = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]*)\s*(?:\?|:|\+)?=\s*(.*)$`)
-	makeRef    = regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
-	makeShell  = regexp.MustCompile(`\$\(shell ([^)]*)\)`)
-	makeAuto   = regexp.MustCompile(`\$[@<^*?]`)
+	makeVar   = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]*)\s*(?:\?|:|\+)?=\s*(.*)$`)
+	makeRef   = regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
+	makeShell = regexp.MustCompile(`\$\(shell ([^)]*)\)`)
+	makeAuto  = regexp.MustCompile(`\$[@<^*?]`)
+	// makeFunc is a call of one of GNU make's text functions, holding no other call: its
+	// text is make's, not the shell's, and becomes a word of the recipe.
+	makeFunc   = regexp.MustCompile(`\$\((?:addprefix|addsuffix|filter|filter-out|patsubst|subst|sort|strip|wildcard|word|words|firstword|lastword|dir|notdir|basename|suffix|join) [^()]*\)`)
 	lineEscape = strings.NewReplacer("\\\n", " ")
 )
 
@@ -45,7 +48,7 @@ func (c *checker) makefile() error {
 }
 
 // expandMake replaces $(VAR) with the Makefile's value (three levels deep), other make
-// references with a placeholder, and $$ with $.
+// references, $(shell ...) and make's text functions with a placeholder, and $$ with $.
 func expandMake(s string, vars map[string]string) string {
 	for i := 0; i < 3; i++ {
 		s = makeRef.ReplaceAllStringFunc(s, func(ref string) string {
@@ -56,6 +59,9 @@ func expandMake(s string, vars map[string]string) string {
 		})
 	}
 	s = makeShell.ReplaceAllString(s, "MAKEVAR")
+	for makeFunc.MatchString(s) { // the innermost calls first
+		s = makeFunc.ReplaceAllString(s, "MAKEVAR")
+	}
 	s = makeAuto.ReplaceAllString(s, "MAKEVAR")
 	return strings.ReplaceAll(s, "$$", "$")
 }
