@@ -54,7 +54,7 @@ func TestStressRunInClusterCompletesAfterPluginExit(t *testing.T) {
 	assert.Equal(t, policy.NodeDegraded, policy.StateOfNode(framework.Node(t, nodes[1])))
 	assert.Equal(t, policy.HealthHealthy, framework.Node(t, nodes[0]).Labels[policy.LabelHealth])
 	assert.Equal(t, policy.HealthHealthy, framework.Node(t, nodes[2]).Labels[policy.LabelHealth])
-	assert.Equal(t, 1, nodeEvents(t, nodes[1], "StressTestFailed"), "the run ran once")
+	assert.Equal(t, 1, waitNodeEvents(t, nodes[1], "StressTestFailed", 1), "the run ran once")
 	require.NoError(t, wait.PollUntilContextTimeout(context.Background(), waitInterval, waitTimeout, true, func(context.Context) (bool, error) {
 		return len(stressPods(t, "ctl-stress-")) == 1, nil
 	}))
@@ -66,7 +66,7 @@ func TestStressRunInClusterCompletesAfterPluginExit(t *testing.T) {
 	assert.Equal(t, 1, res.ExitCode, res.Stdout+res.Stderr)
 	assert.Regexp(t, `stress run \S+: failed\nNODE\s+TEST\s+RESULT\s+DETAIL\n`, res.Stdout)
 	assert.True(t, strings.HasSuffix(res.Stderr, "pool ctl-stress: 2 passed, 1 failed, 0 skipped\nerror: [T2] 1 node(s) failed the stress test and are now runwhere.ai/health=degraded: "+nodes[1]+"\n"), res.Stderr)
-	assert.Equal(t, 2, nodeEvents(t, nodes[1], "StressTestFailed"))
+	assert.Equal(t, 2, waitNodeEvents(t, nodes[1], "StressTestFailed", 2))
 }
 
 // The leader dies while the run's pods are running: the next leader takes the same
@@ -208,6 +208,19 @@ func assertNoStressPodsOutside(t *testing.T) {
 	for _, p := range pods.Items {
 		assert.Equal(t, localwebhook.Namespace, p.Namespace, "stress pod %s", p.Name)
 	}
+}
+
+// waitNodeEvents waits until node has at least n Events of reason and returns how many
+// it has: the controller records the Event after the run's status, which the plugin
+// and waitStressRun read.
+func waitNodeEvents(t *testing.T, node, reason string, n int) int {
+	t.Helper()
+	got := 0
+	_ = wait.PollUntilContextTimeout(context.Background(), waitInterval, waitTimeout, true, func(context.Context) (bool, error) {
+		got = nodeEvents(t, node, reason)
+		return got >= n, nil
+	})
+	return got
 }
 
 func nodeEvents(t *testing.T, node, reason string) int {
