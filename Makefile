@@ -30,6 +30,10 @@ E2E_PKGS    = $(addprefix $(MODULE)/test/e2e/,$(E2E_FIRST)) $(filter-out $(addpr
 # not on the directory they sit in, so a fresh clone (CI's) reuses what an earlier clone
 # compiled. Tests find the repository through internal/repo, not runtime.Caller.
 export GOFLAGS := $(strip $(GOFLAGS) -trimpath)
+# And without cgo, as every binary and tool is built: go vet and go test then reuse the
+# packages the builds compiled (cgo on changes the action of net and of every package
+# above it), so a new machine compiles the dependencies once, not twice.
+export CGO_ENABLED := 0
 FUZZTIME   ?= 10s
 
 .PHONY: build

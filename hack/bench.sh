@@ -33,6 +33,10 @@ for run in bench/*/run.sh; do
 done
 [ $((${#sized[@]} + ${#once[@]})) -gt 0 ] || { echo "no benchmarks under bench/" >&2; exit 1; }
 
+bench_names() { # bench_names RUN...: the benches' names, each followed by a space
+  local run
+  for run in "$@"; do run=${run%/run.sh}; printf '%s ' "${run##*/}"; done
+}
 run_once() { # run_once RUN...: each bench that runs once, in turn
   local run
   for run in "$@"; do
@@ -83,7 +87,7 @@ else
   wait "$pid_b" || rc_b=$?
   cat "$logs/a.log" "$logs/b.log"
   if [ "$rc_a" -ne 0 ] || [ "$rc_b" -ne 0 ]; then
-    echo "bench smoke failed: lane a ($(basename -a "${lane_a[@]%/run.sh}" | tr '\n' ' ')) exit $rc_a; lane b ($(basename -a "${lane_b[@]%/run.sh}" | tr '\n' ' ')and the sized benches) exit $rc_b" >&2
+    echo "bench smoke failed: lane a ($(bench_names "${lane_a[@]}")) exit $rc_a; lane b ($(bench_names "${lane_b[@]}")and the sized benches) exit $rc_b" >&2
     exit 1
   fi
 fi
