@@ -46,7 +46,7 @@ run_once() { # run_once RUN...: each bench that runs once, in turn
   done
 }
 run_sized() { # every bench that populates a cluster, at each size
-  local n cluster first reuse run
+  local n first reuse run # cluster stays global: the EXIT trap reads it
   for n in $sizes; do
     cluster=bench-$n
     trap 'hack/cluster.sh down "$cluster" >/dev/null 2>&1 || true' EXIT
