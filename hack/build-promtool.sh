@@ -15,6 +15,10 @@ mkdir -p "$bin"
 source "$root/hack/toolcache.sh"
 
 inputs=$(cat "$tools/go.mod" "$tools/go.sum" "$0" <(go env GOVERSION) | sha256sum | cut -c1-16)
+# One build at a time: make test starts one in the background (hack/test.sh) while
+# make test-unit may reach its rules tests first; the second waits, then finds the first's.
+exec 9>"$bin/.promtool.lock"
+flock 9
 if tool_ready "$bin" promtool "$inputs"; then
   exit 0
 fi

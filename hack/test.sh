@@ -6,7 +6,7 @@
 #                           cert-manager, the kubelet and the image, reused when built from
 #                           the same inputs), e2e, bench smoke
 #
-# The tools only e2e needs (tools_targets) start building in the background at once,
+# The third-party tools (tools_targets: promtool, and those only e2e needs) start building in the background at once,
 # beside verify and unit: on a new machine they are most of the build phase, and their
 # module downloads and single-threaded links leave a core idle that verify and unit fill
 # (and the other way round). Each is kept once per machine (hack/toolcache.sh), so on a
@@ -16,7 +16,9 @@ cd "$(dirname "$0")/.."
 set -m # the background job gets a process group of its own, to be stopped whole
 
 phases=("verify:verify" "unit:test-unit" "build:build control-plane kueue volcano-crds certmanager image kubelet" "e2e:test-e2e" "bench smoke:bench-smoke")
-tools_targets="control-plane kueue volcano-crds certmanager kubelet"
+# promtool first: make test-unit's rules tests need it (hack/build-promtool.sh lets one
+# build run at a time, so the unit phase waits for this one rather than building twice).
+tools_targets="promtool control-plane kueue volcano-crds certmanager kubelet"
 times=()
 tools_pid=
 summary() {

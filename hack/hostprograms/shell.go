@@ -17,6 +17,9 @@ var builtins = set("echo", "printf", "cd", "set", "local", "export", "declare", 
 	"break", "continue", "ulimit", "umask", "builtin", "jobs", "disown", ":", "shopt", "caller", "pwd")
 
 // wrappers run the program named by their first argument that is not an option.
+// builtinWrappers are the wrappers bash runs itself (`exec 9>file` alone runs nothing).
+var builtinWrappers = set("exec", "command")
+
 var wrappers = set("exec", "command", "env", "nohup", "sudo", "nice", "xargs", "timeout", "setsid")
 
 func set(names ...string) map[string]bool {
@@ -340,7 +343,9 @@ func (w *shellWalker) callExpr(c *syntax.CallExpr, have installed) installed {
 		case name == "command" && len(args) > 1 && isFlag(args[1], "-v"):
 			return have // asks whether a program is there; runs nothing
 		case wrappers[name]:
-			w.c.use(w.site(c), name, have)
+			if !builtinWrappers[name] {
+				w.c.use(w.site(c), name, have)
+			}
 			args = skipOptions(args[1:], name)
 			continue
 		case builtins[name]:
