@@ -3,7 +3,6 @@ package attack
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -28,30 +27,6 @@ import (
 // pod rules, P4 included.
 
 const jobTenant = "job-tenant" // create and get jobs in at-foreign, nothing else
-
-// warnings collects the API server's warnings to one client.
-type warnings struct {
-	mu   sync.Mutex
-	text []string
-}
-
-func (w *warnings) HandleWarningHeader(_ int, _ string, text string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.text = append(w.text, text)
-}
-
-func (w *warnings) reset() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.text = nil
-}
-
-func (w *warnings) all() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return strings.Join(w.text, "\n")
-}
 
 func grantJobsIn(t *testing.T, namespace, user string) {
 	t.Helper()
@@ -95,7 +70,7 @@ func failedCreate(t *testing.T, job string) string {
 
 func attackJobTemplateToleration(t *testing.T) {
 	grantJobsIn(t, foreignNS, jobTenant)
-	w := &warnings{}
+	w := &framework.Warnings{}
 	cfg := asConfig(jobTenant)
 	cfg.WarningHandler = w
 	kube, err := kubernetes.NewForConfig(cfg)
@@ -108,14 +83,15 @@ func attackJobTemplateToleration(t *testing.T) {
 		{"tol-by-label", map[string]string{policy.LabelPool: exclPool}, nil},
 		{"tol-by-selector", map[string]string{}, map[string]string{policy.LabelPool: exclPool}},
 	} {
-		w.reset()
+		w.Take() // this Job's warnings only
 		_, err := kube.BatchV1().Jobs(foreignNS).Create(ctx, queuedJobOf(tc.name, tc.labels, tc.nodeSelect), metav1.CreateOptions{})
 		require.NoError(t, err, "%s: the Job is admitted: its pods meet the pod rules", tc.name)
 		t.Cleanup(func() {
 			_ = framework.C.Kube.BatchV1().Jobs(foreignNS).Delete(context.Background(), tc.name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
 		})
-		assert.Contains(t, w.all(), "litepool left the Job's pod template unchanged: its pods will be refused at creation: [P4] ", "%s: the refusal its pods will meet is said at once", tc.name)
-		assert.Contains(t, w.all(), `may not use pool "at-excl"`, tc.name)
+		warned := strings.Join(w.Take(), "\n")
+		assert.Contains(t, warned, "litepool left the Job's pod template unchanged: its pods will be refused at creation: [P4] ", "%s: the refusal its pods will meet is said at once", tc.name)
+		assert.Contains(t, warned, `may not use pool "at-excl"`, tc.name)
 		stored, err := framework.C.Kube.BatchV1().Jobs(foreignNS).Get(ctx, tc.name, metav1.GetOptions{})
 		require.NoError(t, err)
 		assert.Empty(t, stored.Spec.Template.Spec.Tolerations, "%s: no toleration of a pool the namespace may not use", tc.name)
