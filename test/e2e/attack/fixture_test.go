@@ -82,6 +82,7 @@ func setupFixture(t *testing.T) {
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: tenant}}}, metav1.CreateOptions{})
 	require.NoError(t, err)
+	framework.WaitAuthorizedIn(t, foreignNS, tenant, nil, "create", "", "pods")
 	grant(t, scheduler2,
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"bindings", "pods/binding"}, Verbs: []string{"create"}})
@@ -136,6 +137,7 @@ func grant(t *testing.T, user string, rules ...rbacv1.PolicyRule) {
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "attack-" + user},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}}, metav1.CreateOptions{})
 	require.NoError(t, err)
+	framework.WaitGranted(t, "", user, rules)
 }
 
 // as is a client that holds exactly user's rights (impersonation).

@@ -31,13 +31,14 @@ const jobTenant = "job-tenant" // create and get jobs in at-foreign, nothing els
 func grantJobsIn(t *testing.T, namespace, user string) {
 	t.Helper()
 	kube := framework.C.Kube
-	_, err := kube.RbacV1().Roles(namespace).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "attack-" + user},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"batch"}, Resources: []string{"jobs"}, Verbs: []string{"create", "get"}}}}, metav1.CreateOptions{})
+	rules := []rbacv1.PolicyRule{{APIGroups: []string{"batch"}, Resources: []string{"jobs"}, Verbs: []string{"create", "get"}}}
+	_, err := kube.RbacV1().Roles(namespace).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "attack-" + user}, Rules: rules}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	_, err = kube.RbacV1().RoleBindings(namespace).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "attack-" + user},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "attack-" + user},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}}, metav1.CreateOptions{})
 	require.NoError(t, err)
+	framework.WaitGranted(t, namespace, user, rules)
 }
 
 // queuedJobOf is a Job marked as Kueue's, not suspended (no Kueue runs to start it),

@@ -147,6 +147,7 @@ func attackWorkloadStatusMidRollout(t *testing.T) {
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: wlStatusWriter},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: wlStatusWriter}}}, metav1.CreateOptions{})
 	require.NoError(t, err)
+	framework.WaitAuthorizedIn(t, wlNS, wlStatusWriter, nil, "get", "kueue.x-k8s.io", "workloads")
 
 	// sp-2 runs a pod of the team's, and Kueue admitted the team's gang onto it.
 	busy := members["sp-2"][0]

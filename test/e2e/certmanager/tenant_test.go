@@ -139,6 +139,7 @@ func tenantRights(t *testing.T) {
 	if !apierrors.IsAlreadyExists(err) {
 		require.NoError(t, err)
 	}
+	framework.WaitAuthorizedIn(t, tenantNamespace, tenantUser, nil, "create", "cert-manager.io", "certificates")
 }
 
 func tenantDynamic(t *testing.T) dynamic.Interface {

@@ -47,6 +47,7 @@ func TestNodeAnnotationsStartNothing(t *testing.T) {
 	// eve: get and patch nodes, nothing else.
 	bindClusterRole(t, "e2e-node-patcher", []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "patch"}}},
 		rbacv1.Subject{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "e2e-node-patchers"})
+	framework.WaitAuthorized(t, "eve", []string{"e2e-node-patchers"}, "patch", "", "nodes")
 	eve := impersonate(t, "eve", "e2e-node-patchers")
 	can := framework.C.Kubectl(t, "", "auth", "can-i", "create", "jobs", "-n", "kube-system", "--as=eve", "--as-group=e2e-node-patchers")
 	assert.Equal(t, "no\n", can.Stdout)

@@ -138,6 +138,7 @@ func grant(t *testing.T, user string, rules []rbacv1.PolicyRule) {
 	_, err := rbac.ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: user}, Rules: rules}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	bind(t, user, user)
+	framework.WaitGranted(t, "", user, rules)
 	t.Cleanup(func() { _ = rbac.ClusterRoles().Delete(ctx, user, metav1.DeleteOptions{}) })
 }
 
@@ -172,6 +173,7 @@ func bindOperator(t *testing.T, user string) {
 		}
 	}
 	bind(t, user, "litepool-operator")
+	framework.WaitAuthorized(t, user, nil, "create", "runwhere.ai", "stressruns")
 }
 
 // watchNewPods watches pods in every namespace from now on and returns the ones

@@ -161,6 +161,7 @@ func tenantClient(t *testing.T) kubernetes.Interface {
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"},
 		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: tenantUser}}}, metav1.CreateOptions{})
 	require.NoError(t, err)
+	framework.WaitAuthorizedIn(t, tenantNS, tenantUser, nil, "create", "apps", "daemonsets")
 	cfg := rest.CopyConfig(framework.C.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: tenantUser, Groups: []string{"system:authenticated"}}
 	tenant, err := kubernetes.NewForConfig(cfg)

@@ -213,6 +213,7 @@ func bindingIdentity(t *testing.T, admin *rest.Config) kubernetes.Interface {
 		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "e2e-" + bsUser},
 		Subjects: []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: bsUser}}}, metav1.CreateOptions{})
 	require.NoError(t, err)
+	framework.WaitAuthorized(t, bsUser, nil, "create", "", "bindings")
 	cfg := rest.CopyConfig(admin)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: bsUser}
 	k, err := kubernetes.NewForConfig(cfg)

@@ -229,6 +229,7 @@ func schedulerIdentity(t *testing.T, kube kubernetes.Interface) (kubernetes.Inte
 		}, metav1.CreateOptions{})
 		require.NoError(t, err)
 	}
+	framework.WaitAuthorized(t, "system:serviceaccount:"+ssSANamespace+":"+ssSA, nil, "create", "", "bindings")
 	tok, err := kube.CoreV1().ServiceAccounts(ssSANamespace).CreateToken(ctx, ssSA, &authenticationv1.TokenRequest{
 		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
 	require.NoError(t, err)
