@@ -86,11 +86,14 @@ func testNodeAgents(t *testing.T) {
 
 	t.Run("a tenant's DaemonSet: no pod on an exclusive member, refused by P6; it runs on the node of no pool", func(t *testing.T) {
 		// The DaemonSet controller creates a sync's pods in slow-start batches that stop
-		// at the first refusal, in no fixed node order, and backs off after each refused
-		// sync: the pod for the open node and the refusal for the real node come within
-		// a few syncs, in either order.
+		// at the first refusal, in its node cache's order, and backs off exponentially
+		// after each refused sync. Its map order can put the open node first in as few
+		// as one sync in eight, and by the sixteenth sync the backoff is minutes long: a
+		// touch of the DaemonSet's annotations brings a sync now (the template, and so
+		// the pods, are unchanged), so the open node's turn comes within the wait.
 		var refusal string
 		var pods map[string]*corev1.Pod
+		touches := 0
 		require.NoError(t, wait.PollUntilContextTimeout(ctx, time.Second, 4*time.Minute, true, func(context.Context) (bool, error) {
 			pods = daemonPods(t, tenantNS, tenantDS)
 			for _, m := range members {
@@ -100,6 +103,13 @@ func testNodeAgents(t *testing.T) {
 			}
 			refusal = failedCreate(t, node)
 			open := pods[openKwok]
+			if open == nil {
+				touches++
+				touch := fmt.Sprintf(`{"metadata":{"annotations":{"e2e.runwhere.ai/sync":"%d"}}}`, touches)
+				if _, err := kube.AppsV1().DaemonSets(tenantNS).Patch(ctx, tenantDS, types.MergePatchType, []byte(touch), metav1.PatchOptions{}); err != nil {
+					return false, err
+				}
+			}
 			return refusal != "" && open != nil && open.Status.Phase == corev1.PodRunning, nil
 		}), "the tenant's DaemonSet: pods %v, refusal for %s %q", podNodes(pods), node, refusal)
 		// The API server names a pod before admission: the denial names the pod made.
