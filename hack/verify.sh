@@ -3,7 +3,7 @@
 # Go module proxy or Debian's packages, so a fresh machine needs nothing installed by hand.
 #
 #   hack/verify.sh            all checks
-#   hack/verify.sh gofmt|lint|shellcheck|codegen|programs
+#   hack/verify.sh gofmt|lint|shellcheck|samedeps|codegen|programs
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -71,6 +71,28 @@ verify_codegen() {
   return $rc
 }
 
+# verify_samedeps fails when the main module and hack/tools (the control plane and the
+# kubelet) compile a module they share at different versions. With the same versions (and
+# the same flags: -trimpath, no cgo) the two builds share about 880 compiled packages in
+# Go's build cache (client-go, the API types, the API server library, gRPC, OpenTelemetry),
+# which a new machine would otherwise compile twice. Raise the main module's version (go get
+# MODULE@VERSION): hack/tools follows k8s.io/kubernetes's own.
+verify_samedeps() {
+  # A module hack/tools replaces (k8s.io/kubernetes's staging modules) is built at its
+  # replacement's version.
+  local format='{{with .Module}}{{if .Version}}{{.Path}} {{with .Replace}}{{.Version}}{{else}}{{.Version}}{{end}}{{end}}{{end}}'
+  local main tools differ
+  main=$(go list -deps -test -f "$format" ./... | sort -u) || return 1
+  tools=$(cd hack/tools && go list -deps -f "$format" ./etcd k8s.io/kubernetes/cmd/kube-apiserver \
+    k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler \
+    k8s.io/kubernetes/cmd/kubelet sigs.k8s.io/kwok/cmd/kwok sigs.k8s.io/kwok/cmd/kwokctl | sort -u) || return 1
+  differ=$(join <(echo "$main") <(echo "$tools") | awk '$2 != $3 {print "  " $1 ": " $2 " in the main module, " $3 " in hack/tools"}')
+  [ -z "$differ" ] && return 0
+  echo "the main module and hack/tools build these modules at different versions, so a new machine compiles them twice:" >&2
+  echo "$differ" >&2
+  return 1
+}
+
 # verify_programs fails when a script, the Makefile or a test runs a program that a fresh
 # machine (hack/base-image-packages.txt and Go) lacks at that point: hack/hostprograms,
 # with hack/host-programs.txt saying which package ships each program.
@@ -78,7 +100,7 @@ verify_programs() {
   go run ./hack/hostprograms
 }
 
-if [ $# -eq 0 ]; then set -- gofmt programs shellcheck codegen lint; fi
+if [ $# -eq 0 ]; then set -- gofmt programs shellcheck samedeps codegen lint; fi
 for c in "$@"; do check "$c"; done
 if [ ${#failed[@]} -gt 0 ]; then
   echo "verify failed: ${failed[*]}" >&2

@@ -34,6 +34,7 @@ func TestTheKueueComponentIsEnoughAndNoMore(t *testing.T) {
 	t.Cleanup(func() {
 		framework.C.Kubectl(t, "", "delete", "--ignore-not-found", "-f", filepath.Join(framework.Root, "deploy", "webhook", "components", "kueue", "rbac.yaml"))
 	})
+	framework.WaitAuthorized(t, controllerSA, nil, "create", "kueue.x-k8s.io", "clusterqueues")
 	createNamespace(t, ns, nil)
 	p, err := poolclient.New(framework.C.Dynamic).Create(ctx, &v1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: pool},
 		Spec: v1alpha1.PoolSpec{Type: v1alpha1.PoolTypeTraining, MinNodes: 1, Namespaces: []string{ns}}}, metav1.CreateOptions{})
