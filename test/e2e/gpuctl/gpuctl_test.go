@@ -315,7 +315,12 @@ func TestGpuctlInterop(t *testing.T) {
 			return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"runwhere.ai/pool": "", "runwhere.ai/job-type": jobType}},
 				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "busybox"}}}}
 		}
-		_, err = kube.CoreV1().Pods(nsName).Create(ctx, pod("serve", "inference"), metav1.CreateOptions{})
+		// The webhook refuses a pod of a namespace its cache has not seen yet, asking for
+		// a retry: the namespace was created a moment ago.
+		poll(t, "the webhook knows namespace "+nsName, func() (bool, error) {
+			_, err = kube.CoreV1().Pods(nsName).Create(ctx, pod("serve", "inference"), metav1.CreateOptions{})
+			return err == nil || !strings.Contains(err.Error(), "is not in the webhook's cache yet"), nil
+		})
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), `[P3] pool "training-pool" (type Training) does not accept inference work (label runwhere.ai/job-type=inference)`)
 		got, err := kube.CoreV1().Pods(nsName).Create(ctx, pod("train", "training"), metav1.CreateOptions{})
