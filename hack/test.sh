@@ -60,7 +60,12 @@ wait_tools() {
 for p in "${phases[@]}"; do
   name=${p%%:*} targets=${p#*:}
   start=$SECONDS
-  [ "$name" != build ] || wait_tools
+  if [ "$name" = build ]; then
+    # litepool's own binaries and image first: they need no tool, and the tools job's
+    # last builds (the control plane, the kubelet) leave a core idle while they link.
+    make --no-print-directory build image
+    wait_tools
+  fi
   # shellcheck disable=SC2086 # targets is a list of make targets
   make --no-print-directory $targets
   times+=("$(printf '%-12s %4d s' "$name" $((SECONDS - start)))")
