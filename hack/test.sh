@@ -61,8 +61,8 @@ for p in "${phases[@]}"; do
   name=${p%%:*} targets=${p#*:}
   start=$SECONDS
   if [ "$name" = build ]; then
-    # litepool's own binaries and image first: they need no tool, and the tools job's
-    # last builds (the control plane, the kubelet) leave a core idle while they link.
+    # litepool's own binaries and image first: they need no tool, so they build beside
+    # the tools job's last builds instead of after them.
     make --no-print-directory build image
     wait_tools
   fi
