@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # make test: every phase CI runs, in order, each as its own make target, and at the end
-# (also when a phase fails) how long each took, so that a slow phase is seen where it is.
+# (also when a phase fails) how long each took, so that a slow phase is seen where it is:
+# its wall time, and the CPU time of the processes it ran (user + system, from the shell's
+# `times`). CPU over wall says how many of the cores a phase kept busy: on a new machine
+# the phases are CPU-bound, so CPU time, not wall time, is what a change must cut.
 #
 #   hack/test.sh            verify, unit, build (the control plane, Kueue, Volcano's CRDs,
 #                           cert-manager, the kubelet and the image, reused when built from
@@ -24,6 +27,15 @@ phases=("verify:verify" "unit:test-unit" "build:build control-plane kueue volcan
 tools_targets="promtool kueue certmanager volcano-crds control-plane kubelet"
 times=()
 tools_pid=
+# children_cpu: user + system seconds of every process this shell has waited for. `times`
+# writes to a file, not a pipe: a pipe's subshell would report its own (no) children.
+children_cpu() {
+  times >_output/test/times
+  awk 'NR == 2 {
+    n = split($0, t, " "); s = 0
+    for (i = 1; i <= n; i++) { split(t[i], ms, "m"); s += ms[1] * 60 + ms[2] }
+    printf "%d", s }' _output/test/times
+}
 summary() {
   local rc=$? line
   [ -z "$tools_pid" ] || kill -- "-$tools_pid" 2>/dev/null || true
@@ -42,24 +54,26 @@ start=$SECONDS
 {
   rc=0
   make --no-print-directory $tools_targets || rc=$?
-  echo "$rc $((SECONDS - start))" >_output/test/tools.done
+  echo "$rc $((SECONDS - start)) $(children_cpu)" >_output/test/tools.done
 } >"$tools_log" 2>&1 &
 tools_pid=$!
 
 # wait_tools: the background tools job's output, and its failure as the build phase's.
+# tools_cpu is the job's CPU time, which the build phase's own leaves out.
+tools_cpu=0
 wait_tools() {
   local rc took
   wait "$tools_pid" || true
   tools_pid=
   cat "$tools_log"
-  read -r rc took <_output/test/tools.done || { rc=1 took=0; }
-  times+=("$(printf '%-12s %4d s  (%s, in the background from the start)' "tools" "$took" "$tools_targets")")
+  read -r rc took tools_cpu <_output/test/tools.done || { rc=1 took=0 tools_cpu=0; }
+  times+=("$(printf '%-12s %4d s  cpu %5d s  (%s, in the background from the start)' "tools" "$took" "$tools_cpu" "$tools_targets")")
   [ "$rc" -eq 0 ] || { echo "make $tools_targets failed (exit $rc): $tools_log" >&2; return 1; }
 }
 
 for p in "${phases[@]}"; do
   name=${p%%:*} targets=${p#*:}
-  start=$SECONDS
+  start=$SECONDS cpu=$(children_cpu)
   if [ "$name" = build ]; then
     # litepool's own binaries and image first: they need no tool, so they build beside
     # the tools job's last builds instead of after them.
@@ -68,5 +82,7 @@ for p in "${phases[@]}"; do
   fi
   # shellcheck disable=SC2086 # targets is a list of make targets
   make --no-print-directory $targets
-  times+=("$(printf '%-12s %4d s' "$name" $((SECONDS - start)))")
+  cpu=$(($(children_cpu) - cpu))
+  [ "$name" != build ] || cpu=$((cpu - tools_cpu))
+  times+=("$(printf '%-12s %4d s  cpu %5d s' "$name" $((SECONDS - start)) "$cpu")")
 done
