@@ -14,7 +14,7 @@ import (
 var builtins = set("echo", "printf", "cd", "set", "local", "export", "declare", "readonly", "unset",
 	"return", "exit", "source", ".", "read", "shift", "trap", "wait", "kill", "true", "false",
 	"test", "[", "eval", "type", "hash", "getopts", "pushd", "popd", "let", "mapfile", "readarray",
-	"break", "continue", "ulimit", "umask", "builtin", "jobs", "disown", ":", "shopt", "caller", "pwd")
+	"break", "continue", "ulimit", "umask", "builtin", "jobs", "disown", ":", "shopt", "caller", "pwd", "times")
 
 // wrappers run the program named by their first argument that is not an option.
 // builtinWrappers are the wrappers bash runs itself (`exec 9>file` alone runs nothing).
