@@ -136,7 +136,8 @@ func (w *wireReader) each(fn func(num protowire.Number, length int64) error) err
 			if err != nil {
 				return fmt.Errorf("truncated message: %w", noEOF(err))
 			}
-			if int64(n) > w.left {
+			// Compared unsigned: a length above MaxInt64 would be negative as an int64.
+			if n > uint64(max(w.left, 0)) {
 				return fmt.Errorf("truncated message: field %d wants %d bytes, %d left", num, n, w.left)
 			}
 			if err := fn(num, int64(n)); err != nil {

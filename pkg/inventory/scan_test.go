@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/encoding/protowire"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -194,6 +195,28 @@ func TestScannerRejectsWhatItCannotRead(t *testing.T) {
 	for cut := 0; cut < len(body)-4; cut++ {
 		_, err = listItems(body[:cut], func(b []byte) error { return scanPod(b, &corev1.Pod{}, map[string]string{}, policy.Accelerators{}) })
 		assert.Error(t, err, "cut at %d of %d", cut, len(body))
+	}
+}
+
+// A length above math.MaxInt64 is a corrupt stream: read as int64 it would be negative,
+// pass every "no more than what is left" check, and slice with a negative bound (a panic)
+// or end a list early as if it were empty.
+func TestScannerRejectsLengthsBeyondInt64(t *testing.T) {
+	huge := protowire.AppendVarint(nil, 1<<63+5)
+	field := func(num protowire.Number, length, payload []byte) []byte {
+		b := protowire.AppendTag(nil, num, protowire.BytesType)
+		return append(append(b, length...), payload...)
+	}
+	item := field(2, huge, nil)                                            // an item of a list
+	list := field(2, protowire.AppendVarint(nil, uint64(len(item))), item) // Unknown.raw
+	for name, body := range map[string][]byte{
+		"item":     append([]byte("k8s\x00"), list...),
+		"envelope": append([]byte("k8s\x00"), field(2, huge, nil)...),
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := listItems(body, func([]byte) error { return nil })
+			assert.ErrorContains(t, err, "truncated message")
+		})
 	}
 }
 
