@@ -27,14 +27,17 @@ phases=("verify:verify" "unit:test-unit" "build:build control-plane kueue volcan
 tools_targets="promtool kueue certmanager volcano-crds control-plane kubelet"
 times=()
 tools_pid=
-# children_cpu: user + system seconds of every process this shell has waited for. `times`
-# writes to a file, not a pipe: a pipe's subshell would report its own (no) children.
+# children_cpu sets cpu_now to the user + system seconds of every process this shell has
+# waited for. Called directly, never in $(...) or a pipe: a subshell's `times` reports
+# its own children (none).
+cpu_now=0
 children_cpu() {
-  times >_output/test/times
-  awk 'NR == 2 {
+  local file="_output/test/times.$BASHPID" # this shell's own: the tools job runs one too
+  times >"$file"
+  cpu_now=$(awk 'NR == 2 {
     n = split($0, t, " "); s = 0
     for (i = 1; i <= n; i++) { split(t[i], ms, "m"); s += ms[1] * 60 + ms[2] }
-    printf "%d", s }' _output/test/times
+    printf "%d", s }' "$file")
 }
 summary() {
   local rc=$? line
@@ -54,7 +57,8 @@ start=$SECONDS
 {
   rc=0
   make --no-print-directory $tools_targets || rc=$?
-  echo "$rc $((SECONDS - start)) $(children_cpu)" >_output/test/tools.done
+  children_cpu
+  echo "$rc $((SECONDS - start)) $cpu_now" >_output/test/tools.done
 } >"$tools_log" 2>&1 &
 tools_pid=$!
 
@@ -73,7 +77,8 @@ wait_tools() {
 
 for p in "${phases[@]}"; do
   name=${p%%:*} targets=${p#*:}
-  start=$SECONDS cpu=$(children_cpu)
+  children_cpu
+  start=$SECONDS cpu=$cpu_now
   if [ "$name" = build ]; then
     # litepool's own binaries and image first: they need no tool, so they build beside
     # the tools job's last builds instead of after them.
@@ -82,7 +87,8 @@ for p in "${phases[@]}"; do
   fi
   # shellcheck disable=SC2086 # targets is a list of make targets
   make --no-print-directory $targets
-  cpu=$(($(children_cpu) - cpu))
+  children_cpu
+  cpu=$((cpu_now - cpu))
   [ "$name" != build ] || cpu=$((cpu - tools_cpu))
   times+=("$(printf '%-12s %4d s  cpu %5d s' "$name" $((SECONDS - start)) "$cpu")")
 done

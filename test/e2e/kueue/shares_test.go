@@ -75,8 +75,12 @@ func TestPoolSharesGiveNamespacesTheirPart(t *testing.T) {
 	cq := waitObject(t, clusterQueues, "", qa)
 	cohort, _, _ := unstructured.NestedString(cq.Object, "spec", "cohortName")
 	assert.Equal(t, pool, cohort, "shares and the pool's queue share a cohort")
-	cond := waitQueueCondition(t, pool)
-	assert.Contains(t, cond.Message, "shares (ClusterQueues in cohort qshare): q-share-a 8, q-share-b 8")
+	// The Pool's status follows the ClusterQueues it wrote: under load, a sync later.
+	var cond *metav1.Condition
+	assert.Eventually(t, func() bool {
+		cond = waitQueueCondition(t, pool)
+		return strings.Contains(cond.Message, "shares (ClusterQueues in cohort qshare): q-share-a 8, q-share-b 8")
+	}, waitTimeout, waitInterval, "the Queue condition should name the shares: %+v", cond)
 
 	podLabels := map[string]string{policy.LabelPool: pool}
 	// Within a's share: admitted through a's ClusterQueue, runs on the pool's nodes.
