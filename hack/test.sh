@@ -3,7 +3,9 @@
 # (also when a phase fails) how long each took, so that a slow phase is seen where it is:
 # its wall time, and the CPU time of the processes it ran (user + system, from the shell's
 # `times`). CPU over wall says how many of the cores a phase kept busy: on a new machine
-# the phases are CPU-bound, so CPU time, not wall time, is what a change must cut.
+# the phases are CPU-bound, so CPU time, not wall time, is what a change must cut. It
+# counts only processes waited for: the control planes of e2e and bench smoke, which
+# kwokctl starts detached, are not in it (so those two phases show less than they use).
 #
 #   hack/test.sh            verify, unit, build (the control plane, Kueue, Volcano's CRDs,
 #                           cert-manager, the kubelet and the image, reused when built from
