@@ -128,11 +128,7 @@ func TestPoolQueueCountsDRADevices(t *testing.T) {
 	nodes := draNodes(t, pool, 3, 8)
 
 	waitQuotaOf(t, pool, draResource, "24")
-	cond := waitQueueCondition(t, pool)
-	require.Eventually(t, func() bool {
-		cond = waitQueueCondition(t, pool)
-		return strings.Contains(cond.Message, "24 example.com/gpu (DRA devices) from 3 of 3 members")
-	}, waitTimeout, waitInterval, "Queue condition: %s", cond.Message)
+	cond := waitQueueMessage(t, pool, "24 example.com/gpu (DRA devices) from 3 of 3 members")
 	q := getPool(t, pool).Status.Queue
 	require.NotNil(t, q)
 	assert.Equal(t, draResource, q.DeviceResource)

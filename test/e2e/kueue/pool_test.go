@@ -154,13 +154,7 @@ func TestPoolQueueFollowsHealthyCapacity(t *testing.T) {
 	assert.Len(t, taints, 1, "an exclusive pool's taint")
 	lq := waitObject(t, localQueues, ns, pool)
 	assert.Equal(t, pool, lq.Object["spec"].(map[string]any)["clusterQueue"], "the LocalQueue in the namespace the pool admits")
-	// The condition is written by the status pass, which can lag the ClusterQueue's
-	// quota by a pass while the new members' not-ready taints come off.
-	var cond *metav1.Condition
-	require.Eventually(t, func() bool {
-		cond = waitQueueCondition(t, pool)
-		return strings.Contains(cond.Message, "quota 24 nvidia.com/gpu from 3 of 3 members")
-	}, waitTimeout, waitInterval, "the Queue condition counts the 3 members")
+	cond := waitQueueMessage(t, pool, "quota 24 nvidia.com/gpu from 3 of 3 members")
 	assert.Equal(t, metav1.ConditionTrue, cond.Status, cond.Message)
 
 	podLabels := map[string]string{policy.LabelPool: pool}
@@ -282,6 +276,20 @@ func waitQueueCondition(t *testing.T, pool string) *metav1.Condition {
 		cond = apimeta.FindStatusCondition(getPool(t, pool).Status.Conditions, "Queue")
 		return cond != nil, nil
 	}), "Pool %s never got its Queue condition", pool)
+	return cond
+}
+
+// waitQueueMessage waits until the Pool's Queue condition says want, and returns it. The
+// status pass writes the condition after the ClusterQueues it shapes, a pass or more later
+// (longer under load, or while new members' not-ready taints come off).
+func waitQueueMessage(t *testing.T, pool, want string) *metav1.Condition {
+	t.Helper()
+	var cond *metav1.Condition
+	err := wait.PollUntilContextTimeout(context.Background(), waitInterval, waitTimeout, true, func(context.Context) (bool, error) {
+		cond = apimeta.FindStatusCondition(getPool(t, pool).Status.Conditions, "Queue")
+		return cond != nil && strings.Contains(cond.Message, want), nil
+	})
+	require.NoError(t, err, "Pool %s's Queue condition should say %q; it is %+v", pool, want, cond)
 	return cond
 }
 

@@ -75,12 +75,7 @@ func TestPoolSharesGiveNamespacesTheirPart(t *testing.T) {
 	cq := waitObject(t, clusterQueues, "", qa)
 	cohort, _, _ := unstructured.NestedString(cq.Object, "spec", "cohortName")
 	assert.Equal(t, pool, cohort, "shares and the pool's queue share a cohort")
-	// The Pool's status follows the ClusterQueues it wrote: under load, a sync later.
-	var cond *metav1.Condition
-	assert.Eventually(t, func() bool {
-		cond = waitQueueCondition(t, pool)
-		return strings.Contains(cond.Message, "shares (ClusterQueues in cohort qshare): q-share-a 8, q-share-b 8")
-	}, waitTimeout, waitInterval, "the Queue condition should name the shares: %+v", cond)
+	waitQueueMessage(t, pool, "shares (ClusterQueues in cohort qshare): q-share-a 8, q-share-b 8")
 
 	podLabels := map[string]string{policy.LabelPool: pool}
 	// Within a's share: admitted through a's ClusterQueue, runs on the pool's nodes.
@@ -124,10 +119,7 @@ func TestPoolSharesGiveNamespacesTheirPart(t *testing.T) {
 	waitQuota(t, pool, "0")
 	waitQuota(t, qa, "4")
 	waitQuota(t, qb, "4")
-	require.NoError(t, wait.PollUntilContextTimeout(context.Background(), waitInterval, waitTimeout, true, func(context.Context) (bool, error) {
-		cond = waitQueueCondition(t, pool)
-		return strings.Contains(cond.Message, "q-share-a 4, q-share-b 4 (asked 16, capacity 8: each share shrunk in proportion)"), nil
-	}), "the Queue condition should say the shares shrank: %s", cond.Message)
+	waitQueueMessage(t, pool, "q-share-a 4, q-share-b 4 (asked 16, capacity 8: each share shrunk in proportion)")
 	for _, n := range nodes[1:] {
 		framework.C.Kubectl(t, "", "uncordon", n)
 	}
