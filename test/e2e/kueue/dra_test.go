@@ -128,7 +128,7 @@ func TestPoolQueueCountsDRADevices(t *testing.T) {
 	nodes := draNodes(t, pool, 3, 8)
 
 	waitQuotaOf(t, pool, draResource, "24")
-	cond := waitQueueMessage(t, pool, "24 example.com/gpu (DRA devices) from 3 of 3 members")
+	waitQueueMessage(t, pool, "24 example.com/gpu (DRA devices) from 3 of 3 members")
 	q := getPool(t, pool).Status.Queue
 	require.NotNil(t, q)
 	assert.Equal(t, draResource, q.DeviceResource)
@@ -241,7 +241,7 @@ func TestPoolQueueCountsDRADevices(t *testing.T) {
 		}
 		return limits["borrowingLimit"] == "8" && limits["lendingLimit"] == "0", nil
 	}), "the device resource's limits: %v", limits)
-	cond = waitQueueCondition(t, pool)
+	cond := waitQueueCondition(t, pool)
 	assert.Equal(t, metav1.ConditionTrue, cond.Status, cond.Message)
 }
 
