@@ -52,7 +52,7 @@ summary() {
 trap summary EXIT
 
 mkdir -p _output/test
-rm -f _output/test/tools.done
+rm -f _output/test/tools.done _output/test/times.* # children_cpu's, one per shell and run
 tools_log=_output/test/tools.log
 start=$SECONDS
 # shellcheck disable=SC2086 # tools_targets is a list of make targets
