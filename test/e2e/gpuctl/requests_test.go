@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -125,11 +126,20 @@ func TestGpuctlRequestSequences(t *testing.T) {
 		addNode(t, "seq-label-a100", map[string]string{policy.LabelNVIDIAProduct: "NVIDIA-A100-SXM4-80GB"})
 		require.NoError(t, labelNode("seq-label-a10", "runwhere.ai/pool", "seq-gfd-pool"))
 		// The pool's members are now labelled a10-24g (gpu-type) and NVIDIA-A10 (GFD only):
-		// one model, named by the first of its names.
-		err := labelNode("seq-label-a100", "runwhere.ai/pool", "seq-gfd-pool")
-		require.Error(t, err)
-		assert.Equal(t, []string{"N2"}, policy.RulesOfStatus(err))
-		assert.Equal(t, `admission webhook "nodes.runwhere.ai" denied the request: [N2] node "seq-label-a100" (its device plugin reports nvidia.com/gpu.product=NVIDIA-A100-SXM4-80GB) cannot join pool "seq-gfd-pool": the pool takes only NVIDIA-A10 nodes; choose a node of model NVIDIA-A10 or a pool for NVIDIA-A100-SXM4-80GB nodes`, err.Error())
+		// one model, named by the first of its names. The webhook judges by its informer
+		// cache, which sees seq-label-a10 join a moment after the API server does; until
+		// then the pool's model is named a10-24g alone. Every attempt is refused (N2);
+		// once the cache has the new member the denial names the model by its first name.
+		const want = `admission webhook "nodes.runwhere.ai" denied the request: [N2] node "seq-label-a100" (its device plugin reports nvidia.com/gpu.product=NVIDIA-A100-SXM4-80GB) cannot join pool "seq-gfd-pool": the pool takes only NVIDIA-A10 nodes; choose a node of model NVIDIA-A10 or a pool for NVIDIA-A100-SXM4-80GB nodes`
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			err := labelNode("seq-label-a100", "runwhere.ai/pool", "seq-gfd-pool")
+			require.Error(t, err)
+			require.Equal(t, []string{"N2"}, policy.RulesOfStatus(err), err.Error())
+			if err.Error() == want || time.Now().After(deadline) {
+				require.Equal(t, want, err.Error())
+				break
+			}
+		}
 		assert.Equal(t, []string{""}, nodeLabels(t, "seq-label-a100", "runwhere.ai/pool"))
 	})
 
