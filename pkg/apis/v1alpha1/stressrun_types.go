@@ -108,9 +108,25 @@ const (
 	StressRunAborted StressRunPhase = "Aborted"
 )
 
-// Finished says the run will not change any more.
+// Finished says the run's verdicts will not change any more. Its nodes may not be told
+// yet: the phase is stored first, each node's label after (StressRunStatus.Settled).
 func (p StressRunPhase) Finished() bool {
 	return p == StressRunSucceeded || p == StressRunFailed || p == StressRunAborted
+}
+
+// Settled says the run has finished and every judged node carries its verdict (label,
+// annotation, Event): what one who follows a run waits for before saying a node is
+// now healthy or degraded.
+func (s *StressRunStatus) Settled() bool {
+	if !s.Phase.Finished() {
+		return false
+	}
+	for _, j := range s.Judged {
+		if !j.Recorded {
+			return false
+		}
+	}
+	return true
 }
 
 // StressOutcome is where one test of one node is.

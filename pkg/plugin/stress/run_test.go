@@ -244,3 +244,42 @@ func TestStressRunControllerWaitIsControllerTimeout(t *testing.T) {
 	r = stressCmd(f, append(runArgs, "--in-cluster=true", "--controller-timeout=20ms")...)
 	require.EqualError(t, r.Err, "pool pool-a: stress run pool-a-20261122-120000 is pending in the cluster: wait until it ends (kubectl get stressrun pool-a-20261122-120000), or abort it (kubectl patch stressrun pool-a-20261122-120000 --type merge -p '{\"spec\":{\"abort\":true}}')")
 }
+
+// A controller stores a run's phase first and labels its nodes after: one who follows
+// the run with --wait reports it, T2's "now degraded" included, only once every judged
+// node is recorded, not at the first read of the phase.
+func TestStressRunWaitReportsOnceTheNodesAreRecorded(t *testing.T) {
+	f := kittest.NewFactory(t, poolA(), idleNode("n1"), controllerLease(kittest.Now))
+	runs := withRuns(t, true)
+	const name = "pool-a-20261122-120000"
+	reads := 0
+	failed := func(recorded bool) {
+		var run v1alpha1.StressRun
+		require.NoError(t, runs.Get(t.Context(), client.ObjectKey{Name: name}, &run))
+		run.Status.Phase = v1alpha1.StressRunFailed
+		run.Status.Total, run.Status.Failed = 1, 1
+		run.Status.Results = []v1alpha1.StressNodeResult{{Node: "n1", Test: "npu", Outcome: v1alpha1.StressOutcomeFailed, ExitCode: ptr.To[int32](1)}}
+		run.Status.Judged = []v1alpha1.StressJudgement{{Node: "n1", Health: policy.HealthDegraded, Summary: "npu failed", Recorded: recorded}}
+		require.NoError(t, runs.Status().Update(t.Context(), &run))
+	}
+	old := newRunsClient
+	newRunsClient = func(kit.Factory) (client.Client, error) {
+		return interceptor.NewClient(runs.(client.WithWatch), interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if _, ok := obj.(*v1alpha1.StressRun); ok && key.Name == name {
+				reads++
+				switch reads {
+				case 3:
+					failed(false) // the phase is stored; n1 is not labelled yet
+				case 10:
+					failed(true)
+				}
+			}
+			return c.Get(ctx, key, obj, opts...)
+		}}), nil
+	}
+	t.Cleanup(func() { newRunsClient = old })
+
+	r := stressCmd(f, append(runArgs, "--wait")...)
+	require.EqualError(t, r.Err, "[T2] 1 node(s) failed the stress test and are now runwhere.ai/health=degraded: n1")
+	assert.Equal(t, 10, reads, "followed until the nodes were recorded, then stopped")
+}

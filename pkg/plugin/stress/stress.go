@@ -423,7 +423,7 @@ func (o *StressRunOptions) follow(ctx context.Context, name string, rec *stress.
 			fmt.Fprintln(o.progress(), line)
 			last = line
 		}
-		if run.Status.Phase.Finished() {
+		if run.Status.Settled() {
 			return o.report(&run)
 		}
 		select {

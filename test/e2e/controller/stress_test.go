@@ -175,7 +175,7 @@ func waitStressRun(t *testing.T, name string, phase v1alpha1.StressRunPhase, r *
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &run); err != nil {
 			return false, err
 		}
-		return run.Status.Phase == phase, nil
+		return run.Status.Phase == phase && (!phase.Finished() || run.Status.Settled()), nil
 	})
 	logs := ""
 	if r != nil {
