@@ -24,6 +24,7 @@ UNIT_PKGS   = $(shell go list ./... | grep -v /test/e2e)
 # alone (kueue 221 s, realnode 165 s, upgrade 155 s in a CI run). Every package of
 # ./test/e2e/... is run; a name below that no longer exists fails the run.
 MODULE     := github.com/runwhere-ai/litepool
+E2E_PARALLEL ?= 3
 E2E_FIRST   = kueue realnode upgrade controller plugin attack health webhook install
 E2E_PKGS    = $(addprefix $(MODULE)/test/e2e/,$(E2E_FIRST)) $(filter-out $(addprefix $(MODULE)/test/e2e/,$(E2E_FIRST)),$(shell go list ./test/e2e/...))
 # Every go command here builds with -trimpath: the build cache then keys on the sources,
@@ -79,7 +80,7 @@ test-unit: ## unit tests (fake clientsets, pure functions, fuzz seeds), every Go
 
 .PHONY: test-e2e
 test-e2e: build control-plane kueue volcano-crds certmanager image kubelet ## e2e tests against the local control plane (and a real node); never skipped
-	go test -count=1 -timeout 40m -p 3 $(E2E_PKGS) # three packages at once: their tests mostly wait on their control planes (all of them in 551 s, load about 5, on 2 cores)
+	go test -count=1 -timeout 40m -p $(E2E_PARALLEL) $(E2E_PKGS) # three packages at once: their tests mostly wait on their control planes (all of them in 551 s, load about 5, on 2 cores)
 
 .PHONY: cluster
 cluster: build control-plane ## local control plane with the sample AI cluster; kubeconfig _output/dev/kubeconfig
