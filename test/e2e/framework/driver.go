@@ -13,9 +13,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
 
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/policy"
@@ -89,6 +92,7 @@ type DriverAgent struct {
 	pods         map[string]int  // installer pods seen per node
 	seen         map[string]time.Time
 	handled      map[string]bool
+	installers   corelisters.PodLister // an informer's: a LIST every tick was most of e2e upgrade's pod reads
 	stop         func()
 }
 
@@ -97,6 +101,13 @@ func StartDriverAgent(defaultDelay time.Duration) *DriverAgent {
 	a := &DriverAgent{defaultDelay: defaultDelay, delay: map[string]time.Duration{}, noLabel: map[string]bool{}, left: map[string]bool{},
 		pods: map[string]int{}, seen: map[string]time.Time{}, handled: map[string]bool{}}
 	ctx, cancel := context.WithCancel(context.Background())
+	// Installer pods run in litepool's namespace; every namespace is watched.
+	informers := kubeinformers.NewSharedInformerFactoryWithOptions(C.Kube, 0, kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.LabelSelector = upgrade.LabelComponent + "=" + upgrade.Component
+	}))
+	a.installers = informers.Core().V1().Pods().Lister()
+	informers.Start(ctx.Done())
+	informers.WaitForCacheSync(ctx.Done())
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -106,7 +117,7 @@ func StartDriverAgent(defaultDelay time.Duration) *DriverAgent {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}()
-	a.stop = func() { cancel(); wg.Wait() }
+	a.stop = func() { cancel(); wg.Wait(); informers.Shutdown() }
 	return a
 }
 
@@ -142,14 +153,12 @@ func (a *DriverAgent) InstallerPods(node string) int {
 }
 
 func (a *DriverAgent) tick(ctx context.Context) {
-	// Installer pods run in litepool's namespace; every namespace is searched.
-	pods, err := C.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{
-		LabelSelector: upgrade.LabelComponent + "=" + upgrade.Component})
+	pods, err := a.installers.List(labels.Everything())
 	if err != nil {
 		return
 	}
-	for i := range pods.Items {
-		p := &pods.Items[i]
+	for _, cached := range pods {
+		p := cached.DeepCopy() // finishInstall writes to it
 		if p.Spec.NodeName == "" {
 			continue
 		}
