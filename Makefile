@@ -82,7 +82,7 @@ test-unit: ## unit tests (fake clientsets, pure functions, fuzz seeds), every Go
 
 .PHONY: test-e2e
 test-e2e: build control-plane kueue volcano-crds certmanager image kubelet ## e2e tests against the local control plane (and a real node); never skipped
-	go test -count=1 -timeout 40m -p $(E2E_PARALLEL) $(E2E_PKGS) # three packages at once: their tests mostly wait on their control planes (all of them in 551 s, load about 5, on 2 cores)
+	go test -count=1 -timeout 40m -p $(E2E_PARALLEL) $(E2E_PKGS) # E2E_PARALLEL packages at once, each with its own control plane
 
 .PHONY: cluster
 cluster: build control-plane ## local control plane with the sample AI cluster; kubeconfig _output/dev/kubeconfig
