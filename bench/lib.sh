@@ -26,11 +26,9 @@ bench_cluster() {
   fi
   bench_teardown
   say "starting cluster $name"
-  "$bin/kwokctl" create cluster --name "$name" --runtime binary --config bench/getpools/kwokctl.yaml \
-    --kube-apiserver-binary "$bin/kube-apiserver" --kube-controller-manager-binary "$bin/kube-controller-manager" \
-    --kube-scheduler-binary "$bin/kube-scheduler" --kwok-controller-binary "$bin/kwok" --etcd-binary "$bin/etcd" \
+  hack/cluster.sh create "$name" bench/getpools/kwokctl.yaml \
     --disable kube-controller-manager,kube-scheduler --kube-admission=false --disable-qps-limits \
-    --kubeconfig "" --wait 120s --quiet-pull >"$out/create.log" 2>&1 || { cat "$out/create.log" >&2; exit 1; }
+    >"$out/create.log" 2>&1 || { cat "$out/create.log" >&2; exit 1; }
   "$bin/kwokctl" get kubeconfig --name "$name" >"$KUBECONFIG"
   kubectl apply -f deploy/webhook/crd >/dev/null
   until kubectl wait --for=condition=Established --timeout=60s crd/pools.runwhere.ai >/dev/null 2>&1; do sleep 1; done

@@ -7,6 +7,9 @@
 #   hack/cluster.sh up NAME KUBECONFIG --real-node
 #                                            the same, with a real node beside kwok's
 #                                            (hack/realnode.sh: kubelet, containerd)
+#   hack/cluster.sh create NAME CONFIG [KWOKCTL FLAGS...]
+#                                            only start cluster NAME from kwokctl CONFIG (the
+#                                            benches' clusters: their own config and flags)
 #   hack/cluster.sh fixtures KUBECONFIG      load the sample AI cluster (nodes, pods, CRD, pools)
 #   hack/cluster.sh down [NAME]              stop it and every process it started
 #
@@ -47,10 +50,7 @@ up() {
       "$kwokctl" delete cluster --name "$name" >/dev/null 2>&1 || true
     fi
     echo "starting cluster $name (kube-apiserver $("$bin/kube-apiserver" --version | awk '{print $2}'), kwok as the kubelet)"
-    # One cluster starts at a time: kwokctl picks free ports by probing, and two starts
-    # at once (e2e packages run side by side) can pick the same ones. kwokctl gets the
-    # lock's descriptor closed (9>&-) so the daemons it leaves running do not hold it.
-    (flock 9; create "$name") 9>"$KWOK_WORKDIR/.create.lock"
+    locked_create "$name"
   fi
   mkdir -p "$(dirname "$kubeconfig")"
   "$kwokctl" get kubeconfig --name "$name" >"$kubeconfig"
@@ -87,12 +87,22 @@ YAML
   echo "$out"
 }
 
-# create NAME: kwokctl picks free ports itself; two clusters starting at once (e2e
-# packages run side by side) can pick the same one, so a failed start is retried afresh.
+# locked_create NAME [KWOKCTL FLAGS...]: one cluster starts at a time on the machine,
+# whoever starts it (e2e packages side by side, the two lanes of bench smoke): kwokctl
+# picks free ports by probing, and two starts at once can pick the same ones (bench smoke
+# once lost its API server's port that way). kwokctl gets the lock's descriptor closed
+# (9>&-) so the daemons it leaves running do not hold it.
+locked_create() {
+  mkdir -p "$KWOK_WORKDIR"
+  (flock 9; create "$@") 9>"$KWOK_WORKDIR/.create.lock"
+}
+
+# create NAME [KWOKCTL FLAGS...]: a start that failed anyway (a port taken by something
+# else meanwhile) is retried afresh.
 create() {
   local name=$1 attempt
   for attempt in 1 2 3; do
-    if create_once "$name"; then return 0; fi
+    if create_once "$@"; then return 0; fi
     echo "cluster $name did not start (attempt $attempt); retrying" >&2
     "$kwokctl" delete cluster --name "$name" >/dev/null 2>&1 || true
     sleep $((attempt * 2))
@@ -102,18 +112,21 @@ create() {
 }
 
 create_once() {
-  local name=$1
+  local name=$1; shift
   "$kwokctl" create cluster --name "$name" --runtime binary \
-      --config "${config:-$root/hack/kwokctl-config.yaml}" \
+      --config "${config:-$root/hack/kwokctl-config.yaml}" "$@" \
       --kube-apiserver-binary "$bin/kube-apiserver" \
       --kube-controller-manager-binary "$bin/kube-controller-manager" \
       --kube-scheduler-binary "$bin/kube-scheduler" \
       --kwok-controller-binary "$bin/kwok" \
       --etcd-binary "$bin/etcd" \
       --kubeconfig "" --wait 120s --quiet-pull >"$KWOK_WORKDIR/$name-create.log" 2>&1 9>&- || return 1
-  # kwokctl can report ready while kwok itself failed to bind its port: check it runs.
+  # kwokctl exits 0 when its wait for readiness timed out (it logs "Failed to wait for
+  # cluster to be ready"), and can report ready while kwok itself failed to bind its
+  # port: check both.
   sleep 1
   pgrep -f "$KWOK_WORKDIR/clusters/$name/bin/kwok-controller" >/dev/null || return 1
+  running "$name"
 }
 
 fixtures() {
@@ -163,7 +176,11 @@ down() {
 cmd=${1:-}; shift || true
 case "$cmd" in
   up) up "$@" ;;
+  create) [ $# -ge 2 ] || die "usage: $0 create NAME CONFIG [KWOKCTL FLAGS...]"
+    name=$1 config=$2; shift 2
+    "$root/hack/build-control-plane.sh" >/dev/null
+    locked_create "$name" "$@" ;;
   fixtures) fixtures "$@" ;;
   down) down "$@" ;;
-  *) die "usage: $0 up|fixtures|down [NAME] [KUBECONFIG]" ;;
+  *) die "usage: $0 up|create|fixtures|down [NAME] [KUBECONFIG]" ;;
 esac

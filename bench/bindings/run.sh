@@ -30,11 +30,9 @@ fi
 [ -n "${BENCH_KEEP:-}" ] || trap 'hack/cluster.sh down "$name" >/dev/null 2>&1 || true' EXIT
 hack/cluster.sh down "$name" >/dev/null 2>&1 || true
 say "starting cluster $name"
-"$bin/kwokctl" create cluster --name "$name" --runtime binary --config bench/getpools/kwokctl.yaml \
-  --kube-apiserver-binary "$bin/kube-apiserver" --kube-controller-manager-binary "$bin/kube-controller-manager" \
-  --kube-scheduler-binary "$bin/kube-scheduler" --kwok-controller-binary "$bin/kwok" --etcd-binary "$bin/etcd" \
+hack/cluster.sh create "$name" bench/getpools/kwokctl.yaml \
   --disable kube-controller-manager,kube-scheduler --disable-qps-limits \
-  --kubeconfig "" --wait 120s --quiet-pull >"$out/create-$name.log" 2>&1 || { cat "$out/create-$name.log" >&2; exit 1; }
+  >"$out/create-$name.log" 2>&1 || { cat "$out/create-$name.log" >&2; exit 1; }
 export KUBECONFIG=$out/kubeconfig-$name
 "$bin/kwokctl" get kubeconfig --name "$name" >"$KUBECONFIG"
 kubectl apply -f deploy/webhook/crd >/dev/null
