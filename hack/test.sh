@@ -9,23 +9,18 @@
 #
 #   hack/test.sh            verify, unit, build (the control plane, Kueue, Volcano's CRDs,
 #                           cert-manager, the kubelet and the image, reused when built from
-#                           the same inputs), e2e, and bench smoke beside e2e
+#                           the same inputs), e2e, bench smoke
 #
 # The third-party tools (tools_targets: promtool, and those only e2e needs) start building in the background at once,
 # beside verify and unit: on a new machine they are most of the build phase, and their
 # module downloads and single-threaded links leave a core idle that verify and unit fill
 # (and the other way round). Each is kept once per machine (hack/toolcache.sh), so on a
 # warm machine that job ends within seconds. The build phase waits for it.
-#
-# Bench smoke runs beside e2e, not after it: e2e's packages leave the cores idle for
-# about an eighth of the phase (all three waiting on pods, containers or Jobs at once),
-# and its last packages end one by one; bench smoke's two lanes fill that. Its output is
-# printed whole once both have ended.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-set -m # each background job gets a process group of its own, to be stopped whole
+set -m # the background job gets a process group of its own, to be stopped whole
 
-phases=("verify:verify" "unit:test-unit" "build:build control-plane kueue volcano-crds certmanager image kubelet" "e2e:test-e2e")
+phases=("verify:verify" "unit:test-unit" "build:build control-plane kueue volcano-crds certmanager image kubelet" "e2e:test-e2e" "bench smoke:bench-smoke")
 # promtool first: make test-unit's rules tests need it (hack/build-promtool.sh lets one
 # build run at a time, so the unit phase waits for this one rather than building twice).
 # The control plane and the kubelet last: they share about 880 compiled packages with the
@@ -33,25 +28,13 @@ phases=("verify:verify" "unit:test-unit" "build:build control-plane kueue volcan
 # meanwhile; built first, both would compile them at once, each for itself.
 tools_targets="promtool kueue certmanager volcano-crds control-plane kubelet"
 times=()
-declare -A job_pids=()
+tools_pid=
 # children_cpu sets cpu_now to the user + system seconds of every process this shell has
 # waited for. Called directly, never in $(...) or a pipe: a subshell's `times` reports
 # its own children (none).
 cpu_now=0
-# A background job's CPU joins this shell's children's when bash reaps it, which it does
-# as soon as the job ends: a phase during which a job ended leaves that job's out again.
-# jobs_cpu is the CPU of the jobs ended so far (each records its own in its .done file).
-jobs_cpu() {
-  local f cpu
-  jobs_cpu=0
-  for f in _output/test/*.done; do
-    [ -e "$f" ] || continue
-    read -r _ _ cpu <"$f"
-    jobs_cpu=$((jobs_cpu + cpu))
-  done
-}
 children_cpu() {
-  local file="_output/test/times.$BASHPID" # this shell's own: each background job runs one too
+  local file="_output/test/times.$BASHPID" # this shell's own: the tools job runs one too
   times >"$file"
   cpu_now=$(awk 'NR == 2 {
     n = split($0, t, " "); s = 0
@@ -59,8 +42,8 @@ children_cpu() {
     printf "%d", s }' "$file")
 }
 summary() {
-  local rc=$? line pid
-  for pid in "${job_pids[@]}"; do kill -- "-$pid" 2>/dev/null || true; done
+  local rc=$? line
+  [ -z "$tools_pid" ] || kill -- "-$tools_pid" 2>/dev/null || true
   echo
   echo "== make test: time per phase"
   for line in "${times[@]}"; do echo "  $line"; done
@@ -69,51 +52,45 @@ summary() {
 trap summary EXIT
 
 mkdir -p _output/test
-rm -f _output/test/*.done _output/test/times.* # the jobs' and children_cpu's, one per run
+rm -f _output/test/tools.done _output/test/times.* # children_cpu's, one per shell and run
+tools_log=_output/test/tools.log
+start=$SECONDS
+# shellcheck disable=SC2086 # tools_targets is a list of make targets
+{
+  rc=0
+  make --no-print-directory $tools_targets || rc=$?
+  children_cpu
+  echo "$rc $((SECONDS - start)) $cpu_now" >_output/test/tools.done
+} >"$tools_log" 2>&1 &
+tools_pid=$!
 
-# start_job NAME TARGETS: make TARGETS in the background, its output in
-# _output/test/NAME.log; at its end it records its exit code, wall time and CPU time
-# (its own `times`: the phases' CPU leaves a background job's out).
-start_job() {
-  local name=$1 targets=$2 start=$SECONDS
-  rm -f "_output/test/$name.done"
-  # shellcheck disable=SC2086 # targets is a list of make targets
-  {
-    rc=0
-    make --no-print-directory $targets || rc=$?
-    children_cpu
-    echo "$rc $((SECONDS - start)) $cpu_now" >"_output/test/$name.done"
-  } >"_output/test/$name.log" 2>&1 &
-  job_pids[$name]=$!
+# wait_tools: the background tools job's output, and its failure as the build phase's.
+# tools_cpu is the job's CPU time, which the build phase's own leaves out.
+tools_cpu=0
+wait_tools() {
+  local rc took
+  wait "$tools_pid" || true
+  tools_pid=
+  cat "$tools_log"
+  read -r rc took tools_cpu <_output/test/tools.done || { rc=1 took=0 tools_cpu=0; }
+  times+=("$(printf '%-12s %4d s  cpu %5d s  (%s, in the background from the start)' "tools" "$took" "$tools_cpu" "$tools_targets")")
+  [ "$rc" -eq 0 ] || { echo "make $tools_targets failed (exit $rc): $tools_log" >&2; return 1; }
 }
 
-# finish_job NAME LABEL NOTE: waits for job NAME, prints its output, adds its line to the
-# summary, and fails as it failed.
-finish_job() {
-  local name=$1 label=$2 note=$3 rc took cpu
-  wait "${job_pids[$name]}" || true
-  unset "job_pids[$name]"
-  cat "_output/test/$name.log"
-  read -r rc took cpu <"_output/test/$name.done" || { rc=1 took=0 cpu=0; }
-  times+=("$(printf '%-12s %4d s  cpu %5d s  (%s)' "$label" "$took" "$cpu" "$note")")
-  [ "$rc" -eq 0 ] || { echo "$label failed (exit $rc): _output/test/$name.log" >&2; return 1; }
-}
-
-start_job tools "$tools_targets"
 for p in "${phases[@]}"; do
   name=${p%%:*} targets=${p#*:}
-  children_cpu; jobs_cpu
-  start=$SECONDS cpu=$((cpu_now - jobs_cpu))
+  children_cpu
+  start=$SECONDS cpu=$cpu_now
   if [ "$name" = build ]; then
     # litepool's own binaries and image first: they need no tool, so they build beside
     # the tools job's last builds instead of after them.
     make --no-print-directory build image
-    finish_job tools tools "$tools_targets, in the background from the start"
+    wait_tools
   fi
-  [ "$name" != e2e ] || start_job bench-smoke bench-smoke
   # shellcheck disable=SC2086 # targets is a list of make targets
   make --no-print-directory $targets
-  children_cpu; jobs_cpu
-  times+=("$(printf '%-12s %4d s  cpu %5d s' "$name" $((SECONDS - start)) $((cpu_now - jobs_cpu - cpu)))")
+  children_cpu
+  cpu=$((cpu_now - cpu))
+  [ "$name" != build ] || cpu=$((cpu - tools_cpu))
+  times+=("$(printf '%-12s %4d s  cpu %5d s' "$name" $((SECONDS - start)) "$cpu")")
 done
-finish_job bench-smoke "bench smoke" "beside e2e, from its start"
