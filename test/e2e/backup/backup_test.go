@@ -102,9 +102,7 @@ func TestBackupAndRestore(t *testing.T) {
 	// Install again, the controller not running yet, and restore.
 	apply := framework.C.Kubectl(t, "", "apply", "-f", filepath.Join(framework.Root, "deploy", "webhook", "crd"))
 	require.Zero(t, apply.ExitCode, apply.Stderr)
-	est := framework.C.Kubectl(t, "", "wait", "--for=condition=Established", "--timeout=60s",
-		"crd/pools.runwhere.ai", "crd/driverrollouts.runwhere.ai", "crd/stressruns.runwhere.ai")
-	require.Zero(t, est.ExitCode, est.Stderr)
+	require.NoError(t, framework.WaitCRDsEstablished(ctx, framework.C, "pools.runwhere.ai", "driverrollouts.runwhere.ai", "stressruns.runwhere.ai"))
 	w = start(t)
 	out := framework.C.MustLitepool(t, "restore", "-f", backup, "--controller-namespace="+localwebhook.Namespace)
 	t.Logf("kubectl litepool restore:\n%s", out)

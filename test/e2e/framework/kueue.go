@@ -237,6 +237,15 @@ func InstallCRDFiles(ctx context.Context, c *Cluster, files []string) error {
 		}
 		names = append(names, obj.GetName())
 	}
+	return WaitCRDsEstablished(ctx, c, names...)
+}
+
+// WaitCRDsEstablished waits up to a minute until each CRD named is Established. `kubectl
+// wait --for=condition=Established` does not do for this: on a CRD created a moment before,
+// whose status has no conditions yet, it fails at once (".status.conditions accessor
+// error: <nil>"), which a loaded machine made a realnode test meet.
+func WaitCRDsEstablished(ctx context.Context, c *Cluster, names ...string) error {
+	crds := c.Dynamic.Resource(crdGVR)
 	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
 		for _, name := range names {
 			crd, err := crds.Get(ctx, name, metav1.GetOptions{})

@@ -113,9 +113,7 @@ func restoreCRDsAndNamespace(t *testing.T) {
 	c := framework.C
 	res := c.Kubectl(t, "", "apply", "-f", filepath.Join(framework.Root, "deploy", "webhook", "crd"))
 	require.Equal(t, 0, res.ExitCode, res.Stderr)
-	res = c.Kubectl(t, "", "wait", "--for=condition=Established", "--timeout=60s",
-		"crd/pools.runwhere.ai", "crd/driverrollouts.runwhere.ai", "crd/stressruns.runwhere.ai")
-	require.Equal(t, 0, res.ExitCode, res.Stderr)
+	require.NoError(t, framework.WaitCRDsEstablished(ctx, c, "pools.runwhere.ai", "driverrollouts.runwhere.ai", "stressruns.runwhere.ai"))
 	// The namespace may still be terminating if delete -k returned early.
 	require.NoError(t, wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(context.Context) (bool, error) {
 		res = c.Kubectl(t, "", "apply", "-f", filepath.Join(framework.Root, "deploy", "webhook", "namespace.yaml"))
