@@ -92,10 +92,28 @@ else
   fi
 fi
 
+# goal_awk: how both tables judge a figure against its goal ("<= 1.05", ">= 0.95",
+# "< 64 @5000": the last only at 5,000 nodes). met marks "?" a median of rounds (key-min
+# and key-max recorded beside it) whose rounds fall on both sides of the goal: too wide to
+# decide. v holds the figures, v[column, key].
+goal_awk='
+  function meets(x, g) {
+    return (g[1] == "<=" && x + 0 <= g[2] + 0) || (g[1] == "<" && x + 0 < g[2] + 0) ||
+      (g[1] == ">=" && x + 0 >= g[2] + 0) || (g[1] == ">" && x + 0 > g[2] + 0)
+  }
+  function met(x, goal, c, key,   g, r) {
+    if (goal == "-") return ""
+    split(goal, g, " ")
+    if (g[3] != "" && g[3] != "@" c) return ""
+    r = meets(x, g) ? " ok" : " MISS"
+    if (((c, key "-min") in v) && ((c, key "-max") in v) && meets(v[c, key "-min"], g) != meets(v[c, key "-max"], g)) { r = r "?"; undecided = 1 }
+    return r
+  }'
+
 # The table: one row a figure, one column a size; "any" figures do not depend on the
 # cluster's size (the webhook bench's own small cluster).
 echo "=== issue 20's figures, one run ($(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at the end) ==="
-awk -v sizes="$sizes" '
+awk -v sizes="$sizes" "$goal_awk"'
   BEGIN {
     ns = split(sizes, size, " ")
     # key|title|goal (op and bound, and "@N" when the goal is set at N nodes only, as
@@ -128,17 +146,6 @@ awk -v sizes="$sizes" '
               "webhook.denial|handler: P2 denial / allowed P1 request|<= 10", row, ";")
   }
   { v[$1, $2] = $3 }
-  function meets(x, g) { return (g[1] == "<=" && x + 0 <= g[2] + 0) || (g[1] == "<" && x + 0 < g[2] + 0) }
-  # met judges x against goal; a median of rounds (key-min and key-max recorded beside
-  # it) whose rounds fall on both sides of the goal is marked "?": too wide to decide.
-  function met(x, goal, n, key,   g, r) {
-    if (goal == "-") return ""
-    split(goal, g, " ")
-    if (g[3] != "" && g[3] != "@" n) return ""
-    r = meets(x, g) ? " ok" : " MISS"
-    if (((n, key "-min") in v) && ((n, key "-max") in v) && meets(v[n, key "-min"], g) != meets(v[n, key "-max"], g)) { r = r "?"; undecided = 1 }
-    return r
-  }
   END {
     printf "%-52s %12s", "figure", "goal"
     for (i = 1; i <= ns; i++) printf " %13s", size[i] " nodes"
@@ -168,7 +175,7 @@ awk -v sizes="$sizes" '
 if grep -q '^x[0-9]* bindings\.' "$BENCH_FIGURES"; then
   echo
   echo "=== issue 30's binding figures, one run (columns: exclusive nodes) ==="
-  awk '
+  awk "$goal_awk"'
     BEGIN {
       n = split("bindings.conditions|binding conditions the controller writes|-;" \
                 "bindings.chars|their characters|-;" \
@@ -185,15 +192,6 @@ if grep -q '^x[0-9]* bindings\.' "$BENCH_FIGURES"; then
                 "bindings.outage-excl-refused|webhook down: share of bindings onto exclusive nodes refused|-", row, ";")
     }
     $1 ~ /^x[0-9]+$/ && $2 ~ /^bindings\./ { if (!($1 in seen)) { seen[$1] = 1; col[++nc] = $1 }; v[$1, $2] = $3 }
-    function meets(x, g) { return (g[1] == "<=" && x + 0 <= g[2] + 0) || (g[1] == ">=" && x + 0 >= g[2] + 0) }
-    # as in the table above: "?" where the rounds (key-min, key-max) fall on both sides
-    function met(x, goal, c, key,   g, r) {
-      if (goal == "-") return ""
-      split(goal, g, " ")
-      r = meets(x, g) ? " ok" : " MISS"
-      if (((c, key "-min") in v) && ((c, key "-max") in v) && meets(v[c, key "-min"], g) != meets(v[c, key "-max"], g)) { r = r "?"; undecided = 1 }
-      return r
-    }
     END {
       printf "%-64s %10s", "figure", "goal"
       for (i = 1; i <= nc; i++) printf " %12s", substr(col[i], 2) " excl."
