@@ -45,6 +45,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/runwhere-ai/litepool/bench/internal/proc"
+	"github.com/runwhere-ai/litepool/bench/internal/rounds"
 	"github.com/runwhere-ai/litepool/internal/localwebhook"
 	"github.com/runwhere-ai/litepool/pkg/apis/v1alpha1"
 	"github.com/runwhere-ai/litepool/pkg/controller"
@@ -724,17 +725,6 @@ func (b *bench) matchTime(ctx context.Context) (time.Duration, int) {
 	return time.Duration(sum * float64(time.Second)), int(count)
 }
 
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Sorted(slices.Values(xs))
-	if len(s)%2 == 0 {
-		return (s[len(s)/2-1] + s[len(s)/2]) / 2
-	}
-	return s[len(s)/2]
-}
-
 // ratios are a[i]/b[i], round by round.
 func ratios(a, b []float64) []float64 {
 	var out []float64
@@ -801,11 +791,11 @@ func printTable(all []sizeFigures) {
 	row("conditions written by the controller", "-", func(f sizeFigures) string { return strconv.Itoa(f.conditions) })
 	row("their characters", "-", func(f sizeFigures) string { return strconv.Itoa(f.chars) })
 	row("written after the last node was created (s)", "-", func(f sizeFigures) string { return fmt.Sprintf("%.2f", f.written.Seconds()) })
-	row("onto non-exclusive nodes, with conditions (bindings/s)", "-", func(f sizeFigures) string { return fmt.Sprintf("%.0f", median(f.open)) })
-	row("onto non-exclusive nodes, no bindings entry (bindings/s)", "-", func(f sizeFigures) string { return fmt.Sprintf("%.0f", median(f.openNone)) })
+	row("onto non-exclusive nodes, with conditions (bindings/s)", "-", func(f sizeFigures) string { return fmt.Sprintf("%.0f", rounds.Median(f.open)) })
+	row("onto non-exclusive nodes, no bindings entry (bindings/s)", "-", func(f sizeFigures) string { return fmt.Sprintf("%.0f", rounds.Median(f.openNone)) })
 	row("  with conditions / no entry, median of rounds", fmt.Sprintf(">= %.2f", ratioGoal), func(f sizeFigures) string {
 		r := ratios(f.open, f.openNone)
-		return fmt.Sprintf("%.2f%s", median(r), roundsVerdict(r, ratioGoal))
+		return fmt.Sprintf("%.2f%s", rounds.Median(r), roundsVerdict(r, ratioGoal))
 	})
 	row("  lowest .. highest round", "-", func(f sizeFigures) string {
 		r := slices.Sorted(slices.Values(ratios(f.open, f.openNone)))
@@ -814,17 +804,17 @@ func printTable(all []sizeFigures) {
 		}
 		return fmt.Sprintf("%.2f..%.2f", r[0], r[len(r)-1])
 	})
-	row("API server + etcd CPU per binding, with conditions (us)", "-", func(f sizeFigures) string { return fmt.Sprintf("%.0f", median(f.cpu)/1e3) })
-	row("API server + etcd CPU per binding, no entry (us)", "-", func(f sizeFigures) string { return fmt.Sprintf("%.0f", median(f.cpuNone)/1e3) })
+	row("API server + etcd CPU per binding, with conditions (us)", "-", func(f sizeFigures) string { return fmt.Sprintf("%.0f", rounds.Median(f.cpu)/1e3) })
+	row("API server + etcd CPU per binding, no entry (us)", "-", func(f sizeFigures) string { return fmt.Sprintf("%.0f", rounds.Median(f.cpuNone)/1e3) })
 	row("  with conditions / no entry, median of rounds", "-", func(f sizeFigures) string {
 		r := ratios(f.cpu, f.cpuNone)
 		if len(r) == 0 {
 			return "-"
 		}
-		return fmt.Sprintf("%.2f", median(r))
+		return fmt.Sprintf("%.2f", rounds.Median(r))
 	})
-	row("API server + etcd CPU of putting the entry in, with warm-up (ms)", "-", func(f sizeFigures) string { return fmt.Sprintf("%.0f", median(f.changeIn)/1e6) })
-	row("API server + etcd CPU of taking the entry out, with warm-up (ms)", "-", func(f sizeFigures) string { return fmt.Sprintf("%.0f", median(f.changeOut)/1e6) })
+	row("API server + etcd CPU of putting the entry in, with warm-up (ms)", "-", func(f sizeFigures) string { return fmt.Sprintf("%.0f", rounds.Median(f.changeIn)/1e6) })
+	row("API server + etcd CPU of taking the entry out, with warm-up (ms)", "-", func(f sizeFigures) string { return fmt.Sprintf("%.0f", rounds.Median(f.changeOut)/1e6) })
 	row("API server's match-condition time per binding (us)", fmt.Sprintf("<= %.0f", matchGoal), func(f sizeFigures) string {
 		if f.match == 0 {
 			return "-"
@@ -844,11 +834,11 @@ func printTable(all []sizeFigures) {
 		}
 		return fmt.Sprintf("%.1f", float64(f.match-f.floor)/float64(time.Microsecond))
 	})
-	row("onto exclusive nodes, judged by the webhook (bindings/s)", "-", func(f sizeFigures) string { return fmt.Sprintf("%.0f", median(f.excl)) })
+	row("onto exclusive nodes, judged by the webhook (bindings/s)", "-", func(f sizeFigures) string { return fmt.Sprintf("%.0f", rounds.Median(f.excl)) })
 	row("  of them failed with the webhook up (timeouts)", "0", func(f sizeFigures) string {
 		return fmt.Sprintf("%d/%d%s", f.exclFailed, f.exclTried, verdict(f.exclFailed == 0))
 	})
-	row("onto exclusive nodes, no bindings entry (bindings/s)", "-", func(f sizeFigures) string { return fmt.Sprintf("%.0f", median(f.exclNone)) })
+	row("onto exclusive nodes, no bindings entry (bindings/s)", "-", func(f sizeFigures) string { return fmt.Sprintf("%.0f", rounds.Median(f.exclNone)) })
 	row("outage: bindings onto non-exclusive nodes failed", "0", func(f sizeFigures) string {
 		return fmt.Sprintf("%d/%d%s", f.outageOpenFailed, f.outageTried, verdict(f.outageOpenFailed == 0))
 	})
@@ -868,13 +858,13 @@ it (docs/webhook.md, issue 43).`
 // rounds, and marks it undecided ("?") when the rounds fall on both sides of the goal: on
 // 2 cores one round's ratio spreads by a third or more, and the match time, a steady cost
 // the API server measures itself, decides what the conditions cost (issue 43).
-func roundsVerdict(rounds []float64, goal float64) string {
-	if len(rounds) == 0 {
+func roundsVerdict(xs []float64, goal float64) string {
+	j := rounds.Judge(xs, func(x float64) bool { return x >= goal })
+	if j.Rounds == 0 {
 		return ""
 	}
-	lo, hi := slices.Min(rounds), slices.Max(rounds)
-	v := verdict(median(rounds) >= goal)
-	if lo < goal && hi >= goal {
+	v := verdict(j.MedianMeets)
+	if j.Split {
 		v += "?"
 	}
 	return v
@@ -903,19 +893,19 @@ func (f sizeFigures) record(file string) {
 	put("conditions", float64(f.conditions))
 	put("chars", float64(f.chars))
 	if r := ratios(f.open, f.openNone); len(r) > 0 {
-		put("ratio", median(r))
+		put("ratio", rounds.Median(r))
 		put("ratio-min", slices.Min(r))
 		put("ratio-max", slices.Max(r))
 	}
-	put("open-rate", median(f.open))
+	put("open-rate", rounds.Median(f.open))
 	if r := ratios(f.cpu, f.cpuNone); len(r) > 0 {
-		put("cpu-ratio", median(r))
+		put("cpu-ratio", rounds.Median(r))
 	}
 	if len(f.changeIn) > 0 {
-		put("change-in-ms", median(f.changeIn)/1e6)
-		put("change-out-ms", median(f.changeOut)/1e6)
+		put("change-in-ms", rounds.Median(f.changeIn)/1e6)
+		put("change-out-ms", rounds.Median(f.changeOut)/1e6)
 	}
-	put("excl-rate", median(f.excl))
+	put("excl-rate", rounds.Median(f.excl))
 	put("excl-failed", float64(f.exclFailed))
 	if f.match > 0 {
 		put("match-us", float64(f.match)/float64(time.Microsecond))

@@ -60,6 +60,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/runwhere-ai/litepool/bench/internal/proc"
+	"github.com/runwhere-ai/litepool/bench/internal/rounds"
 	"github.com/runwhere-ai/litepool/internal/localwebhook"
 	"github.com/runwhere-ai/litepool/pkg/policy"
 )
@@ -235,26 +236,21 @@ func (s spread) summarize() spread {
 	if len(s.ratios) == 0 {
 		return s
 	}
-	sorted := slices.Sorted(slices.Values(s.ratios))
-	s.min, s.max = sorted[0], sorted[len(sorted)-1]
-	mid := len(sorted) / 2
-	s.median = sorted[mid]
-	if len(sorted)%2 == 0 {
-		s.median = (sorted[mid-1] + sorted[mid]) / 2
-	}
+	s.min, s.max, s.median = slices.Min(s.ratios), slices.Max(s.ratios), rounds.Median(s.ratios)
 	return s
 }
 
 // verdict judges the goal on the median, and says when the rounds disagree about it.
 func (s spread) verdict(goal float64) string {
+	j := rounds.Judge(s.ratios, func(x float64) bool { return x <= goal })
 	switch {
-	case len(s.ratios) == 0:
+	case j.Rounds == 0:
 		return "no round"
-	case s.max <= goal:
+	case !j.Split && j.MedianMeets:
 		return fmt.Sprintf("meets <= %.2fx in every round", goal)
-	case s.min > goal:
+	case !j.Split:
 		return fmt.Sprintf("misses <= %.2fx in every round", goal)
-	case s.median <= goal:
+	case j.MedianMeets:
 		return fmt.Sprintf("median meets <= %.2fx, but rounds fall on both sides: too wide to decide, run more rounds on a quieter machine", goal)
 	default:
 		return fmt.Sprintf("median misses <= %.2fx, but rounds fall on both sides: too wide to decide, run more rounds on a quieter machine", goal)
