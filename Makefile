@@ -19,8 +19,8 @@ LDFLAGS    := -s -w -X github.com/runwhere-ai/litepool/pkg/version.Version=$(VER
 # export every symbol.
 GOBUILD    := CGO_ENABLED=0 go build -trimpath
 # The unit packages, the longest-running first (test/dist 33 s, pkg/controller 22 s in a
-# warm run; the rest take seconds): go test starts them in the order given, and last in
-# alphabetical order test/dist ran alone on one core while the other idled.
+# warm run; the rest take seconds): go test starts them in the order given, so these two
+# run beside the many short ones instead of alone at the end.
 UNIT_FIRST  = test/dist pkg/controller
 UNIT_PKGS   = $(addprefix $(MODULE)/,$(UNIT_FIRST)) $(filter-out $(addprefix $(MODULE)/,$(UNIT_FIRST)),$(shell go list ./... | grep -v /test/e2e))
 # The e2e packages, the longest first: go test starts packages in the order given, so
