@@ -83,7 +83,13 @@ func install(node, version string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	if err := os.WriteFile(path, []byte(version+"\n"), 0o644); err != nil {
+	// Written aside and renamed into place: whoever reads the file (the e2e's feature
+	// discovery) sees the whole version or none, never the empty file WriteFile opens.
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(version+"\n"), 0o644); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
 		return err
 	}
 	fmt.Printf("installed driver %s on node %s (%s)\n", version, node, path)

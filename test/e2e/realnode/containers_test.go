@@ -164,12 +164,15 @@ func playFeatureDiscoveryWhen(t *testing.T, node string, ready func() bool) (sto
 			case <-time.After(200 * time.Millisecond):
 			}
 			b, err := os.ReadFile(file)
-			if err != nil || !ready() {
+			version := strings.TrimSpace(string(b))
+			if err != nil || version == "" || !ready() {
 				continue
 			}
-			patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, policy.LabelDriverVersion, strings.TrimSpace(string(b)))
+			patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, policy.LabelDriverVersion, version)
 			if _, err := framework.C.Kube.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+				// Kept for the next round: a lost patch must not lose the version.
 				t.Logf("feature discovery: %v", err)
+				continue
 			}
 			_ = os.Remove(file)
 		}

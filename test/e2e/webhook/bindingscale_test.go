@@ -298,14 +298,18 @@ func writeBindingConditions(t *testing.T, kube kubernetes.Interface, conds []adm
 }
 
 // waitConditionEffective waits until the API server judges bindings by s.expr: a
-// dry-run binding onto its listed node is refused (the webhook is down), or, with no
+// dry-run binding onto its listed node is refused (the webhook is down) while one onto
+// an unlisted node goes through, or, with no
 // listed node, dry-run bindings onto every setup's listed node go through.
 func waitConditionEffective(t *testing.T, binder kubernetes.Interface, probe string, s bsSetup, allListed []string) {
 	t.Helper()
 	require.NoError(t, wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		if s.listed != "" {
+			// Both halves: the configuration before (the fallback sends every binding)
+			// also refuses the listed node, so only a binding onto an unlisted node
+			// going through shows that the API server has this one.
 			err := bind(binder, probe, s.listed, true)
-			return err != nil && strings.Contains(err.Error(), "failed calling webhook"), nil
+			return err != nil && strings.Contains(err.Error(), "failed calling webhook") && bind(binder, probe, bsNode, true) == nil, nil
 		}
 		for _, n := range allListed {
 			if bind(binder, probe, n, true) != nil {
