@@ -80,13 +80,13 @@ verify: ## gofmt, programs a fresh machine lacks (hack/hostprograms), shellcheck
 .PHONY: test-unit
 test-unit: ## unit tests (fake clientsets, pure functions, fuzz seeds), every Go benchmark once
 	go vet ./...
-	go test -count=1 -exec $(CURDIR)/hack/with-benchmarks.sh $(UNIT_PKGS) # the tests, then every Go benchmark once (so none rots), from one build of each test binary, packages side by side
+	hack/gotest.sh unit -count=1 -exec $(CURDIR)/hack/with-benchmarks.sh -- $(UNIT_PKGS) # the tests, then every Go benchmark once (so none rots), from one build of each test binary, packages side by side; binaries kept per machine, linked only when changed
 	hack/fuzz.sh $(FUZZTIME)
 	hack/test-rules.sh # promtool check and test of deploy/monitoring's alerts (builds promtool once per machine)
 
 .PHONY: test-e2e
 test-e2e: build control-plane kueue volcano-crds certmanager image kubelet ## e2e tests against the local control plane (and a real node); never skipped
-	go test -count=1 -timeout 40m -p $(E2E_PARALLEL) $(E2E_PKGS) # E2E_PARALLEL packages at once, each with its own control plane
+	hack/gotest.sh e2e -count=1 -timeout 40m -p $(E2E_PARALLEL) -- $(E2E_PKGS) # E2E_PARALLEL packages at once, each with its own control plane; binaries kept per machine, linked only when changed
 
 .PHONY: cluster
 cluster: build control-plane ## local control plane with the sample AI cluster; kubeconfig _output/dev/kubeconfig
@@ -109,9 +109,9 @@ cluster-down: ## stop the local cluster, the local webhook and every process the
 IMAGE_BIN := _output/image/bin
 
 .PHONY: image
-image: ## litepool's image (release and e2e tags) and the real-node test images into _output/images
-	$(GOBUILD) -ldflags '$(LDFLAGS)' -o $(IMAGE_BIN)/litepool-webhook ./cmd/webhook
-	$(GOBUILD) -ldflags '$(LDFLAGS)' -o $(IMAGE_BIN)/kubectl-litepool ./cmd/kubectl-litepool
+image: build ## litepool's image (release and e2e tags) and the real-node test images into _output/images
+	mkdir -p $(IMAGE_BIN) # the binaries make build linked, as they are: the same command and flags, so linking them again made the same files
+	install -m 0755 $(BIN)/litepool-webhook $(BIN)/kubectl-litepool $(IMAGE_BIN)/
 	$(GOBUILD) -o $(IMAGE_BIN)/litepool-testbin ./hack/image/testbin
 	go run ./hack/image/build --bin $(IMAGE_BIN) --out _output/images --version $(VERSION)
 
