@@ -20,8 +20,9 @@
 # put there between go's check and its exec would be run instead. A run that finds the
 # lane taken uses a directory of its own, deleted after, and links as go test does.
 #
-# LITEPOOL_TESTBIN_CACHE chooses the directory (default ~/.cache/litepool/testbin);
-# removing it costs one link of each test binary.
+# LITEPOOL_BIN_CACHE chooses the directory (default ~/.cache/litepool/bin; the lanes are
+# its test-LANE); removing it costs one link of each test binary. hack/gobuild.sh keeps
+# programs the same way.
 set -euo pipefail
 
 lane=${1:?usage: hack/gotest.sh LANE [GO TEST FLAGS...] -- PACKAGES...}
@@ -31,15 +32,15 @@ while [ $# -gt 0 ] && [ "$1" != -- ]; do flags+=("$1"); shift; done
 [ "${1:-}" = -- ] || { echo "hack/gotest.sh: no -- before the packages" >&2; exit 2; }
 shift
 
-cache=${LITEPOOL_TESTBIN_CACHE:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/litepool/testbin}
+cache=${LITEPOOL_BIN_CACHE:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/litepool/bin}
 mkdir -p "$cache"
-exec 8>"$cache/$lane.lock"
+exec 8>"$cache/test-$lane.lock"
 if flock -n 8; then
-  dir=$cache/$lane
+  dir=$cache/test-$lane
 else
   dir=$(mktemp -d)
   trap 'rm -rf "$dir"' EXIT
-  echo "hack/gotest.sh: another run holds $cache/$lane; linking into $dir" >&2
+  echo "hack/gotest.sh: another run holds $cache/test-$lane; linking into $dir" >&2
 fi
 
 # groups[i]: the packages whose name is the (i+1)th of that name in the list.

@@ -22,7 +22,7 @@ say() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*"; }
 
 make build >/dev/null
 hack/build-control-plane.sh >/dev/null
-go build -trimpath -o "$out/bench-$name" ./bench/bindings
+hack/gobuild.sh "$out/bench-$name" -trimpath ./bench/bindings
 
 if [ -n "${BENCH_SMOKE:-}" ]; then
   set -- --sizes=40 --open-nodes=10 --bindings=20 --rounds=1 --outage=5 --warmup=5 "$@"

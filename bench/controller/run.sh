@@ -22,8 +22,8 @@ mkdir -p "$out" "$KWOK_WORKDIR"
 
 say "building litepool-webhook and the populator"
 make build >/dev/null
-go build -trimpath -ldflags '-s -w' -o "$out/populate" ./bench/getpools/populate
-go build -trimpath -ldflags '-s -w' -o "$out/bench" ./bench/controller
+hack/gobuild.sh "$out/populate" -trimpath -ldflags '-s -w' ./bench/getpools/populate
+hack/gobuild.sh "$out/bench" -trimpath -ldflags '-s -w' ./bench/controller
 hack/build-control-plane.sh >/dev/null
 
 bench_cluster

@@ -30,11 +30,11 @@ mkdir -p "$out" "$KWOK_WORKDIR"
 
 say "building the plugin, the floor and the populator"
 make build >/dev/null
-go build -trimpath -ldflags '-s -w' -o "$out/floor" ./bench/getpools/floor
-go build -trimpath -ldflags '-s -w' -o "$out/populate" ./bench/getpools/populate
+hack/gobuild.sh "$out/floor" -trimpath -ldflags '-s -w' ./bench/getpools/floor
+hack/gobuild.sh "$out/populate" -trimpath -ldflags '-s -w' ./bench/getpools/populate
 # The same plugin with list items decoded in full by the generated Unmarshal, under the
 # same streaming pager: the yardstick of the protobuf scanner (pkg/inventory/decoder.go).
-CGO_ENABLED=0 go build -trimpath -tags inventory_unmarshal -ldflags '-s -w' -o "$out/kubectl-litepool-unmarshal" ./cmd/kubectl-litepool
+CGO_ENABLED=0 hack/gobuild.sh "$out/kubectl-litepool-unmarshal" -trimpath -tags inventory_unmarshal -ldflags '-s -w' ./cmd/kubectl-litepool
 hack/build-control-plane.sh >/dev/null
 
 bench_cluster

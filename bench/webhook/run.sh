@@ -24,7 +24,7 @@ if [ -n "${BENCH_SMOKE:-}" ]; then
   set -- --requests=40 --duration=2s --concurrency=1,4 --pods=40 --rounds=1 --departures=4 "$@"
 fi
 echo "1. handler cost per request (go test -bench; informer-style cache of 1000 nodes, 20000 pods)"
-go test -run '^$' -bench '^BenchmarkAdmission$' -benchmem -benchtime "$benchtime" -count 1 ./pkg/admission |
+hack/gotest.sh bench-webhook -run '^$' -bench '^BenchmarkAdmission$' -benchmem -benchtime "$benchtime" -count 1 -- ./pkg/admission |
   awk -v figures="${BENCH_FIGURES:-}" '/^BenchmarkAdmission\// {
          sub(/^BenchmarkAdmission\//, "", $1); sub(/-[0-9]+$/, "", $1)
          ns[NR]=$3; name[NR]=$1; b[NR]=$5; a[NR]=$7; if ($1 == "baseline-allow-all") base=$3; n[++k]=NR }
