@@ -31,7 +31,7 @@ while IFS= read -r line; do
   pkg=./$(dirname "$file")
   echo "fuzz $pkg $name ($fuzztime)"
   rc=0
-  go test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" -fuzzminimizetime "$minimizetime" "$pkg" 2>&1 | tee "$log" || rc=$?
+  hack/gotest.sh fuzz -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" -fuzzminimizetime "$minimizetime" -- "$pkg" 2>&1 | tee "$log" || rc=$?
   if [ "$rc" -ne 0 ]; then
     coordinator_race "$log" || exit "$rc"
     echo "fuzz $pkg $name: passed; the failure above is Go 1.26's fuzz coordinator stopping at its own deadline (golang/go#75804), no failing input was found"
