@@ -13,8 +13,8 @@
 #
 # One directory holds one pkg.test per package name, so packages that share a last path
 # element (pkg/health, pkg/plugin/health) go to separate go test runs, each with its own
-# directory. They run side by side (one after the other, the few in the second run kept
-# a core idle while they linked); the first streams, the others print when it is done.
+# directory. They run side by side (run one after the other, the few of the second run
+# linked alone on one core); the first streams, the others print when it is done.
 #
 # A lane's directories are one clone's at a time (flock): a binary another clone's run
 # put there between go's check and its exec would be run instead. A run that finds the
@@ -31,8 +31,11 @@ flags=()
 while [ $# -gt 0 ] && [ "$1" != -- ]; do flags+=("$1"); shift; done
 [ "${1:-}" = -- ] || { echo "hack/gotest.sh: no -- before the packages" >&2; exit 2; }
 shift
+[ $# -gt 0 ] || { echo "hack/gotest.sh: no packages after --" >&2; exit 2; }
 
-cache=${LITEPOOL_BIN_CACHE:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/litepool/bin}
+# shellcheck source=hack/toolcache.sh
+source "$(dirname "$0")/toolcache.sh"
+cache=$bin_cache
 mkdir -p "$cache"
 exec 8>"$cache/test-$lane.lock"
 if flock -n 8; then

@@ -8,6 +8,10 @@
 # LITEPOOL_TOOL_CACHE chooses the directory (default ~/.cache/litepool/tools); removing it
 # costs one build of each tool.
 tool_cache=${LITEPOOL_TOOL_CACHE:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/litepool/tools}
+# bin_cache: where hack/gotest.sh and hack/gobuild.sh keep litepool's own test binaries
+# and programs (LITEPOOL_BIN_CACHE chooses it); go itself decides when one is out of date.
+# shellcheck disable=SC2034 # read by the scripts that source this file
+bin_cache=${LITEPOOL_BIN_CACHE:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/litepool/bin}
 
 # tool_ready DIR NAME INPUTS: DIR/NAME is there and was built from INPUTS, or is now, copied
 # from the machine's cache.
