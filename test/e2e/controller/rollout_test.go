@@ -118,7 +118,7 @@ func TestInClusterRolloutWait(t *testing.T) {
 	assert.Regexp(t, `driverrollout \S+ \(pool ctl-wait → 24.1.0.3\): Succeeded: 2/2 done \(100%\), 0 in progress, 0 pending, 0 failed\n`, res.Stdout)
 	assert.Regexp(t, `driverrollout \S+: Succeeded: 2/2 nodes at 24.1.0.3\n$`, res.Stdout)
 	for _, n := range nodes {
-		assert.Equal(t, string(policy.UpgradeDone), framework.UpgradeState(t, n))
+		framework.WaitUpgradeState(t, n, string(policy.UpgradeDone))
 		assert.False(t, framework.Node(t, n).Spec.Unschedulable)
 	}
 
@@ -201,7 +201,7 @@ func TestInClusterRolloutRetryFailed(t *testing.T) {
 	silent()
 	assert.Equal(t, 1, res.ExitCode, res.Stdout)
 	assert.Regexp(t, `error: driverrollout \S+ failed: stopped, 0/1 done: node ctl-fail-1 failed in validate`, res.Stderr)
-	assert.Equal(t, string(policy.UpgradeFailed), framework.UpgradeState(t, nodes[0]))
+	framework.WaitUpgradeState(t, nodes[0], string(policy.UpgradeFailed))
 	assert.True(t, framework.Node(t, nodes[0]).Spec.Unschedulable, "a failed node stays cordoned for the operator")
 
 	stopAgent := playDriver(t, 0)

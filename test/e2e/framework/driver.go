@@ -78,6 +78,19 @@ func UpgradeState(t *testing.T, name string) string {
 	return Node(t, name).Annotations[policy.AnnotationUpgradeState]
 }
 
+// WaitUpgradeState waits for a node's upgrade-state annotation to read want. The
+// in-cluster controller publishes a move on the node after the rollout's status that
+// records it is stored, so a client that saw the status may read the node before that.
+func WaitUpgradeState(t *testing.T, name, want string) {
+	t.Helper()
+	var got string
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		got = UpgradeState(t, name)
+		return got == want, nil
+	})
+	require.NoError(t, err, "node %s: upgrade state %q, want %q", name, got, want)
+}
+
 // DriverAgent plays the driver after an install. Once an installer pod has run for its
 // node's delay, it marks the pod Succeeded through the status subresource if kwok
 // (whose pod-complete stage completes Job pods) has not already, then sets the node's

@@ -61,6 +61,6 @@ func TestQuotaFollowsADriverRollout(t *testing.T) {
 	t.Logf("quota 8 while %s is in the rollout (cordoned %v, upgrade state %q)", nodes[0], n.Spec.Unschedulable, state)
 	assert.True(t, n.Spec.Unschedulable || (state != "" && state != "done"), "held out by the rollout")
 	waitQuotaOf("16")
-	assert.Equal(t, "done", framework.UpgradeState(t, nodes[0]))
+	framework.WaitUpgradeState(t, nodes[0], "done")
 	assert.False(t, framework.Node(t, nodes[0]).Spec.Unschedulable)
 }
