@@ -98,6 +98,7 @@ func runGPUPod(t *testing.T, name, nodeName string) {
 	t.Cleanup(func() {
 		_ = kube.AppsV1().Deployments(ns).Delete(ctx(), name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)})
 		waitNoPods(t, name)
+		waitDeploymentGone(t, name)
 	})
 	err = wait.PollUntilContextTimeout(ctx(), waitInterval, waitTimeout, true, func(c context.Context) (bool, error) {
 		pods, err := kube.CoreV1().Pods(ns).List(c, metav1.ListOptions{LabelSelector: "app=" + name})

@@ -8,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -51,6 +52,7 @@ func deployOn(t *testing.T, name, nodeName string, guarded bool) string {
 		_ = kube.AppsV1().Deployments(ns).Delete(ctx(), name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)})
 		_ = kube.PolicyV1().PodDisruptionBudgets(ns).Delete(ctx(), name, metav1.DeleteOptions{})
 		waitNoPods(t, name)
+		waitDeploymentGone(t, name)
 	})
 	if guarded {
 		pdb := &policyv1.PodDisruptionBudget{
@@ -91,6 +93,21 @@ func waitNoPods(t *testing.T, app string) {
 		return len(pods.Items) == 0, nil
 	})
 	require.NoError(t, err)
+}
+
+// waitDeploymentGone waits until a Deployment deleted in the foreground is gone: the
+// garbage collector removes it only after its ReplicaSet, a while after its pods, and a
+// later test creating one of the same name meanwhile gets "object is being deleted".
+func waitDeploymentGone(t *testing.T, name string) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(ctx(), waitInterval, waitTimeout, true, func(c context.Context) (bool, error) {
+		_, err := framework().Kube.AppsV1().Deployments(ns).Get(c, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, err
+	})
+	require.NoError(t, err, "deployment %s/%s still there", ns, name)
 }
 
 // addKwokNode creates an extra node played by kwok (it goes Ready) with the given
