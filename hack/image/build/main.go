@@ -64,6 +64,12 @@ const (
 	printedFile = "archives.txt"
 )
 
+// The two archives the command writes.
+const (
+	litepoolArchive = "litepool-webhook.tar"
+	testArchive     = "test-images.tar"
+)
+
 func run(bin, out, root, version, repo string) error {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
@@ -128,7 +134,7 @@ func upToDate(out, key string) (string, bool) {
 	if err != nil || string(bytes.TrimSpace(stored)) != key {
 		return "", false
 	}
-	for _, archive := range []string{"litepool-webhook.tar", "test-images.tar"} {
+	for _, archive := range []string{litepoolArchive, testArchive} {
 		if _, err := os.Stat(filepath.Join(out, archive)); err != nil {
 			return "", false
 		}
@@ -146,7 +152,7 @@ func build(bin, out, root, version, repo string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := write(w, filepath.Join(out, "litepool-webhook.tar"), map[string]v1.Image{repo + ":" + version: litepool, TestWebhook: litepool}); err != nil {
+	if err := write(w, filepath.Join(out, litepoolArchive), map[string]v1.Image{repo + ":" + version: litepool, TestWebhook: litepool}); err != nil {
 		return err
 	}
 
@@ -166,7 +172,7 @@ func build(bin, out, root, version, repo string, w io.Writer) error {
 			return err
 		}
 	}
-	return write(w, filepath.Join(out, "test-images.tar"), imgs)
+	return write(w, filepath.Join(out, testArchive), imgs)
 }
 
 func write(w io.Writer, file string, imgs map[string]v1.Image) error {
