@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds Kueue's controller-manager (sigs.k8s.io/kueue/cmd/kueue, the version hack/tools-kueue
-# pins) into _output/bin/kueue for the queueing e2e tests (test/e2e/kueue). Its own module:
-# Kueue builds with k8s.io v0.35 and controller-runtime v0.23, the main module with v0.36.
+# pins) into _output/bin/kueue for the queueing e2e tests (test/e2e/kueue). Its own module,
+# built against the main module's k8s.io v0.36 and controller-runtime v0.24 (Kueue v0.17.0
+# asks for v0.35 and v0.23; hack/tools-kueue's go.mod says why it does not get them).
 #
 # One line of Kueue's main is changed (in a copy: the module cache is untouched):
 # with its internal certificate management off, Kueue reads its metrics serving certificate
@@ -10,6 +11,12 @@
 # that path; nothing else of Kueue changes. When Kueue's line changes, the build stops.
 # The copy is built as the main package of a module beside it, with hack/tools-kueue's
 # go.mod and go.sum, so every other package is Kueue's own at the pinned version.
+#
+# And one generated file of Kubeflow Trainer's API (an integration Kueue links), in a copy
+# of that module: its OpenAPI definitions name core/v1's WorkloadReference, an alpha type
+# k8s.io/api v0.36 no longer has, by the type's method. The copy names it by the string
+# that method returned ("io.k8s.api.core.v1.WorkloadReference"), so the definitions are
+# the same; when the file no longer names the type, the build stops.
 #
 # Rebuilt only when missing or built from other inputs (a stamp, as build-control-plane.sh).
 set -euo pipefail
@@ -42,6 +49,20 @@ cp "$tools/go.mod" "$tools/go.sum" "$work/"
 while IFS= read -r line; do
   printf '%s\n' "${line/"$from"/"$to"}"
 done <"$main" >"$patched"
+
+trainer_module=github.com/kubeflow/trainer/v2
+trainer_file=pkg/apis/trainer/v1alpha1/zz_generated.openapi.go
+trainer_from='corev1.WorkloadReference{}.OpenAPIModelName()'
+go mod download "$trainer_module"
+rm -rf "$work/trainer"
+cp -R "$(go list -m -f '{{.Dir}}' "$trainer_module")" "$work/trainer"
+chmod -R u+w "$work/trainer"
+if ! grep -qF "$trainer_from" "$work/trainer/$trainer_file"; then
+  echo "build-kueue: $trainer_module's $trainer_file no longer names $trainer_from: drop its copy from $0" >&2
+  exit 1
+fi
+sed -i 's/corev1\.WorkloadReference{}\.OpenAPIModelName()/"io.k8s.api.core.v1.WorkloadReference"/g' "$work/trainer/$trainer_file"
+(cd "$work" && go mod edit -replace="$trainer_module=./trainer")
 
 echo "building kueue $version (sigs.k8s.io/kueue/cmd/kueue)"
 (cd "$work" && CGO_ENABLED=0 go build -trimpath \

@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # Regenerates the Pool deep-copy functions and the CRD manifest from pkg/apis with
 # controller-gen. Run after changing pkg/apis; commit the result.
+#
+# controller-gen is the one hack/tools-volcano pins (Volcano's CRDs are made with it too),
+# built with the main module's versions of what they share, so a new machine compiles it
+# from mostly the packages the main module's build has already compiled.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cg="go run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0"
-$cg object paths=./pkg/apis/...
-$cg crd paths=./pkg/apis/... output:crd:artifacts:config=deploy/webhook/crd
+cg=_output/bin/controller-gen
+CGO_ENABLED=0 go build -C hack/tools-volcano -trimpath -o "$PWD/$cg" sigs.k8s.io/controller-tools/cmd/controller-gen
+"$cg" object paths=./pkg/apis/...
+"$cg" crd paths=./pkg/apis/... output:crd:artifacts:config=deploy/webhook/crd

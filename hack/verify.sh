@@ -71,26 +71,62 @@ verify_codegen() {
   return $rc
 }
 
-# verify_samedeps fails when the main module and hack/tools (the control plane and the
-# kubelet) compile a module they share at different versions. With the same versions (and
-# the same flags: -trimpath, no cgo) the two builds share about 880 compiled packages in
-# Go's build cache (client-go, the API types, the API server library, gRPC, OpenTelemetry),
-# which a new machine would otherwise compile twice. Raise the main module's version (go get
-# MODULE@VERSION): hack/tools follows k8s.io/kubernetes's own.
+# verify_samedeps fails when two of the modules make test builds compile a module they
+# share at different versions: the main module, hack/tools (the control plane and the
+# kubelet) and the tools modules (Kueue, cert-manager, promtool, controller-gen). With the
+# same versions (and the same flags: -trimpath, no cgo) they share their compiled packages
+# in Go's build cache (client-go, the API types, the API server library, gRPC,
+# OpenTelemetry): about 880 between the main module and hack/tools, and about 2,400 of the
+# tools modules' 3,400, which a new machine would otherwise compile again for each.
+# hack/tools follows k8s.io/kubernetes's own versions: raise the main module's (go get
+# MODULE@VERSION). A tools module follows the main module's, in its go.mod's replace block.
+samedeps_format='{{with .Module}}{{if .Version}}{{.Path}} {{with .Replace}}{{.Version}}{{else}}{{.Version}}{{end}}{{end}}{{end}}'
+# samedeps_list DIR [GO LIST FLAGS] PACKAGE...: "module version" of every module the
+# packages' builds compile, as a module replaced by another builds it.
+samedeps_list() {
+  local dir=$1
+  shift
+  (cd "$dir" && go list -deps -f "$samedeps_format" "$@" | sort -u)
+}
+# Modules a tools module keeps at its own version, each with why. promtool: Prometheus
+# v0.316 does not compile against the older OpenTelemetry and Prometheus client libraries
+# Kubernetes 1.36 builds with, and the main module has no reason to take newer ones.
+declare -A samedeps_own=(
+  [hack/tools-promtool]='^(go\.opentelemetry\.io/|github\.com/prometheus/)'
+)
 verify_samedeps() {
-  # A module hack/tools replaces (k8s.io/kubernetes's staging modules) is built at its
-  # replacement's version.
-  local format='{{with .Module}}{{if .Version}}{{.Path}} {{with .Replace}}{{.Version}}{{else}}{{.Version}}{{end}}{{end}}{{end}}'
-  local main tools differ
-  main=$(go list -deps -test -f "$format" ./... | sort -u) || return 1
-  tools=$(cd hack/tools && go list -deps -f "$format" ./etcd k8s.io/kubernetes/cmd/kube-apiserver \
+  local main tools base differ dir own
+  main=$(samedeps_list . -test ./...) || return 1
+  tools=$(samedeps_list hack/tools ./etcd k8s.io/kubernetes/cmd/kube-apiserver \
     k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler \
-    k8s.io/kubernetes/cmd/kubelet sigs.k8s.io/kwok/cmd/kwok sigs.k8s.io/kwok/cmd/kwokctl | sort -u) || return 1
+    k8s.io/kubernetes/cmd/kubelet sigs.k8s.io/kwok/cmd/kwok sigs.k8s.io/kwok/cmd/kwokctl) || return 1
   differ=$(join <(echo "$main") <(echo "$tools") | awk '$2 != $3 {print "  " $1 ": " $2 " in the main module, " $3 " in hack/tools"}')
-  [ -z "$differ" ] && return 0
-  echo "the main module and hack/tools build these modules at different versions, so a new machine compiles them twice:" >&2
-  echo "$differ" >&2
-  return 1
+  if [ -n "$differ" ]; then
+    echo "the main module and hack/tools build these modules at different versions, so a new machine compiles them twice:" >&2
+    echo "$differ" >&2
+    return 1
+  fi
+  base=$(sort -u <(echo "$main") <(echo "$tools"))
+  local rc=0 list
+  for dir in hack/tools-kueue hack/tools-certmanager hack/tools-promtool hack/tools-volcano; do
+    own=${samedeps_own[$dir]:-'^$'}
+    list=$(samedeps_tools "$dir") || { rc=1; continue; }
+    differ=$(join <(echo "$base") <(echo "$list") | awk '$2 != $3 {print $1, $2, $3}' | grep -Ev "$own" || true)
+    [ -z "$differ" ] && continue
+    rc=1
+    echo "$dir builds these modules at other versions than the main module and hack/tools, so a new machine compiles them again; add to its go.mod's replace block:" >&2
+    awk '{print "  " $1 " => " $1 " " $2 "   (it has " $3 ")"}' <<<"$differ" >&2
+  done
+  return $rc
+}
+# samedeps_tools DIR: samedeps_list of what the build script of tools module DIR builds.
+samedeps_tools() {
+  case $1 in
+    hack/tools-kueue) samedeps_list "$1" sigs.k8s.io/kueue/cmd/kueue ;;
+    hack/tools-certmanager) samedeps_list "$1" . ;;
+    hack/tools-promtool) samedeps_list "$1" -tags remove_all_sd,enable_kubernetes_sd github.com/prometheus/prometheus/cmd/promtool ;;
+    hack/tools-volcano) samedeps_list "$1" sigs.k8s.io/controller-tools/cmd/controller-gen ;;
+  esac
 }
 
 # verify_programs fails when a script, the Makefile or a test runs a program that a fresh
