@@ -38,7 +38,7 @@ E2E_PKGS    = $(addprefix $(MODULE)/test/e2e/,$(E2E_FIRST)) $(filter-out $(addpr
 # not on the directory they sit in, so a fresh clone (CI's) reuses what an earlier clone
 # compiled. Tests find the repository through internal/repo, not runtime.Caller.
 export GOFLAGS := $(strip $(GOFLAGS) -trimpath)
-# And without cgo, as every binary and tool is built: go vet and go test then reuse the
+# And without cgo, as every binary and tool is built: go test and golangci-lint then reuse the
 # packages the builds compiled (cgo on changes the action of net and of every package
 # above it), so a new machine compiles the dependencies once, not twice.
 export CGO_ENABLED := 0
@@ -71,16 +71,20 @@ promtool: ## Prometheus's promtool (hack/tools-promtool) into _output/bin, for t
 	hack/build-promtool.sh
 
 .PHONY: test
-test: ## everything CI runs (verify, test-unit, test-e2e, bench-smoke), with each phase's time at the end
+test: ## everything CI runs (compile, verify, test-unit, test-e2e, bench-smoke), with each phase's time at the end
 	hack/test.sh
+
+.PHONY: compile
+compile: ## compile every package the main module's builds and tests use into Go's build cache (make test's first phase)
+	go list -export -deps -test ./... >/dev/null
 
 .PHONY: verify
 verify: ## gofmt, programs a fresh machine lacks (hack/hostprograms), shellcheck on hack/, generated code up to date, golangci-lint
 	hack/verify.sh
 
 .PHONY: test-unit
+# go vet's analyzers run in make verify: golangci-lint's govet is go vet's default set.
 test-unit: ## unit tests (fake clientsets, pure functions, fuzz seeds), every Go benchmark once
-	go vet ./...
 	hack/gotest.sh unit -count=1 -exec $(CURDIR)/hack/with-benchmarks.sh -- $(UNIT_PKGS) # the tests, then every Go benchmark once (so none rots), from one build of each test binary, packages side by side; binaries kept per machine, linked only when changed
 	hack/fuzz.sh $(FUZZTIME)
 	hack/test-rules.sh # promtool check and test of deploy/monitoring's alerts (builds promtool once per machine)

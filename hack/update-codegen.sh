@@ -7,7 +7,7 @@
 # from mostly the packages the main module's build has already compiled.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cg=_output/bin/controller-gen
-CGO_ENABLED=0 go build -C hack/tools-volcano -trimpath -o "$PWD/$cg" sigs.k8s.io/controller-tools/cmd/controller-gen
+cg="$PWD/_output/bin/controller-gen"
+CGO_ENABLED=0 go build -C hack/tools-volcano -trimpath -o "$cg" sigs.k8s.io/controller-tools/cmd/controller-gen
 "$cg" object paths=./pkg/apis/...
 "$cg" crd paths=./pkg/apis/... output:crd:artifacts:config=deploy/webhook/crd
