@@ -2,9 +2,8 @@
 # Regenerates the Pool deep-copy functions and the CRD manifest from pkg/apis with
 # controller-gen. Run after changing pkg/apis; commit the result.
 #
-# controller-gen is the one hack/tools-volcano pins (Volcano's CRDs are made with it too),
-# built with the main module's versions of what they share, so a new machine compiles it
-# from mostly the packages the main module's build has already compiled.
+# controller-gen is the one hack/tools-volcano pins, with which Volcano's CRDs are made too:
+# one version in one place, and one build of it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cg="$PWD/_output/bin/controller-gen"

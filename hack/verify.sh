@@ -71,62 +71,77 @@ verify_codegen() {
   return $rc
 }
 
-# verify_samedeps fails when two of the modules make test builds compile a module they
-# share at different versions: the main module, hack/tools (the control plane and the
-# kubelet) and the tools modules (Kueue, cert-manager, promtool, controller-gen). With the
-# same versions (and the same flags: -trimpath, no cgo) they share their compiled packages
-# in Go's build cache (client-go, the API types, the API server library, gRPC,
-# OpenTelemetry): about 880 between the main module and hack/tools, and about 2,400 of the
-# tools modules' 3,400, which a new machine would otherwise compile again for each.
-# hack/tools follows k8s.io/kubernetes's own versions: raise the main module's (go get
-# MODULE@VERSION). A tools module follows the main module's, in its go.mod's replace block.
+# verify_samedeps fails when the modules make test builds compile a module they share at
+# versions that could be one. With the same version (and the same flags: -trimpath, no
+# cgo) two builds share the compiled package in Go's build cache; with -trimpath the
+# cache keys on the version the build selected, so a replace directive to the same
+# version does not make two builds share. Between the main module and hack/tools (the
+# control plane and the kubelet) every shared module must be at one version: they share
+# about 880 compiled packages (client-go, the API types, the API server library, gRPC,
+# OpenTelemetry). hack/tools follows k8s.io/kubernetes's own versions: raise the main
+# module's (go get MODULE@VERSION). A tools module (Kueue, cert-manager, promtool,
+# controller-gen) must not build a shared module at an older version than those two do
+# (go get MODULE@VERSION in it); a newer one its own release asks for stays, as Go's
+# version selection never goes below what a module requires.
 samedeps_format='{{with .Module}}{{if .Version}}{{.Path}} {{with .Replace}}{{.Version}}{{else}}{{.Version}}{{end}}{{end}}{{end}}'
-# samedeps_list DIR [GO LIST FLAGS] PACKAGE...: "module version" of every module the
-# packages' builds compile, as a module replaced by another builds it.
+# samedeps_list DIR FORMAT [GO LIST FLAGS] PACKAGE...: "module version" of every module
+# the packages' builds compile.
 samedeps_list() {
-  local dir=$1
-  shift
-  (cd "$dir" && go list -deps -f "$samedeps_format" "$@" | sort -u)
+  local dir=$1 format=$2
+  shift 2
+  (cd "$dir" && go list -deps -f "$format" "$@" | sort -u)
 }
-# Modules a tools module keeps at its own version, each with why. promtool: Prometheus
-# v0.316 does not compile against the older OpenTelemetry and Prometheus client libraries
-# Kubernetes 1.36 builds with, and the main module has no reason to take newer ones.
-declare -A samedeps_own=(
-  [hack/tools-promtool]='^(go\.opentelemetry\.io/|github\.com/prometheus/)'
-)
 verify_samedeps() {
-  local main tools base differ dir own
-  main=$(samedeps_list . -test ./...) || return 1
-  tools=$(samedeps_list hack/tools ./etcd k8s.io/kubernetes/cmd/kube-apiserver \
+  local main tools differ rc=0 dir list
+  main=$(samedeps_list . "$samedeps_format" -test ./...) || return 1
+  tools=$(samedeps_list hack/tools "$samedeps_format" ./etcd k8s.io/kubernetes/cmd/kube-apiserver \
     k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler \
     k8s.io/kubernetes/cmd/kubelet sigs.k8s.io/kwok/cmd/kwok sigs.k8s.io/kwok/cmd/kwokctl) || return 1
   differ=$(join <(echo "$main") <(echo "$tools") | awk '$2 != $3 {print "  " $1 ": " $2 " in the main module, " $3 " in hack/tools"}')
   if [ -n "$differ" ]; then
     echo "the main module and hack/tools build these modules at different versions, so a new machine compiles them twice:" >&2
     echo "$differ" >&2
-    return 1
-  fi
-  base=$(sort -u <(echo "$main") <(echo "$tools"))
-  local rc=0 list
-  for dir in hack/tools-kueue hack/tools-certmanager hack/tools-promtool hack/tools-volcano; do
-    own=${samedeps_own[$dir]:-'^$'}
-    list=$(samedeps_tools "$dir") || { rc=1; continue; }
-    differ=$(join <(echo "$base") <(echo "$list") | awk '$2 != $3 {print $1, $2, $3}' | grep -Ev "$own" || true)
-    [ -z "$differ" ] && continue
     rc=1
-    echo "$dir builds these modules at other versions than the main module and hack/tools, so a new machine compiles them again; add to its go.mod's replace block:" >&2
-    awk '{print "  " $1 " => " $1 " " $2 "   (it has " $3 ")"}' <<<"$differ" >&2
+  fi
+  for dir in hack/tools-kueue hack/tools-certmanager hack/tools-promtool hack/tools-volcano; do
+    list=$(samedeps_tool "$dir") || { rc=1; continue; }
+    differ=$(join <(sort -u <(echo "$main") <(echo "$tools")) <(echo "$list") | while read -r module ours theirs; do
+      if semver_less "$theirs" "$ours"; then echo "  $module: $theirs (go get $module@$ours)"; fi
+    done)
+    [ -z "$differ" ] && continue
+    echo "$dir builds these modules at older versions than the main module and hack/tools, so a new machine compiles them again:" >&2
+    echo "$differ" >&2
+    rc=1
   done
   return $rc
 }
-# samedeps_tools DIR: samedeps_list of what the build script of tools module DIR builds.
-samedeps_tools() {
+# samedeps_tool DIR: samedeps_list of what tools module DIR's build script builds, with
+# the versions its build selects.
+samedeps_tool() {
+  local format='{{with .Module}}{{if .Version}}{{.Path}} {{.Version}}{{end}}{{end}}'
   case $1 in
-    hack/tools-kueue) samedeps_list "$1" sigs.k8s.io/kueue/cmd/kueue ;;
-    hack/tools-certmanager) samedeps_list "$1" . ;;
-    hack/tools-promtool) samedeps_list "$1" -tags remove_all_sd,enable_kubernetes_sd github.com/prometheus/prometheus/cmd/promtool ;;
-    hack/tools-volcano) samedeps_list "$1" sigs.k8s.io/controller-tools/cmd/controller-gen ;;
+    hack/tools-kueue) samedeps_list "$1" "$format" sigs.k8s.io/kueue/cmd/kueue ;;
+    hack/tools-certmanager) samedeps_list "$1" "$format" . ;;
+    hack/tools-promtool) samedeps_list "$1" "$format" -tags remove_all_sd,enable_kubernetes_sd github.com/prometheus/prometheus/cmd/promtool ;;
+    hack/tools-volcano) samedeps_list "$1" "$format" sigs.k8s.io/controller-tools/cmd/controller-gen ;;
   esac
+}
+# semver_less A B: whether module version A is older than B, by semantic versioning: the
+# release numbers first, then a pre-release (a pseudo-version such as
+# v1.36.12-0.20260120151049-f2248ac996af is one) before its release, and pre-releases in
+# order. Build metadata (+incompatible) is ignored.
+semver_less() {
+  local a=${1#v} b=${2#v} ra rb pa pb
+  a=${a%%+*} b=${b%%+*}
+  ra=${a%%-*} rb=${b%%-*}
+  pa=${a#"$ra"} pb=${b#"$rb"}
+  if [ "$ra" != "$rb" ]; then
+    [ "$(printf '%s\n%s\n' "$ra" "$rb" | sort -V | head -n1)" = "$ra" ]
+    return
+  fi
+  [ -n "$pa" ] || return 1 # a release is never older than its pre-releases
+  [ -n "$pb" ] || return 0
+  [ "$pa" != "$pb" ] && [ "$(printf '%s\n%s\n' "$pa" "$pb" | sort -V | head -n1)" = "$pa" ]
 }
 
 # verify_programs fails when a script, the Makefile or a test runs a program that a fresh

@@ -1,7 +1,9 @@
 // Tools module: builds cert-manager's controllers and CA injector from the Go module proxy
 // for the e2e tests of deploy/webhook/components/cert-manager (hack/build-certmanager.sh).
 // Kept apart from the main module, as hack/tools-kueue is: cert-manager's dependencies
-// (its issuers' SDKs) stay out of litepool's go.sum.
+// (its issuers' SDKs) stay out of litepool's go.sum. It requires the main module's
+// versions of the modules both build where cert-manager's are older (hack/verify.sh
+// samedeps); where they are newer, they stay cert-manager's.
 module github.com/runwhere-ai/litepool/hack/tools-certmanager
 
 go 1.26.0
@@ -9,11 +11,11 @@ go 1.26.0
 require (
 	github.com/cert-manager/cert-manager v1.21.2
 	k8s.io/api v0.36.3
-	k8s.io/apiextensions-apiserver v0.36.2
+	k8s.io/apiextensions-apiserver v0.36.3
 	k8s.io/apimachinery v0.36.3
 	k8s.io/client-go v0.36.3
 	k8s.io/klog/v2 v2.140.0
-	k8s.io/kube-aggregator v0.36.2
+	k8s.io/kube-aggregator v0.36.3
 	sigs.k8s.io/controller-runtime v0.24.1
 )
 
@@ -41,6 +43,17 @@ require (
 	github.com/go-openapi/jsonpointer v0.23.1 // indirect
 	github.com/go-openapi/jsonreference v0.21.5 // indirect
 	github.com/go-openapi/swag v0.26.0 // indirect
+	github.com/go-openapi/swag/cmdutils v0.26.0 // indirect
+	github.com/go-openapi/swag/conv v0.26.0 // indirect
+	github.com/go-openapi/swag/fileutils v0.26.0 // indirect
+	github.com/go-openapi/swag/jsonname v0.26.0 // indirect
+	github.com/go-openapi/swag/jsonutils v0.26.0 // indirect
+	github.com/go-openapi/swag/loading v0.26.0 // indirect
+	github.com/go-openapi/swag/mangling v0.26.0 // indirect
+	github.com/go-openapi/swag/netutils v0.26.0 // indirect
+	github.com/go-openapi/swag/stringutils v0.26.0 // indirect
+	github.com/go-openapi/swag/typeutils v0.26.0 // indirect
+	github.com/go-openapi/swag/yamlutils v0.26.0 // indirect
 	github.com/gogo/protobuf v1.3.2 // indirect
 	github.com/golang/protobuf v1.5.4 // indirect
 	github.com/google/cel-go v0.30.0 // indirect
@@ -51,10 +64,8 @@ require (
 	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.3 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.27.7 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
-	github.com/josharian/intern v1.0.0 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect
-	github.com/mailru/easyjson v0.7.7 // indirect
 	github.com/modern-go/concurrent v0.0.0-20180306012644-bacd9c7ef1dd // indirect
 	github.com/modern-go/reflect2 v1.0.3-0.20250322232337-35a7c28c31ee // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
@@ -66,7 +77,6 @@ require (
 	github.com/prometheus/procfs v0.19.2 // indirect
 	github.com/spf13/cobra v1.10.2 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
-	github.com/stoewer/go-strcase v1.3.0 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	go.etcd.io/etcd/api/v3 v3.6.8 // indirect
 	go.etcd.io/etcd/client/pkg/v3 v3.6.14 // indirect
@@ -101,7 +111,6 @@ require (
 	google.golang.org/protobuf v1.36.12-0.20260120151049-f2248ac996af // indirect
 	gopkg.in/evanphx/json-patch.v4 v4.13.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
-	gopkg.in/yaml.v3 v3.0.1 // indirect
 	k8s.io/apiserver v0.36.3 // indirect
 	k8s.io/component-base v0.36.3 // indirect
 	k8s.io/kube-openapi v0.0.0-20260501160325-927ab1f70cd6 // indirect
@@ -113,44 +122,4 @@ require (
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.0 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 	software.sslmate.com/src/go-pkcs12 v0.7.2 // indirect
-)
-
-// The versions the main module and the control plane (hack/tools) build, for every module
-// this tool shares with them (hack/verify.sh samedeps checks it): the shared packages (the
-// Kubernetes client libraries, x/net, gRPC, protobuf) then compile to the same objects in
-// Go's build cache, once per machine, not once more for this tool.
-replace (
-	cel.dev/expr => cel.dev/expr v0.25.1
-	github.com/antlr4-go/antlr/v4 => github.com/antlr4-go/antlr/v4 v4.13.0
-	github.com/fxamacker/cbor/v2 => github.com/fxamacker/cbor/v2 v2.9.0
-	github.com/go-openapi/jsonpointer => github.com/go-openapi/jsonpointer v0.21.0
-	github.com/go-openapi/jsonreference => github.com/go-openapi/jsonreference v0.21.0
-	github.com/go-openapi/swag => github.com/go-openapi/swag v0.23.0
-	github.com/google/cel-go => github.com/google/cel-go v0.26.0
-	github.com/google/gnostic-models => github.com/google/gnostic-models v0.7.0
-	go.etcd.io/etcd/client/pkg/v3 => go.etcd.io/etcd/client/pkg/v3 v3.6.8
-	go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc => go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc v0.65.0
-	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp => go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.65.0
-	go.yaml.in/yaml/v2 => go.yaml.in/yaml/v2 v2.4.3
-	golang.org/x/crypto => golang.org/x/crypto v0.48.0
-	golang.org/x/net => golang.org/x/net v0.51.0
-	golang.org/x/sync => golang.org/x/sync v0.21.0
-	golang.org/x/sys => golang.org/x/sys v0.46.0
-	golang.org/x/term => golang.org/x/term v0.44.0
-	golang.org/x/text => golang.org/x/text v0.34.0
-	golang.org/x/time => golang.org/x/time v0.14.0
-	gomodules.xyz/jsonpatch/v2 => gomodules.xyz/jsonpatch/v2 v2.4.0
-	google.golang.org/genproto/googleapis/api => google.golang.org/genproto/googleapis/api v0.0.0-20260226221140-a57be14db171
-	google.golang.org/genproto/googleapis/rpc => google.golang.org/genproto/googleapis/rpc v0.0.0-20260226221140-a57be14db171
-	google.golang.org/grpc => google.golang.org/grpc v1.81.1
-	k8s.io/api => k8s.io/api v0.36.3
-	k8s.io/apiextensions-apiserver => k8s.io/apiextensions-apiserver v0.36.3
-	k8s.io/apimachinery => k8s.io/apimachinery v0.36.3
-	k8s.io/apiserver => k8s.io/apiserver v0.36.3
-	k8s.io/client-go => k8s.io/client-go v0.36.3
-	k8s.io/component-base => k8s.io/component-base v0.36.3
-	k8s.io/kube-aggregator => k8s.io/kube-aggregator v0.36.3
-	k8s.io/kube-openapi => k8s.io/kube-openapi v0.0.0-20260317180543-43fb72c5454a
-	k8s.io/utils => k8s.io/utils v0.0.0-20260210185600-b8788abfbbc2
-	sigs.k8s.io/structured-merge-diff/v6 => sigs.k8s.io/structured-merge-diff/v6 v6.3.3
 )

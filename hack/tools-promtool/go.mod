@@ -22,7 +22,6 @@ require (
 	github.com/alecthomas/kingpin/v2 v2.4.0 // indirect
 	github.com/alecthomas/units v0.0.0-20240927000941-0f3dac36c52b // indirect
 	github.com/armon/go-metrics v0.4.1 // indirect
-	github.com/asaskevich/govalidator v0.0.0-20230301143203-a9d515a09cc2 // indirect
 	github.com/aws/aws-sdk-go v1.55.8 // indirect
 	github.com/aws/aws-sdk-go-v2 v1.47.3 // indirect
 	github.com/aws/aws-sdk-go-v2/config v1.33.9 // indirect
@@ -77,6 +76,17 @@ require (
 	github.com/go-openapi/spec v1.0.1 // indirect
 	github.com/go-openapi/strfmt v0.27.4 // indirect
 	github.com/go-openapi/swag v0.29.2 // indirect
+	github.com/go-openapi/swag/cmdutils v0.29.2 // indirect
+	github.com/go-openapi/swag/conv v0.29.2 // indirect
+	github.com/go-openapi/swag/fileutils v0.29.2 // indirect
+	github.com/go-openapi/swag/jsonutils v0.29.2 // indirect
+	github.com/go-openapi/swag/loading v0.29.2 // indirect
+	github.com/go-openapi/swag/mangling v0.29.2 // indirect
+	github.com/go-openapi/swag/netutils v0.29.2 // indirect
+	github.com/go-openapi/swag/pools v0.29.2 // indirect
+	github.com/go-openapi/swag/stringutils v0.29.2 // indirect
+	github.com/go-openapi/swag/typeutils v0.29.2 // indirect
+	github.com/go-openapi/swag/yamlutils v0.29.2 // indirect
 	github.com/go-openapi/validate v1.0.0 // indirect
 	github.com/go-resty/resty/v2 v2.17.2 // indirect
 	github.com/go-viper/mapstructure/v2 v2.5.0 // indirect
@@ -112,21 +122,18 @@ require (
 	github.com/hetznercloud/hcloud-go/v2 v2.52.0 // indirect
 	github.com/ionos-cloud/sdk-go/v6 v6.3.11 // indirect
 	github.com/jmespath/go-jmespath v0.4.0 // indirect
-	github.com/josharian/intern v1.0.0 // indirect
 	github.com/jpillora/backoff v1.0.0 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/kolo/xmlrpc v0.0.0-20220921171641-a4b6fa1dd06b // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect
 	github.com/linode/linodego v1.69.1 // indirect
-	github.com/mailru/easyjson v0.7.7 // indirect
 	github.com/mattn/go-colorable v0.1.16 // indirect
 	github.com/mattn/go-isatty v0.0.24 // indirect
 	github.com/mdlayher/socket v0.6.0 // indirect
 	github.com/mdlayher/vsock v1.3.0 // indirect
 	github.com/miekg/dns v1.1.73 // indirect
 	github.com/mitchellh/go-homedir v1.1.0 // indirect
-	github.com/mitchellh/mapstructure v1.5.0 // indirect
 	github.com/moby/docker-image-spec v1.3.1 // indirect
 	github.com/moby/moby/api v1.56.1 // indirect
 	github.com/moby/moby/client v0.6.2 // indirect
@@ -135,7 +142,6 @@ require (
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/mwitkow/go-conntrack v0.0.0-20190716064945-2f068394615f // indirect
 	github.com/nsf/jsondiff v0.0.0-20260207060731-8e8d90c4c0ac // indirect
-	github.com/oklog/ulid v1.3.1 // indirect
 	github.com/oklog/ulid/v2 v2.1.2 // indirect
 	github.com/opencontainers/go-digest v1.0.0 // indirect
 	github.com/opencontainers/image-spec v1.1.1 // indirect
@@ -163,7 +169,6 @@ require (
 	github.com/x448/float16 v0.8.4 // indirect
 	github.com/xhit/go-str2duration/v2 v2.1.0 // indirect
 	github.com/youmark/pkcs8 v0.0.0-20240726163527-a2c0da244d78 // indirect
-	go.mongodb.org/mongo-driver v1.14.0 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/contrib/instrumentation/net/http/httptrace/otelhttptrace v0.72.0 // indirect
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0 // indirect
@@ -193,7 +198,6 @@ require (
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	gopkg.in/ini.v1 v1.67.2 // indirect
 	gopkg.in/yaml.v2 v2.4.0 // indirect
-	gopkg.in/yaml.v3 v3.0.1 // indirect
 	k8s.io/api v0.37.1 // indirect
 	k8s.io/apimachinery v0.37.1 // indirect
 	k8s.io/client-go v0.37.1 // indirect
@@ -204,67 +208,4 @@ require (
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
-)
-
-// The versions the main module and the control plane (hack/tools) build, for every module
-// this tool shares with them (hack/verify.sh samedeps checks it): the shared packages (the
-// Kubernetes client libraries, x/net, gRPC, protobuf) then compile to the same objects in
-// Go's build cache, once per machine, not once more for this tool.
-replace (
-	cel.dev/expr => cel.dev/expr v0.25.1
-	github.com/Masterminds/semver/v3 => github.com/Masterminds/semver/v3 v3.4.0
-	github.com/Masterminds/sprig/v3 => github.com/Masterminds/sprig/v3 v3.3.0
-	github.com/containerd/typeurl/v2 => github.com/containerd/typeurl/v2 v2.2.3
-	github.com/felixge/httpsnoop => github.com/felixge/httpsnoop v1.0.4
-	github.com/fsnotify/fsnotify => github.com/fsnotify/fsnotify v1.9.0
-	github.com/fxamacker/cbor/v2 => github.com/fxamacker/cbor/v2 v2.9.0
-	github.com/go-logr/logr => github.com/go-logr/logr v1.4.3
-	github.com/go-openapi/jsonpointer => github.com/go-openapi/jsonpointer v0.21.0
-	github.com/go-openapi/jsonreference => github.com/go-openapi/jsonreference v0.21.0
-	github.com/go-openapi/swag => github.com/go-openapi/swag v0.23.0
-	github.com/godbus/dbus/v5 => github.com/godbus/dbus/v5 v5.2.2
-	github.com/golang-jwt/jwt/v5 => github.com/golang-jwt/jwt/v5 v5.3.0
-	github.com/grpc-ecosystem/grpc-gateway/v2 => github.com/grpc-ecosystem/grpc-gateway/v2 v2.27.7
-	github.com/huandu/xstrings => github.com/huandu/xstrings v1.5.0
-	github.com/klauspost/compress => github.com/klauspost/compress v1.18.1
-	github.com/moby/term => github.com/moby/term v0.5.0
-	github.com/shopspring/decimal => github.com/shopspring/decimal v1.4.0
-	github.com/sirupsen/logrus => github.com/sirupsen/logrus v1.9.3
-	github.com/spf13/cast => github.com/spf13/cast v1.7.0
-	github.com/stretchr/testify => github.com/stretchr/testify v1.11.1
-	go.uber.org/atomic => go.uber.org/atomic v1.11.0
-	go.uber.org/zap => go.uber.org/zap v1.27.1
-	go.yaml.in/yaml/v2 => go.yaml.in/yaml/v2 v2.4.3
-	go.yaml.in/yaml/v3 => go.yaml.in/yaml/v3 v3.0.4
-	golang.org/x/crypto => golang.org/x/crypto v0.48.0
-	golang.org/x/exp => golang.org/x/exp v0.0.0-20251219203646-944ab1f22d93
-	golang.org/x/net => golang.org/x/net v0.51.0
-	golang.org/x/oauth2 => golang.org/x/oauth2 v0.36.0
-	golang.org/x/sync => golang.org/x/sync v0.21.0
-	golang.org/x/sys => golang.org/x/sys v0.46.0
-	golang.org/x/term => golang.org/x/term v0.44.0
-	golang.org/x/text => golang.org/x/text v0.34.0
-	golang.org/x/time => golang.org/x/time v0.14.0
-	golang.org/x/tools => golang.org/x/tools v0.41.0
-	google.golang.org/genproto/googleapis/api => google.golang.org/genproto/googleapis/api v0.0.0-20260226221140-a57be14db171
-	google.golang.org/genproto/googleapis/rpc => google.golang.org/genproto/googleapis/rpc v0.0.0-20260226221140-a57be14db171
-	google.golang.org/grpc => google.golang.org/grpc v1.81.1
-	google.golang.org/protobuf => google.golang.org/protobuf v1.36.12-0.20260120151049-f2248ac996af
-	k8s.io/api => k8s.io/api v0.36.3
-	k8s.io/apimachinery => k8s.io/apimachinery v0.36.3
-	k8s.io/client-go => k8s.io/client-go v0.36.3
-	k8s.io/kube-openapi => k8s.io/kube-openapi v0.0.0-20260317180543-43fb72c5454a
-	k8s.io/streaming => k8s.io/streaming v0.36.3
-	k8s.io/utils => k8s.io/utils v0.0.0-20260210185600-b8788abfbbc2
-	sigs.k8s.io/structured-merge-diff/v6 => sigs.k8s.io/structured-merge-diff/v6 v6.3.3
-)
-
-// Older than Prometheus asks, as old as the go-openapi modules above: these build
-// Alertmanager's API models (promtool's notifier), which compile against either.
-replace (
-	github.com/go-openapi/analysis => github.com/go-openapi/analysis v0.23.0
-	github.com/go-openapi/loads => github.com/go-openapi/loads v0.22.0
-	github.com/go-openapi/spec => github.com/go-openapi/spec v0.21.0
-	github.com/go-openapi/strfmt => github.com/go-openapi/strfmt v0.23.0
-	github.com/go-openapi/validate => github.com/go-openapi/validate v0.24.0
 )

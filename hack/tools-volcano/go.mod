@@ -18,12 +18,21 @@ require (
 	github.com/go-openapi/jsonpointer v1.0.0 // indirect
 	github.com/go-openapi/jsonreference v1.0.0 // indirect
 	github.com/go-openapi/swag v0.27.1 // indirect
+	github.com/go-openapi/swag/cmdutils v0.27.1 // indirect
+	github.com/go-openapi/swag/conv v0.27.1 // indirect
+	github.com/go-openapi/swag/fileutils v0.27.1 // indirect
+	github.com/go-openapi/swag/jsonutils v0.27.1 // indirect
+	github.com/go-openapi/swag/loading v0.27.1 // indirect
+	github.com/go-openapi/swag/mangling v0.27.1 // indirect
+	github.com/go-openapi/swag/netutils v0.27.1 // indirect
+	github.com/go-openapi/swag/pools v0.27.1 // indirect
+	github.com/go-openapi/swag/stringutils v0.27.1 // indirect
+	github.com/go-openapi/swag/typeutils v0.27.1 // indirect
+	github.com/go-openapi/swag/yamlutils v0.27.1 // indirect
 	github.com/gobuffalo/flect v1.0.3 // indirect
 	github.com/google/gnostic-models v0.7.1 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
-	github.com/josharian/intern v1.0.0 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
-	github.com/mailru/easyjson v0.9.0 // indirect
 	github.com/mattn/go-colorable v0.1.14 // indirect
 	github.com/mattn/go-isatty v0.0.20 // indirect
 	github.com/modern-go/concurrent v0.0.0-20180306012644-bacd9c7ef1dd // indirect
@@ -41,7 +50,6 @@ require (
 	golang.org/x/tools v0.51.0 // indirect
 	google.golang.org/protobuf v1.36.12-0.20260120151049-f2248ac996af // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
-	gopkg.in/yaml.v3 v3.0.1 // indirect
 	k8s.io/api v0.37.0 // indirect
 	k8s.io/apiextensions-apiserver v0.37.0 // indirect
 	k8s.io/apimachinery v0.37.0 // indirect
@@ -54,30 +62,4 @@ require (
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
-)
-
-// The versions the main module and the control plane (hack/tools) build, for every module
-// this tool shares with them (hack/verify.sh samedeps checks it): the shared packages (the
-// Kubernetes client libraries, x/net, gRPC, protobuf) then compile to the same objects in
-// Go's build cache, once per machine, not once more for this tool.
-replace (
-	github.com/fxamacker/cbor/v2 => github.com/fxamacker/cbor/v2 v2.9.0
-	github.com/go-openapi/jsonpointer => github.com/go-openapi/jsonpointer v0.21.0
-	github.com/go-openapi/jsonreference => github.com/go-openapi/jsonreference v0.21.0
-	github.com/go-openapi/swag => github.com/go-openapi/swag v0.23.0
-	github.com/google/gnostic-models => github.com/google/gnostic-models v0.7.0
-	github.com/mailru/easyjson => github.com/mailru/easyjson v0.7.7
-	go.yaml.in/yaml/v2 => go.yaml.in/yaml/v2 v2.4.3
-	go.yaml.in/yaml/v3 => go.yaml.in/yaml/v3 v3.0.4
-	golang.org/x/net => golang.org/x/net v0.51.0
-	golang.org/x/sync => golang.org/x/sync v0.21.0
-	golang.org/x/sys => golang.org/x/sys v0.46.0
-	golang.org/x/text => golang.org/x/text v0.34.0
-	golang.org/x/tools => golang.org/x/tools v0.41.0
-	k8s.io/api => k8s.io/api v0.36.3
-	k8s.io/apiextensions-apiserver => k8s.io/apiextensions-apiserver v0.36.3
-	k8s.io/apimachinery => k8s.io/apimachinery v0.36.3
-	k8s.io/kube-openapi => k8s.io/kube-openapi v0.0.0-20260317180543-43fb72c5454a
-	k8s.io/utils => k8s.io/utils v0.0.0-20260210185600-b8788abfbbc2
-	sigs.k8s.io/structured-merge-diff/v6 => sigs.k8s.io/structured-merge-diff/v6 v6.3.3
 )
