@@ -10,7 +10,7 @@
 # machine must not write. The overlay reads KUEUE_METRICS_CERT_DIR first and falls back to
 # that path; nothing else of Kueue changes. When Kueue's line changes, the build stops.
 # The copy is built as the main package of a module beside it, with hack/tools-kueue's
-# go.mod and go.sum, so every other package is Kueue's own at the pinned version.
+# go.mod and go.sum, so every other package is at the version that go.mod selects.
 #
 # And one generated file of Kubeflow Trainer's API (an integration Kueue links), in a copy
 # of that module: its OpenAPI definitions name core/v1's WorkloadReference, an alpha type
