@@ -75,26 +75,28 @@ verify_codegen() {
 # versions that could be one. With the same version (and the same flags: -trimpath, no
 # cgo) two builds share the compiled package in Go's build cache; with -trimpath the
 # cache keys on the version the build selected, so a replace directive to the same
-# version does not make two builds share. Between the main module and hack/tools (the
-# control plane and the kubelet) every shared module must be at one version: they share
-# about 880 compiled packages (client-go, the API types, the API server library, gRPC,
-# OpenTelemetry). hack/tools follows k8s.io/kubernetes's own versions: raise the main
-# module's (go get MODULE@VERSION). A tools module (Kueue, cert-manager, promtool,
-# controller-gen) must not build a shared module at an older version than those two do
-# (go get MODULE@VERSION in it); a newer one its own release asks for stays, as Go's
-# version selection never goes below what a module requires.
-samedeps_format='{{with .Module}}{{if .Version}}{{.Path}} {{with .Replace}}{{.Version}}{{else}}{{.Version}}{{end}}{{end}}{{end}}'
-# samedeps_list DIR FORMAT [GO LIST FLAGS] PACKAGE...: "module version" of every module
-# the packages' builds compile.
+# version does not make two builds share: the version compared is the selected one, with
+# "=>VERSION" after it where a replacement brings another. Between the main module and
+# hack/tools (the control plane and the kubelet) every shared module must be at one
+# version: they share about 880 compiled packages (client-go, the API types, the API
+# server library, gRPC, OpenTelemetry). hack/tools follows k8s.io/kubernetes's own
+# versions: raise the main module's (go get MODULE@VERSION). A tools module (Kueue,
+# cert-manager, promtool, controller-gen) must not build a shared module at an older
+# version than those two do (go get MODULE@VERSION in it); a newer one its own release
+# asks for stays, as Go's version selection never goes below what a module requires.
+# shellcheck disable=SC2016 # $v is the template's variable, not the shell's
+samedeps_format='{{with .Module}}{{if .Version}}{{$v := .Version}}{{.Path}} {{.Version}}{{with .Replace}}{{if ne .Version $v}}=>{{.Version}}{{end}}{{end}}{{end}}{{end}}'
+# samedeps_list DIR [GO LIST FLAGS] PACKAGE...: "module version" of every module the
+# packages' builds compile.
 samedeps_list() {
-  local dir=$1 format=$2
-  shift 2
-  (cd "$dir" && go list -deps -f "$format" "$@" | sort -u)
+  local dir=$1
+  shift
+  (cd "$dir" && go list -deps -f "$samedeps_format" "$@" | sort -u)
 }
 verify_samedeps() {
   local main tools differ rc=0 dir list
-  main=$(samedeps_list . "$samedeps_format" -test ./...) || return 1
-  tools=$(samedeps_list hack/tools "$samedeps_format" ./etcd k8s.io/kubernetes/cmd/kube-apiserver \
+  main=$(samedeps_list . -test ./...) || return 1
+  tools=$(samedeps_list hack/tools ./etcd k8s.io/kubernetes/cmd/kube-apiserver \
     k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler \
     k8s.io/kubernetes/cmd/kubelet sigs.k8s.io/kwok/cmd/kwok sigs.k8s.io/kwok/cmd/kwokctl) || return 1
   differ=$(join <(echo "$main") <(echo "$tools") | awk '$2 != $3 {print "  " $1 ": " $2 " in the main module, " $3 " in hack/tools"}')
@@ -115,15 +117,13 @@ verify_samedeps() {
   done
   return $rc
 }
-# samedeps_tool DIR: samedeps_list of what tools module DIR's build script builds, with
-# the versions its build selects.
+# samedeps_tool DIR: samedeps_list of what tools module DIR's build script builds.
 samedeps_tool() {
-  local format='{{with .Module}}{{if .Version}}{{.Path}} {{.Version}}{{end}}{{end}}'
   case $1 in
-    hack/tools-kueue) samedeps_list "$1" "$format" sigs.k8s.io/kueue/cmd/kueue ;;
-    hack/tools-certmanager) samedeps_list "$1" "$format" . ;;
-    hack/tools-promtool) samedeps_list "$1" "$format" -tags remove_all_sd,enable_kubernetes_sd github.com/prometheus/prometheus/cmd/promtool ;;
-    hack/tools-volcano) samedeps_list "$1" "$format" sigs.k8s.io/controller-tools/cmd/controller-gen ;;
+    hack/tools-kueue) samedeps_list "$1" sigs.k8s.io/kueue/cmd/kueue ;;
+    hack/tools-certmanager) samedeps_list "$1" . ;;
+    hack/tools-promtool) samedeps_list "$1" -tags remove_all_sd,enable_kubernetes_sd github.com/prometheus/prometheus/cmd/promtool ;;
+    hack/tools-volcano) samedeps_list "$1" sigs.k8s.io/controller-tools/cmd/controller-gen ;;
   esac
 }
 # semver_less A B: whether module version A is older than B, by semantic versioning: the

@@ -173,34 +173,34 @@ require (
 	gopkg.in/tomb.v1 v1.0.0-20141024135613-dd632973f1e7 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 	k8s.io/api v0.36.3 // indirect
-	k8s.io/apiextensions-apiserver v0.0.0 // indirect
+	k8s.io/apiextensions-apiserver v0.36.3 // indirect
 	k8s.io/apimachinery v0.36.3 // indirect
 	k8s.io/apiserver v0.36.3 // indirect
 	k8s.io/client-go v0.36.3 // indirect
 	k8s.io/cloud-provider v0.36.3 // indirect
-	k8s.io/cluster-bootstrap v0.0.0 // indirect
+	k8s.io/cluster-bootstrap v0.36.3 // indirect
 	k8s.io/component-base v0.36.3 // indirect
 	k8s.io/component-helpers v0.36.3 // indirect
 	k8s.io/controller-manager v0.36.3 // indirect
 	k8s.io/cri-api v0.36.3 // indirect
-	k8s.io/cri-client v0.36.1 // indirect
-	k8s.io/cri-streaming v0.36.1 // indirect
-	k8s.io/csi-translation-lib v0.0.0 // indirect
+	k8s.io/cri-client v0.36.3 // indirect
+	k8s.io/cri-streaming v0.36.3 // indirect
+	k8s.io/csi-translation-lib v0.36.3 // indirect
 	k8s.io/dynamic-resource-allocation v0.36.3 // indirect
-	k8s.io/endpointslice v0.0.0 // indirect
-	k8s.io/externaljwt v0.0.0 // indirect
+	k8s.io/endpointslice v0.36.3 // indirect
+	k8s.io/externaljwt v0.36.3 // indirect
 	k8s.io/klog/v2 v2.140.0 // indirect
 	k8s.io/kms v0.36.3 // indirect
-	k8s.io/kube-aggregator v0.0.0 // indirect
-	k8s.io/kube-controller-manager v0.0.0 // indirect
+	k8s.io/kube-aggregator v0.36.3 // indirect
+	k8s.io/kube-controller-manager v0.36.3 // indirect
 	k8s.io/kube-openapi v0.0.0-20260317180543-43fb72c5454a // indirect
-	k8s.io/kube-proxy v0.0.0 // indirect
-	k8s.io/kube-scheduler v0.0.0 // indirect
-	k8s.io/kubectl v0.0.0 // indirect
+	k8s.io/kube-proxy v0.36.3 // indirect
+	k8s.io/kube-scheduler v0.36.3 // indirect
+	k8s.io/kubectl v0.36.3 // indirect
 	k8s.io/kubelet v0.36.3 // indirect
 	k8s.io/metrics v0.36.3 // indirect
-	k8s.io/mount-utils v0.0.0 // indirect
-	k8s.io/pod-security-admission v0.0.0 // indirect
+	k8s.io/mount-utils v0.36.3 // indirect
+	k8s.io/pod-security-admission v0.36.3 // indirect
 	k8s.io/streaming v0.36.3 // indirect
 	k8s.io/utils v0.0.0-20260210185600-b8788abfbbc2 // indirect
 	sigs.k8s.io/apiserver-network-proxy/konnectivity-client v0.34.0 // indirect
@@ -212,6 +212,11 @@ require (
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
 
+// k8s.io/kubernetes requires its staging modules at v0.0.0 (some at v0.36.1) and builds
+// them from its own tree; as a dependency they come from the module proxy at v0.36.3.
+// Each is required above at v0.36.3 too: Go's build cache keys a package on the version
+// the build selected, so at v0.0.0 the packages the main module also builds
+// (kube-aggregator's, kubectl's, apiextensions-apiserver's) would compile twice.
 replace (
 	k8s.io/api => k8s.io/api v0.36.3
 	k8s.io/apiextensions-apiserver => k8s.io/apiextensions-apiserver v0.36.3
