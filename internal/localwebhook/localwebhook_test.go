@@ -121,6 +121,24 @@ func TestFreePort(t *testing.T) {
 	l.Close()
 }
 
+// TestFreePortsDistinctAndAvoided: the ports of one call differ (the kernel's picks,
+// each closed at once, repeat: 200 picks out of Linux's ~14,000 odd ephemeral ports
+// would repeat about once a run) and none is one the caller said to avoid (400 avoided:
+// about 6 of 200 picks would be among them).
+func TestFreePortsDistinctAndAvoided(t *testing.T) {
+	avoid, err := FreePorts(400)
+	require.NoError(t, err)
+	ports, err := FreePorts(200, avoid...)
+	require.NoError(t, err)
+	require.Len(t, ports, 200)
+	seen := map[int]bool{}
+	for _, port := range ports {
+		assert.False(t, seen[port], "port %d given twice", port)
+		assert.NotContains(t, avoid, port)
+		seen[port] = true
+	}
+}
+
 // TestBalancerRoundRobinSkipsDeadBackends: connections go to the backends in turn, and
 // a backend that refuses (a killed replica) or is not ready is skipped.
 func TestBalancerRoundRobinSkipsDeadBackends(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -52,12 +53,40 @@ type Process struct {
 
 // FreePort is a TCP port free on 127.0.0.1 at the time of the call.
 func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := FreePorts(1)
 	if err != nil {
 		return 0, err
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return ports[0], nil
+}
+
+// FreePorts is n distinct TCP ports free on 127.0.0.1 at the time of the call, none of
+// them in avoid. Each is held open until all are chosen: a port closed at once can be
+// the kernel's next pick, and the webhook then got the same port for its server and its
+// metrics (e2e install once failed with "bind: address already in use"). A port in
+// avoid (one a stopped process will take again) is held too and picked past.
+func FreePorts(n int, avoid ...int) ([]int, error) {
+	var held []net.Listener
+	defer func() {
+		for _, l := range held {
+			l.Close()
+		}
+	}()
+	ports := make([]int, 0, n)
+	for len(ports) < n {
+		if len(held) > n+len(avoid)+16 {
+			return nil, fmt.Errorf("no %d free ports on 127.0.0.1 outside %v", n, avoid)
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		held = append(held, l)
+		if port := l.Addr().(*net.TCPAddr).Port; !slices.Contains(avoid, port) {
+			ports = append(ports, port)
+		}
+	}
+	return ports, nil
 }
 
 // Launch starts the webhook on free loopback ports; it does not wait for it to be
@@ -66,16 +95,16 @@ func Launch(o Options) (*Process, error) {
 	if _, err := os.Stat(o.Binary); err != nil {
 		return nil, fmt.Errorf("%w (build the webhook first: make build)", err)
 	}
-	var ports [3]int
-	for i := range ports {
-		port, err := FreePort()
-		if err != nil {
-			return nil, err
-		}
-		ports[i] = port
-	}
+	var ports []int
+	var err error
 	if o.Port != 0 {
-		ports[0] = o.Port
+		ports, err = FreePorts(2, o.Port)
+		ports = append([]int{o.Port}, ports...)
+	} else {
+		ports, err = FreePorts(3)
+	}
+	if err != nil {
+		return nil, err
 	}
 	loop := func(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
 	p := &Process{Addr: loop(ports[0]), Metrics: loop(ports[1]), Probe: loop(ports[2]), done: make(chan struct{})}

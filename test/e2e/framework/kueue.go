@@ -97,11 +97,9 @@ func StartKueue(c *Cluster, opts ...KueueOption) (*Kueue, error) {
 	if err != nil {
 		return nil, err
 	}
-	ports := make([]int, 2)
-	for i := range ports {
-		if ports[i], err = localwebhook.FreePort(); err != nil {
-			return nil, err
-		}
+	ports, err := localwebhook.FreePorts(2)
+	if err != nil {
+		return nil, err
 	}
 	webhookAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
 	probeAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[1]))
