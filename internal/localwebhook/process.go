@@ -95,17 +95,16 @@ func Launch(o Options) (*Process, error) {
 	if _, err := os.Stat(o.Binary); err != nil {
 		return nil, fmt.Errorf("%w (build the webhook first: make build)", err)
 	}
-	var ports []int
-	var err error
+	// The webhook server's port (o.Port when given), then metrics and probe.
+	fixed := []int{}
 	if o.Port != 0 {
-		ports, err = FreePorts(2, o.Port)
-		ports = append([]int{o.Port}, ports...)
-	} else {
-		ports, err = FreePorts(3)
+		fixed = append(fixed, o.Port)
 	}
+	free, err := FreePorts(3-len(fixed), fixed...)
 	if err != nil {
 		return nil, err
 	}
+	ports := append(fixed, free...)
 	loop := func(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
 	p := &Process{Addr: loop(ports[0]), Metrics: loop(ports[1]), Probe: loop(ports[2]), done: make(chan struct{})}
 	// Plain HTTP metrics unless Flags say --metrics-secure (the later flag wins): local
