@@ -38,15 +38,17 @@ bench_names() { # bench_names RUN...: the benches' names, each followed by a spa
   for run in "$@"; do run=${run%/run.sh}; printf '%s ' "${run##*/}"; done
 }
 run_once() { # run_once RUN...: each bench that runs once, in turn
-  local run
+  local run start
   for run in "$@"; do
     echo "=== $(basename "$(dirname "$run")") ==="
+    start=$SECONDS
     bash "$run"
+    echo "($(basename "$(dirname "$run")"): $((SECONDS - start)) s)"
     echo
   done
 }
 run_sized() { # every bench that populates a cluster, at each size
-  local n first reuse run # cluster stays global: the EXIT trap reads it
+  local n first reuse run start # cluster stays global: the EXIT trap reads it
   for n in $sizes; do
     cluster=bench-$n
     trap 'hack/cluster.sh down "$cluster" >/dev/null 2>&1 || true' EXIT
@@ -55,7 +57,9 @@ run_sized() { # every bench that populates a cluster, at each size
       echo "=== $(basename "$(dirname "$run")") at $n nodes ==="
       # The first bench of a size builds the cluster and leaves it; the others reuse it.
       reuse=1; [ -z "$first" ] || reuse=
+      start=$SECONDS
       BENCH_NODES=$n BENCH_PODS=$((n * pods_per_node)) BENCH_CLUSTER=$cluster BENCH_KEEP=1 BENCH_REUSE=$reuse bash "$run"
+      echo "($(basename "$(dirname "$run")") at $n nodes: $((SECONDS - start)) s)"
       first=
       echo
     done
