@@ -24,7 +24,7 @@ name=${BENCH_CLUSTER:-bench-rollout}
 mkdir -p "$out"
 say() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*"; }
 
-make build >/dev/null
+[ -n "${BENCH_BUILT:-}" ] || make build >/dev/null # hack/bench.sh builds once for all
 hack/gobuild.sh "$out/bench-$name" -trimpath ./bench/rollout
 if [ -n "${BENCH_SMOKE:-}" ]; then
   set -- --nodes=20 --max-unavailable=50% --install-delay=1s --idle=2s --domains=2 --per-domain=2 --domain-install=1s "$@"
