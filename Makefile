@@ -98,6 +98,11 @@ test-unit: ## unit tests (fake clientsets, pure functions, fuzz seeds), every Go
 test-e2e: $(E2E_DEPS) ## e2e tests against the local control plane (and a real node); never skipped
 	hack/gotest.sh e2e -count=1 -timeout 40m -p $(E2E_PARALLEL) -- $(E2E_PKGS) # E2E_PARALLEL packages at once, each with its own control plane; binaries kept per machine, linked only when changed
 
+# How many e2e packages make test-e2e runs and how many at once (hack/test.sh reads it).
+.PHONY: e2e-plan
+e2e-plan:
+	@echo $(words $(E2E_PKGS)) $(E2E_PARALLEL)
+
 .PHONY: cluster
 cluster: build control-plane ## local control plane with the sample AI cluster; kubeconfig _output/dev/kubeconfig
 	hack/cluster.sh up litepool-dev _output/dev/kubeconfig

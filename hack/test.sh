@@ -9,7 +9,8 @@
 #
 #   hack/test.sh            compile, verify, unit, build (the control plane, Kueue, Volcano's
 #                           CRDs, cert-manager, the kubelet and the image, reused when built
-#                           from the same inputs), e2e, bench smoke
+#                           from the same inputs), e2e, bench smoke (started once e2e's
+#                           last packages run, below)
 #
 # The third-party tools (tools_targets: promtool, and those only e2e needs) build in the
 # background from the end of the compile phase, beside verify and unit: on a new machine
@@ -28,7 +29,8 @@ set -m # the background job gets a process group of its own, to be stopped whole
 # The build phase makes what test-e2e and bench-smoke would build first (the Makefile's
 # E2E_DEPS and BENCH_DEPS), so those two run with them empty: checking up-to-date
 # binaries again costs seconds of CPU (each go build hashes every source it depends on).
-phases=("compile:compile" "verify:verify" "unit:test-unit" "build:control-plane kueue volcano-crds certmanager kubelet" "e2e:test-e2e E2E_DEPS=" "bench smoke:bench-smoke BENCH_DEPS=")
+phases=("compile:compile" "verify:verify" "unit:test-unit" "build:control-plane kueue volcano-crds certmanager kubelet" "e2e:test-e2e E2E_DEPS=" "bench smoke:")
+bench_targets="bench-smoke BENCH_DEPS="
 # promtool first: make test-unit's rules tests need it (hack/build-promtool.sh lets one
 # build run at a time, so the unit phase waits for this one rather than building twice).
 tools_targets="promtool kueue certmanager volcano-crds control-plane kubelet"
@@ -49,6 +51,7 @@ children_cpu() {
 summary() {
   local rc=$? line
   [ -z "$tools_pid" ] || kill -- "-$tools_pid" 2>/dev/null || true
+  [ -z "$bench_pid" ] || kill -- "-$bench_pid" 2>/dev/null || true
   echo
   echo "== make test: time per phase"
   for line in "${times[@]}"; do echo "  $line"; done
@@ -57,7 +60,7 @@ summary() {
 trap summary EXIT
 
 mkdir -p _output/test
-rm -f _output/test/tools.done _output/test/times.* # children_cpu's, one per shell and run
+rm -f _output/test/tools.done _output/test/bench.done _output/test/e2e.done _output/test/times.* # children_cpu's, one per shell and run
 tools_log=_output/test/tools.log
 
 # start_tools: the tools job, in the background.
@@ -86,6 +89,49 @@ wait_tools() {
   [ "$rc" -eq 0 ] || { echo "make $tools_targets failed (exit $rc): $tools_log" >&2; return 1; }
 }
 
+# Bench smoke starts before e2e ends: once no e2e package waits for a slot. go test
+# runs E2E_PARALLEL packages at a time in the order given and prints each one's result
+# in that order, so when all but E2E_PARALLEL results are printed, what is left is
+# running and the last packages (the shortest) are ending: the cores they leave idle,
+# and those bench smoke's lanes leave idle while they wait on their clusters, fill each
+# other. Bench smoke beside the whole of e2e was measured slower (README); beside its
+# last packages only, the machine is otherwise idle a third of that time.
+bench_pid=
+bench_log=_output/test/bench.log
+e2e_log=_output/test/e2e.log
+
+# start_bench_after_e2e_queue: the bench smoke job, in the background, waiting for the
+# moment above (or for e2e to end, whichever comes first).
+start_bench_after_e2e_queue() {
+  local packages parallel begin
+  read -r packages parallel < <(make --no-print-directory -s e2e-plan)
+  : >"$e2e_log"
+  {
+    while [ ! -e _output/test/e2e.done ] &&
+      [ "$(grep -cE '^(ok|FAIL|\?)[[:space:]]+[^[:space:]]+/test/e2e/' "$e2e_log")" -lt $((packages - parallel)) ]; do
+      sleep 2
+    done
+    begin=$SECONDS rc=0
+    # shellcheck disable=SC2086 # bench_targets is a make target and its variables
+    make --no-print-directory $bench_targets || rc=$?
+    children_cpu
+    echo "$rc $((SECONDS - begin)) $cpu_now $([ -e _output/test/e2e.done ] && echo 0 || echo 1)" >_output/test/bench.done
+  } >"$bench_log" 2>&1 &
+  bench_pid=$!
+}
+
+# wait_bench: the bench smoke job's output, time and CPU, and its failure as the phase's.
+wait_bench() {
+  local rc took cpu beside=
+  wait "$bench_pid" || true
+  bench_pid=
+  cat "$bench_log"
+  read -r rc took cpu beside <_output/test/bench.done || { rc=1 took=0 cpu=0; }
+  [ "$beside" != 1 ] || beside=" (started before e2e ended)"
+  times+=("$(printf '%-12s %4d s  cpu %5d s%s' "bench smoke" "$took" "$cpu" "$beside")")
+  [ "$rc" -eq 0 ] || { echo "make $bench_targets failed (exit $rc)" >&2; return 1; }
+}
+
 for p in "${phases[@]}"; do
   name=${p%%:*} targets=${p#*:}
   children_cpu
@@ -96,8 +142,19 @@ for p in "${phases[@]}"; do
     make --no-print-directory build image
     wait_tools
   fi
-  # shellcheck disable=SC2086 # targets is a list of make targets
-  make --no-print-directory $targets
+  if [ "$name" = "bench smoke" ]; then
+    wait_bench
+    continue
+  fi
+  if [ "$name" = e2e ]; then
+    start_bench_after_e2e_queue
+    # shellcheck disable=SC2086 # targets is a make target and its variables
+    make --no-print-directory $targets | tee -a "$e2e_log"
+    touch _output/test/e2e.done
+  else
+    # shellcheck disable=SC2086 # targets is a list of make targets
+    make --no-print-directory $targets
+  fi
   children_cpu
   cpu=$((cpu_now - cpu))
   [ "$name" != build ] || cpu=$((cpu - tools_cpu))
