@@ -104,7 +104,27 @@ func nodeWorkPool(t *testing.T, name string, n int, h *v1alpha1.HealthPolicy) []
 		nodes = append(nodes, fmt.Sprintf("%s-%d", name, i))
 		framework.CreateReadyNode(t, framework.C.Kube, nodes[i-1], name)
 	}
+	waitMembersSeen(t, name, n)
 	return nodes
+}
+
+// waitMembersSeen waits until the controller counts n members in pool's status. Its
+// status sync and its health loop read nodes from one cache, so the health loop then
+// knows them too: an entry forged for a member it has not seen yet is an entry of a
+// node outside the pool (forgotten, not refused), and a test that counts refusals
+// would count one short (an attack run once saw 2 of 3).
+func waitMembersSeen(t *testing.T, pool string, n int) {
+	t.Helper()
+	var seen int32
+	err := wait.PollUntilContextTimeout(ctx, nwPollPeriod, nwWait, true, func(context.Context) (bool, error) {
+		p, err := poolclient.New(framework.C.Dynamic).Get(ctx, pool)
+		if err != nil {
+			return false, err
+		}
+		seen = p.Status.NodeCount
+		return seen == int32(n), nil
+	})
+	require.NoError(t, err, "pool %s: the controller counted %d members, not %d\nwebhook log:\n%s", pool, seen, n, framework.W.Log)
 }
 
 // setCondition plays Node Problem Detector: the node's own word.
