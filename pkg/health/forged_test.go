@@ -2,6 +2,7 @@ package health
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -322,4 +324,49 @@ func TestAForgedHoldOfAQuarantinedNodeIsRechecked(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A node whose step cannot be followed (its taint write fails) stops neither the other
+// members' steps nor their Events: the forged entries past the breaker are refused with
+// an Event each in the same pass, though the pass returns the taint's error. Before,
+// the first failed effect ended the pass's effects, and the retry found the refusals
+// stored and recorded nothing.
+func TestAFailedStepKeepsTheOthersEvents(t *testing.T) {
+	r, kube := setup(t, []string{"registry.example.com/"}, member("n1", "8"), member("n2", "8"), member("n3", "8"), member("n4", "8"))
+	r.Recorder = &events.Recorder{Client: kube}
+	ctx := context.Background()
+	var pool v1alpha1.Pool
+	require.NoError(t, r.Client.Get(ctx, client.ObjectKey{Name: "p1"}, &pool))
+	pool.Spec.Health.MaxQuarantinedPercent = 25
+	require.NoError(t, r.Client.Update(ctx, &pool))
+	for _, n := range []string{"n1", "n2", "n3", "n4"} {
+		pool.Status.NodeHealth = append(pool.Status.NodeHealth, v1alpha1.NodeHealthStatus{Node: n, State: v1alpha1.NodeHealthQuarantined, Fatal: true,
+			Reason: "Condition/SysLogsXIDError", Since: metav1.Time{Time: now}, FaultedAt: &metav1.Time{Time: now}})
+	}
+	require.NoError(t, r.Client.Status().Update(ctx, &pool))
+	taintFails := func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if named, ok := a.(interface{ GetName() string }); ok && named.GetName() == "n1" {
+			return true, nil, errors.New("injected: the node write failed")
+		}
+		if u, ok := a.(k8stesting.UpdateAction); ok {
+			if n, ok := u.GetObject().(*corev1.Node); ok && n.Name == "n1" {
+				return true, nil, errors.New("injected: the node write failed")
+			}
+		}
+		return false, nil, nil
+	}
+	kube.PrependReactor("update", "nodes", taintFails)
+	kube.PrependReactor("patch", "nodes", taintFails)
+
+	_, err := r.Reconcile(ctx, poolP1)
+	require.ErrorContains(t, err, "injected: the node write failed", "the failed step is returned, for a retry")
+	refused := 0
+	for _, a := range kube.Actions() {
+		if c, ok := a.(k8stesting.CreateAction); ok {
+			if ev, ok := c.GetObject().(*corev1.Event); ok && ev.Reason == "HealthEntryNotHonoured" {
+				refused++
+			}
+		}
+	}
+	assert.Equal(t, 3, refused, "an Event for each entry refused, though n1's taint failed first")
 }

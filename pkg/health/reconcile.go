@@ -143,17 +143,25 @@ func (r *Reconciler) decide(ctx context.Context, pool *v1alpha1.Pool) (pass.Deci
 	}
 	pool.Status.NodeHealth = entries
 	setCounts(pool)
+	d.Effects = append(d.Effects, func(ctx context.Context) error { return r.followAll(ctx, pool, s, steps) })
+	return d, nil
+}
+
+// followAll follows every step once its entry is stored and records its Event, one node
+// after another: a node whose step could not be followed (a taint, a re-check run) stops
+// neither the others' steps nor their Events. The retry that the joined error asks for
+// finds the entries stored and unchanged, and records nothing: an Event not written now
+// is never written.
+func (r *Reconciler) followAll(ctx context.Context, pool *v1alpha1.Pool, s policy.HealthSettings, steps []Step) error {
+	var errs []error
 	for i := range steps {
 		st := &steps[i]
-		d.Effects = append(d.Effects, func(ctx context.Context) error {
-			if err := r.follow(ctx, pool, s, st); err != nil {
-				return err
-			}
-			r.record(ctx, pool, s, st)
-			return nil
-		})
+		if err := r.follow(ctx, pool, s, st); err != nil {
+			errs = append(errs, err)
+		}
+		r.record(ctx, pool, s, st)
 	}
-	return d, nil
+	return errors.Join(errs...)
 }
 
 func setCounts(p *v1alpha1.Pool) {
