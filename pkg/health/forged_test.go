@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -218,19 +219,9 @@ func TestAStatusWriterCannotReturnANode(t *testing.T) {
 // re-check and returns when it passes, and its episode is no flap. Before, all 4 were
 // tainted.
 func TestForgedEntriesStayWithinTheBreaker(t *testing.T) {
-	r, kube := setup(t, []string{"registry.example.com/"}, member("n1", "8"), member("n2", "8"), member("n3", "8"), member("n4", "8"))
-	r.Recorder = &events.Recorder{Client: kube}
+	r, kube := forgedFatalForAllFour(t, true)
 	ctx := context.Background()
 	var pool v1alpha1.Pool
-	require.NoError(t, r.Client.Get(ctx, client.ObjectKey{Name: "p1"}, &pool))
-	pool.Spec.Health.MaxQuarantinedPercent = 25
-	pool.Spec.Health.Drain = true
-	require.NoError(t, r.Client.Update(ctx, &pool))
-	for _, n := range []string{"n1", "n2", "n3", "n4"} {
-		pool.Status.NodeHealth = append(pool.Status.NodeHealth, v1alpha1.NodeHealthStatus{Node: n, State: v1alpha1.NodeHealthQuarantined, Fatal: true,
-			Reason: "Condition/SysLogsXIDError", Since: metav1.Time{Time: now}, FaultedAt: &metav1.Time{Time: now}})
-	}
-	require.NoError(t, r.Client.Status().Update(ctx, &pool))
 	taintedNodes := func() (out []string) {
 		for _, n := range []string{"n1", "n2", "n3", "n4"} {
 			node, err := kube.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
@@ -332,18 +323,8 @@ func TestAForgedHoldOfAQuarantinedNodeIsRechecked(t *testing.T) {
 // the first failed effect ended the pass's effects, and the retry found the refusals
 // stored and recorded nothing.
 func TestAFailedStepKeepsTheOthersEvents(t *testing.T) {
-	r, kube := setup(t, []string{"registry.example.com/"}, member("n1", "8"), member("n2", "8"), member("n3", "8"), member("n4", "8"))
-	r.Recorder = &events.Recorder{Client: kube}
+	r, kube := forgedFatalForAllFour(t, false)
 	ctx := context.Background()
-	var pool v1alpha1.Pool
-	require.NoError(t, r.Client.Get(ctx, client.ObjectKey{Name: "p1"}, &pool))
-	pool.Spec.Health.MaxQuarantinedPercent = 25
-	require.NoError(t, r.Client.Update(ctx, &pool))
-	for _, n := range []string{"n1", "n2", "n3", "n4"} {
-		pool.Status.NodeHealth = append(pool.Status.NodeHealth, v1alpha1.NodeHealthStatus{Node: n, State: v1alpha1.NodeHealthQuarantined, Fatal: true,
-			Reason: "Condition/SysLogsXIDError", Since: metav1.Time{Time: now}, FaultedAt: &metav1.Time{Time: now}})
-	}
-	require.NoError(t, r.Client.Status().Update(ctx, &pool))
 	taintFails := func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if named, ok := a.(interface{ GetName() string }); ok && named.GetName() == "n1" {
 			return true, nil, errors.New("injected: the node write failed")
@@ -369,4 +350,25 @@ func TestAFailedStepKeepsTheOthersEvents(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 3, refused, "an Event for each entry refused, though n1's taint failed first")
+}
+
+// forgedFatalForAllFour is a pool of 4 healthy members whose breaker allows 1 out
+// (maxQuarantinedPercent 25, drain as given), with {Quarantined, fatal} written into its
+// status for all 4 as a pools/status writer would; Events are recorded.
+func forgedFatalForAllFour(t *testing.T, drain bool) (*Reconciler, *kubefake.Clientset) {
+	t.Helper()
+	r, kube := setup(t, []string{"registry.example.com/"}, member("n1", "8"), member("n2", "8"), member("n3", "8"), member("n4", "8"))
+	r.Recorder = &events.Recorder{Client: kube}
+	ctx := context.Background()
+	var pool v1alpha1.Pool
+	require.NoError(t, r.Client.Get(ctx, client.ObjectKey{Name: "p1"}, &pool))
+	pool.Spec.Health.MaxQuarantinedPercent = 25
+	pool.Spec.Health.Drain = drain
+	require.NoError(t, r.Client.Update(ctx, &pool))
+	for _, n := range []string{"n1", "n2", "n3", "n4"} {
+		pool.Status.NodeHealth = append(pool.Status.NodeHealth, v1alpha1.NodeHealthStatus{Node: n, State: v1alpha1.NodeHealthQuarantined, Fatal: true,
+			Reason: "Condition/SysLogsXIDError", Since: metav1.Time{Time: now}, FaultedAt: &metav1.Time{Time: now}})
+	}
+	require.NoError(t, r.Client.Status().Update(ctx, &pool))
+	return r, kube
 }
